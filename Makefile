@@ -1,0 +1,51 @@
+# Two commands matter: `make demo` and `make test`. Both install into .venv first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint format bench clean slurm-up slurm-down
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.txt requirements-runner.txt requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/cluster-manager demo
+
+# Tests use DATABASE_URL, else a Postgres answering on 127.0.0.1:5432, else an embedded one.
+LOCAL_PG := postgresql://postgres@127.0.0.1:5432/postgres
+
+# The Slurm tests need the one-node cluster on loopback (root, Debian); CI must have it.
+test: setup
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+	if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$CI" ]; fi
+	DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
+		$(BIN)/pytest -n 2 --dist loadgroup
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+format: setup
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
+
+# Speed and memory figures against their targets (docs/PERFORMANCE.md); needs the Postgres
+# at DATABASE_URL or 127.0.0.1:5432 (it creates and drops cm_bench_* databases).
+bench: setup
+	$(BIN)/python benchmarks/run.py
+
+slurm-up:
+	bash scripts/slurm/setup.sh
+
+slurm-down:
+	bash scripts/slurm/stop.sh
+
+clean:
+	rm -rf $(VENV) .data .pytest_cache .ruff_cache

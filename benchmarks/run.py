@@ -1,0 +1,99 @@
+"""Runs every benchmark, writes benchmarks/results.json and prints one table.
+
+    .venv/bin/python benchmarks/run.py            # or: make bench
+    .venv/bin/python benchmarks/run.py ranking    # only some modules, by name (not written)
+
+Each module runs in a process of its own (so one's threads, memory and event loop cannot
+disturb the next), one after the other. The exit status is 1 when a figure misses its target
+or a module fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchlib import machine, table, verdict
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results.json"
+MODULE_TIMEOUT_S = 300
+# Cheapest and most sensitive to noise first, the database bulk load last but one.
+MODULES = (
+    "eval_overhead",
+    "timing_error",
+    "github_overhead",
+    "github_requests",
+    "queue_overhead",
+    "ranking",
+    "bot_rss",
+)
+# What a module that crashed would have reported.
+FIGURES = {
+    "eval_overhead": ("eval_overhead_ratio",),
+    "timing_error": ("timing_error_pct_max",),
+    "github_overhead": ("github_overhead_s_p50",),
+    "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),
+    "queue_overhead": ("queue_overhead_ms_per_job",),
+    "ranking": ("ranking_p95_ms",),
+    "bot_rss": ("bot_rss_mb_idle", "bot_rss_mb_100_inflight"),
+}
+
+
+def run_module(name: str) -> tuple[dict[str, Any], float]:
+    """Runs one module; its figures (or errors standing in for them) and its wall time."""
+    print(f"== {name}", file=sys.stderr, flush=True)
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="cm-bench-") as tmp:
+        out = Path(tmp) / f"{name}.json"
+        command = [sys.executable, str(HERE / f"{name}.py"), "--json", str(out)]
+        try:
+            done = subprocess.run(command, timeout=MODULE_TIMEOUT_S, check=False)
+            problem = None if out.is_file() else f"exited {done.returncode} without figures"
+        except subprocess.TimeoutExpired:
+            problem = f"did not finish within {MODULE_TIMEOUT_S} s"
+        figures = json.loads(out.read_text()) if problem is None else {}
+    for figure in FIGURES[name]:
+        if figure not in figures:
+            figures[figure] = {"value": None, "unit": "", "target": None, "error": problem}
+    return figures, time.perf_counter() - began
+
+
+def main(argv: list[str]) -> int:
+    chosen = [m for m in MODULES if not argv or m in argv]
+    began = time.perf_counter()
+    started = datetime.now(UTC)
+    figures: dict[str, Any] = {}
+    seconds: dict[str, float] = {}
+    load: dict[str, float] = {}
+    for name in chosen:
+        # Other work on the machine moves every figure: keep how busy it was alongside.
+        load[name] = round(os.getloadavg()[0], 2)
+        found, seconds[name] = run_module(name)
+        figures.update(found)
+    results = {
+        "date": started.isoformat(timespec="seconds"),
+        "machine": machine(),
+        "wall_s": round(time.perf_counter() - began, 1),
+        "module_wall_s": {k: round(v, 1) for k, v in seconds.items()},
+        "module_loadavg_1m_at_start": load,
+        "figures": figures,
+    }
+    print()
+    print(table(figures))
+    print(f"\n{len(figures)} figures in {results['wall_s']:.0f} s")
+    if len(chosen) == len(MODULES):  # a partial run must not pass for the latest full one
+        RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
+        print(f"written to {RESULTS}")
+    return 1 if any(verdict(f) in ("FAIL", "ERROR") for f in figures.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,9 @@
+DROP TABLE rankings;
+DROP TABLE runs;
+DROP TABLE jobs;
+DROP TABLE submissions;
+DROP TABLE code_files;
+DROP TABLE templates;
+DROP TABLE leaderboard_gpus;
+DROP TABLE leaderboards;
+DROP TABLE users;

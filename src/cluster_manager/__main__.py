@@ -1,0 +1,3 @@
+from cluster_manager.cli import main
+
+main()

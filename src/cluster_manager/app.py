@@ -1,0 +1,114 @@
+"""Wiring: one database, one pool, the service, the registry and the launchers.
+
+Front ends (CLI, bot) open the app once at start-up and pass its parts down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import asyncpg
+
+from cluster_manager.gpus import DEFAULT_REGISTRY_FILE, GpuRegistry, load_registry
+from cluster_manager.launchers.base import Launcher
+from cluster_manager.launchers.local import LocalLauncher
+from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.service import Service
+from cluster_manager.settings import Settings, local_limits
+from cluster_manager.storage.database import DatabaseError, create_pool, database_url
+from cluster_manager.storage.migrations import apply_migrations, pending_migrations
+
+
+@dataclass
+class App:
+    settings: Settings
+    database_url: str
+    embedded: bool
+    pool: asyncpg.Pool
+    registry: GpuRegistry
+    launchers: dict[str, Launcher]
+    service: Service
+
+    def scheduler(
+        self, config: SchedulerConfig | None = None, *, submission_ids: set[int] | None = None
+    ) -> Scheduler:
+        config = config or SchedulerConfig(limits=local_limits(self.settings))
+        return Scheduler(
+            self.pool,
+            self.registry,
+            self.launchers,
+            config=config,
+            submission_ids=submission_ids,
+        )
+
+
+def load_settings_registry(settings: Settings) -> GpuRegistry:
+    registry = load_registry(settings.gpus_file or DEFAULT_REGISTRY_FILE)
+    if settings.local_concurrency is not None:
+        registry = registry.with_concurrency("local", settings.local_concurrency)
+    return registry
+
+
+def build_launchers(settings: Settings) -> dict[str, Launcher]:
+    """The launchers this process can drive: local always, the others when configured."""
+    launchers: dict[str, Launcher] = {"local": LocalLauncher(settings.data_dir / "runs")}
+    if settings.github_repo and settings.github_tokens:
+        from cluster_manager.launchers.github import GitHubLauncher
+
+        launchers["github"] = GitHubLauncher(
+            settings.github_repo,
+            settings.github_tokens,
+            base_url=settings.github_api_url,
+            ref=settings.github_ref,
+            poll_interval=settings.github_poll_interval_s,
+        )
+    if settings.slurm_dir:
+        from cluster_manager.launchers.slurm import SlurmLauncher
+
+        launchers["slurm"] = SlurmLauncher(
+            settings.slurm_dir, python=settings.slurm_python or sys.executable
+        )
+    if settings.modal_app:
+        from cluster_manager.launchers.modal import ModalLauncher
+
+        launchers["modal"] = ModalLauncher(
+            settings.modal_app, state_dir=settings.data_dir / "modal-calls"
+        )
+    return launchers
+
+
+@contextlib.asynccontextmanager
+async def open_app(settings: Settings) -> AsyncIterator[App]:
+    """Connects (starting the embedded Postgres when no DATABASE_URL is set) and checks the
+    schema: the embedded database is migrated on the spot, an external one must be migrated
+    explicitly with `cluster-manager db migrate`."""
+    async with database_url(settings.database_url, settings.data_dir) as (url, embedded):
+        if embedded:
+            await asyncio.to_thread(apply_migrations, url)
+        else:
+            pending = await asyncio.to_thread(pending_migrations, url)
+            if pending:
+                raise DatabaseError(
+                    f"the database needs migrations {', '.join(pending)}: "
+                    "run `cluster-manager db migrate`"
+                )
+        pool = await create_pool(url)
+        try:
+            registry = load_settings_registry(settings)
+            yield App(
+                settings=settings,
+                database_url=url,
+                embedded=embedded,
+                pool=pool,
+                registry=registry,
+                launchers=build_launchers(settings),
+                service=Service(
+                    pool, registry, default_rate_limit_per_hour=settings.rate_limit_per_hour
+                ),
+            )
+        finally:
+            await pool.close()

@@ -1,0 +1,75 @@
+"""What every command shares: the group, settings, exit codes and the app's lifetime."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, NoReturn, TypeVar
+
+import click
+
+from cluster_manager.errors import ClusterManagerError
+from cluster_manager.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from cluster_manager.app import App
+
+EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+T = TypeVar("T")
+# Command -> the module of `cluster_manager.cli` that defines it.
+COMMAND_MODULES = {
+    "bot": "bot",
+    "db": "db",
+    "demo": "demo",
+    "eval": "local_eval",
+    "leaderboard": "leaderboard",
+    "submit": "submit",
+    "worker": "worker",
+}
+
+
+def fail(message: str) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)
+
+
+class LazyGroup(click.Group):
+    """Imports a command's module only when it runs: `eval` never loads the database, the
+    scheduler or Discord, which would cost a start-up longer than a short run itself."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            importlib.import_module(f"cluster_manager.cli.{module}")  # registers it
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.pass_context
+def cli(ctx: click.Context) -> None:
+    """GPU-kernel competitions: check, time and rank kernels."""
+    try:
+        ctx.obj = load_settings()
+    except ClusterManagerError as exc:
+        fail(str(exc))
+
+
+def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
+    """Opens the database (embedded when DATABASE_URL is unset), runs `body`, closes it.
+    Our own errors become a one-line message and exit code 2."""
+
+    from cluster_manager.app import open_app
+
+    async def run() -> T:
+        async with open_app(settings) as app:
+            return await body(app)
+
+    try:
+        return asyncio.run(run())
+    except ClusterManagerError as exc:
+        fail(str(exc))

@@ -1,0 +1,36 @@
+"""`cluster-manager demo`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cluster_manager.app import App
+from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.settings import Settings
+
+
+@cli.command("demo")
+@click.option(
+    "--examples",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("examples"),
+    show_default=True,
+    help="Folder of example tasks.",
+)
+@click.pass_obj
+def demo_command(settings: Settings, examples: Path) -> None:
+    """Create example leaderboards, submit right and wrong kernels, print the rankings."""
+    from cluster_manager.demo import run_demo
+
+    if not examples.is_dir():
+        fail(f"no examples folder at {examples}")
+
+    async def body(app: App) -> bool:
+        return await run_demo(app, examples, click.echo)
+
+    ok = with_app(settings, body)
+    click.echo("Every verdict was as expected." if ok else "Some verdicts were unexpected.")
+    sys.exit(EXIT_PASSED if ok else EXIT_FAILED)

@@ -1,0 +1,132 @@
+"""`cluster-manager eval`: one submission against one task on this machine, no database."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail
+from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
+from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
+from cluster_manager.core.submission import validate_submission
+from cluster_manager.core.task import load_task
+from cluster_manager.errors import ClusterManagerError, LauncherError
+from cluster_manager.launchers.local import LocalLauncher
+from cluster_manager.report import format_report
+from cluster_manager.settings import Settings, local_limits
+
+EVAL_POLL_S = 0.02
+
+
+def build_request(
+    task: Task,
+    submission_path: Path,
+    mode: Mode,
+    seed: int | None,
+    settings: Settings,
+) -> RunRequest:
+    try:
+        data = submission_path.read_bytes()
+    except OSError as exc:
+        raise ClusterManagerError(f"cannot read {submission_path}: {exc.strerror}") from None
+    submission = validate_submission(submission_path.name, data, task.lang)
+    if mode is Mode.LEADERBOARD and seed is None:
+        seed = new_secret_seed()
+    return RunRequest(
+        task=task,
+        submission_name=task.submission_name,
+        submission_code=submission.code,
+        mode=mode,
+        secret_seed=seed if mode is Mode.LEADERBOARD else None,
+        limits=local_limits(settings),
+    )
+
+
+async def run_local(
+    request: RunRequest,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    sandbox: bool = False,
+) -> RunResult:
+    """Runs one request through the local launcher in a throw-away runs directory.
+
+    Without `sandbox` the task runs as the caller, with their network and files: it is their
+    own code, and what it writes (debug dumps, say) stays where they can see it.
+    """
+    with tempfile.TemporaryDirectory(prefix="cm-local-") as runs:
+        # A user waits on this one run: notice its end within 20 ms rather than 100 ms.
+        launcher = LocalLauncher(Path(runs), poll_interval=EVAL_POLL_S, sandbox=sandbox)
+        handle = await launcher.submit(request, uuid.uuid4().hex)
+        result = await launcher.follow(
+            handle, timeout=run_timeout(request), on_progress=on_progress
+        )
+    if result is None:
+        raise LauncherError("the local run ended without a result")
+    return result
+
+
+def _print_progress(event: dict[str, Any]) -> None:
+    match event.get("event"):
+        case "compile":
+            click.echo("… compiling", err=True)
+        case "phase":
+            click.echo(f"… {event['phase']}: {event['cases']} case(s)", err=True)
+
+
+@cli.command("eval")
+@click.argument("task_path", metavar="TASK", type=click.Path(path_type=Path))
+@click.argument("submission", type=click.Path(path_type=Path))
+@click.option(
+    "--mode",
+    type=click.Choice([m.value for m in Mode if m is not Mode.SCRIPT]),
+    default=Mode.TEST.value,
+    show_default=True,
+    help="test: correctness; benchmark: timings; leaderboard: ranked run with a secret seed.",
+)
+@click.option(
+    "--seed",
+    type=click.IntRange(0, 2**SECRET_SEED_BITS - 1),
+    help="Secret seed for leaderboard mode (random when omitted).",
+)
+@click.option(
+    "--sandbox",
+    is_flag=True,
+    help="Run in the sandbox the bot uses (as root: own user, no network, private /tmp).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print only the RunResult JSON.")
+@click.pass_obj
+def eval_command(
+    settings: Settings,
+    task_path: Path,
+    submission: Path,
+    mode: str,
+    seed: int | None,
+    sandbox: bool,
+    as_json: bool,
+) -> None:
+    """Run SUBMISSION against the task at TASK (a folder or .zip) on this machine."""
+    try:
+        task = load_task(task_path)
+        request = build_request(task, submission, Mode(mode), seed, settings)
+    except ClusterManagerError as exc:
+        fail(str(exc))
+    try:
+        progress = None if as_json else _print_progress
+        result = asyncio.run(run_local(request, progress, sandbox=sandbox))
+    except LauncherError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(format_report(result, title=f"{task.name} / {submission.name}"))
+    sys.exit(EXIT_PASSED if result.passed else EXIT_FAILED)

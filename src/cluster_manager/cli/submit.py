@@ -1,0 +1,97 @@
+"""`cluster-manager submit`: store a submission, run it with live progress, report, place."""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import sys
+from pathlib import Path
+
+import click
+
+from cluster_manager.app import App
+from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.records import JobState
+from cluster_manager.report import format_event, format_placement, format_report
+from cluster_manager.service import SubmissionReport, Submitter
+from cluster_manager.settings import Settings
+
+
+def render_report(report: SubmissionReport) -> str:
+    parts = []
+    for run in report.runs:
+        if run.secret:
+            icon = "✅" if run.passed else "❌"
+            parts.append(f"[{run.gpu} secret] {icon} secret re-run: {run.verdict.value}")
+        else:
+            result = RunResult.from_json(run.result)
+            parts.append(f"[{run.gpu}]\n" + format_report(result, title=run.file_name))
+    for job in report.jobs:
+        if job.state is JobState.FAILED:
+            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed: {job.error}")
+    return "\n\n".join(parts)
+
+
+@cli.command("submit")
+@click.argument("leaderboard")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--gpu", "gpus", multiple=True, help="GPU type (repeatable; default: the only one).")
+@click.option(
+    "--mode",
+    type=click.Choice(["test", "benchmark", "leaderboard", "profile"]),
+    default="leaderboard",
+    show_default=True,
+)
+@click.option("--user", default=None, help="Submit as this user (default: your login name).")
+@click.option("--no-wait", is_flag=True, help="Only enqueue; a worker runs it.")
+@click.pass_obj
+def submit_command(
+    settings: Settings,
+    leaderboard: str,
+    file: Path,
+    gpus: tuple[str, ...],
+    mode: str,
+    user: str | None,
+    no_wait: bool,
+) -> None:
+    """Submit FILE to LEADERBOARD and follow it live."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        fail(f"cannot read {file}: {exc.strerror}")
+    name = user or getpass.getuser()
+
+    async def body(app: App) -> bool:
+        receipt = await app.service.submit(
+            leaderboard,
+            Submitter(name, name),
+            file.name,
+            data,
+            gpus=list(gpus) or None,
+            mode=Mode(mode),
+        )
+        click.echo(
+            f"submission {receipt.submission_id}: {receipt.file_name} to {receipt.leaderboard} "
+            f"({receipt.mode.value} mode) as {receipt.user}",
+            err=True,
+        )
+        if no_wait:
+            return True
+        scheduler = app.scheduler(submission_ids={receipt.submission_id})
+
+        async def follow() -> None:
+            async for event in app.service.watch(receipt.submission_id):
+                click.echo(format_event(event), err=True)
+
+        await asyncio.gather(scheduler.run_until_idle({j.id for j in receipt.jobs}), follow())
+        report = await app.service.report(receipt.submission_id)
+        click.echo(render_report(report))
+        if receipt.mode is Mode.LEADERBOARD:
+            click.echo("")
+            for placement in await app.service.placements(receipt.submission_id):
+                click.echo(format_placement(placement))
+        return all(r.passed for r in report.runs) and len(report.runs) == len(report.jobs)
+
+    passed = with_app(settings, body)
+    sys.exit(EXIT_PASSED if passed else EXIT_FAILED)

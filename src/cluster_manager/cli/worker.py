@@ -1,0 +1,47 @@
+"""`cluster-manager worker`: a long-running scheduler (several may share one database)."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+
+import click
+
+from cluster_manager.app import App
+from cluster_manager.cli.common import cli, with_app
+from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.settings import Settings, local_limits
+
+
+@cli.command("worker")
+@click.option(
+    "--lease",
+    type=click.FloatRange(min=1),
+    default=30.0,
+    show_default=True,
+    help="Seconds a job's lease lasts without a heartbeat.",
+)
+@click.option(
+    "--poll",
+    type=click.FloatRange(min=0.05),
+    default=1.0,
+    show_default=True,
+    help="Seconds between queue scans (new jobs also wake it at once).",
+)
+@click.pass_obj
+def worker_command(settings: Settings, lease: float, poll: float) -> None:
+    """Claim, dispatch and follow jobs until interrupted; resumes jobs left by dead workers."""
+
+    async def body(app: App) -> None:
+        config = SchedulerConfig(
+            lease_s=lease, heartbeat_s=lease / 3, poll_s=poll, limits=local_limits(settings)
+        )
+        scheduler = app.scheduler(config)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(signum, stop.set)
+        click.echo(f"worker {scheduler.owner} serving {', '.join(scheduler.gpus)}", err=True)
+        await scheduler.run(stop)
+
+    with_app(settings, body)

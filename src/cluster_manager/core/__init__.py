@@ -1,0 +1,1 @@
+"""Pure domain logic: no Discord, database, GitHub or Modal imports."""

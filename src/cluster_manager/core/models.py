@@ -1,0 +1,299 @@
+"""The data contracts of the evaluation engine: tasks, run requests and run results.
+
+Everything here is a frozen dataclass or an enum with a plain-JSON form, because the same
+objects travel between the bot host, the launchers and the runner on the GPU machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+RUN_RESULT_VERSION = 1
+RUN_REQUEST_VERSION = 1
+
+# A test case: parameter name -> int or alphabetic string (the popcorn protocol's value types).
+CaseValue = int | str
+Case = dict[str, CaseValue]
+
+
+class Language(enum.StrEnum):
+    PYTHON = "py"
+    CUDA = "cu"
+
+
+class Mode(enum.StrEnum):
+    """What a user asks for. `LEADERBOARD` is the ranked mode."""
+
+    TEST = "test"
+    BENCHMARK = "benchmark"
+    LEADERBOARD = "leaderboard"
+    PROFILE = "profile"
+    SCRIPT = "script"  # run the file as-is (quick experiments); never stored or ranked
+
+
+class RankingBy(enum.StrEnum):
+    LAST = "last"
+    MEAN = "mean"
+    GEOM = "geom"
+
+
+class Verdict(enum.StrEnum):
+    PASSED = "passed"
+    WRONG_ANSWER = "wrong_answer"
+    COMPILE_ERROR = "compile_error"
+    RUNTIME_ERROR = "runtime_error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    INTERNAL_ERROR = "internal_error"
+
+
+SUBMISSION_SOURCE = "@SUBMISSION@"
+
+
+@dataclass(frozen=True)
+class TaskFile:
+    """A file placed in the run directory. `content` is None for the submission's slot."""
+
+    name: str
+    content: str | None
+
+    @property
+    def is_submission(self) -> bool:
+        return self.content is None
+
+
+@dataclass(frozen=True)
+class CudaConfig:
+    sources: tuple[str, ...]
+    include_dirs: tuple[str, ...] = ()
+    defines: dict[str, str] = field(default_factory=dict)
+    compile_flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    lang: Language
+    files: tuple[TaskFile, ...]
+    tests: tuple[Case, ...]
+    benchmarks: tuple[Case, ...]
+    # Python: the task's own eval harness; None means the built-in harness.
+    main: str | None = None
+    cuda: CudaConfig | None = None
+    templates: dict[str, str] = field(default_factory=dict)
+    test_timeout: float = 180.0
+    benchmark_timeout: float = 180.0
+    ranked_timeout: float = 180.0
+    ranking_by: RankingBy = RankingBy.LAST
+    multi_gpu: bool = False
+    description: str = ""
+
+    @property
+    def submission_name(self) -> str:
+        return next(f.name for f in self.files if f.is_submission)
+
+    def timeout_for(self, phase_mode: str) -> float:
+        """One timeout model: every phase's limit comes from the task."""
+        return {
+            "test": self.test_timeout,
+            "benchmark": self.benchmark_timeout,
+            "profile": self.benchmark_timeout,
+            "leaderboard": self.ranked_timeout,
+            "script": self.test_timeout,
+        }[phase_mode]
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Task:
+        cuda = data.get("cuda")
+        return cls(
+            name=data["name"],
+            lang=Language(data["lang"]),
+            files=tuple(TaskFile(**f) for f in data["files"]),
+            tests=tuple(data["tests"]),
+            benchmarks=tuple(data["benchmarks"]),
+            main=data.get("main"),
+            cuda=None
+            if cuda is None
+            else CudaConfig(
+                sources=tuple(cuda["sources"]),
+                include_dirs=tuple(cuda.get("include_dirs", ())),
+                defines=dict(cuda.get("defines", {})),
+                compile_flags=tuple(cuda.get("compile_flags", ())),
+            ),
+            templates=dict(data.get("templates", {})),
+            test_timeout=float(data.get("test_timeout", 180)),
+            benchmark_timeout=float(data.get("benchmark_timeout", 180)),
+            ranked_timeout=float(data.get("ranked_timeout", 180)),
+            ranking_by=RankingBy(data.get("ranking_by", "last")),
+            multi_gpu=bool(data.get("multi_gpu", False)),
+            description=data.get("description", ""),
+        )
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to the task's main process and everything it starts."""
+
+    compile_timeout: float = 120.0
+    output_bytes: int = 16 * 1024
+    memory_bytes: int | None = None  # address space; None on GPUs (drivers map huge ranges)
+    # Extra seconds a phase may take beyond the task's timeout for process start-up.
+    grace: float = 0.0
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Everything the runner entrypoint needs; nothing else is read on the GPU machine."""
+
+    task: Task
+    submission_name: str
+    submission_code: str
+    mode: Mode
+    secret_seed: int | None = None
+    limits: Limits = field(default_factory=Limits)
+    gpu_count: int = 1
+
+    def to_json(self) -> dict[str, Any]:
+        data = _to_json(self)
+        data["version"] = RUN_REQUEST_VERSION
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRequest:
+        version = data.get("version")
+        if version != RUN_REQUEST_VERSION:
+            raise ValueError(f"unsupported run request version {version!r}")
+        return cls(
+            task=Task.from_json(data["task"]),
+            submission_name=data["submission_name"],
+            submission_code=data["submission_code"],
+            mode=Mode(data["mode"]),
+            secret_seed=data.get("secret_seed"),
+            limits=Limits(**data.get("limits", {})),
+            gpu_count=int(data.get("gpu_count", 1)),
+        )
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    index: int
+    spec: str
+    passed: bool
+    error: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class BenchmarkOutcome:
+    """Timings in nanoseconds, as the popcorn protocol reports them."""
+
+    index: int
+    spec: str
+    passed: bool
+    runs: int = 0
+    mean: float = 0.0
+    std: float = 0.0
+    err: float = 0.0
+    best: float = 0.0
+    worst: float = 0.0
+    error: str = ""
+    report: str = ""
+
+
+@dataclass(frozen=True)
+class CompileOutcome:
+    success: bool
+    command: tuple[str, ...]
+    output: str
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class PhaseOutcome:
+    """One run of the task's main: `python MAIN MODE TESTS_FILE`."""
+
+    name: str  # the popcorn mode this phase ran
+    exit_code: int | None
+    timed_out: bool
+    duration_s: float
+    stdout: str
+    stderr: str
+    verdict: Verdict
+    message: str
+    tests: tuple[TestOutcome, ...] = ()
+    benchmarks: tuple[BenchmarkOutcome, ...] = ()
+
+
+@dataclass(frozen=True)
+class RunResult:
+    passed: bool
+    verdict: Verdict
+    mode: Mode
+    message: str
+    phases: tuple[PhaseOutcome, ...] = ()
+    compilation: CompileOutcome | None = None
+    score: float | None = None  # seconds, lower is better; ranked mode only
+    system: dict[str, Any] = field(default_factory=dict)
+    durations: dict[str, float] = field(default_factory=dict)
+    version: int = RUN_RESULT_VERSION
+
+    @property
+    def tests(self) -> tuple[TestOutcome, ...]:
+        return tuple(t for p in self.phases for t in p.tests)
+
+    @property
+    def benchmarks(self) -> tuple[BenchmarkOutcome, ...]:
+        return tuple(b for p in self.phases for b in p.benchmarks)
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunResult:
+        version = data.get("version")
+        if version != RUN_RESULT_VERSION:
+            raise ValueError(f"unsupported run result version {version!r}")
+        compilation = data.get("compilation")
+        return cls(
+            passed=bool(data["passed"]),
+            verdict=Verdict(data["verdict"]),
+            mode=Mode(data["mode"]),
+            message=data.get("message", ""),
+            phases=tuple(
+                PhaseOutcome(
+                    **{
+                        **p,
+                        "verdict": Verdict(p["verdict"]),
+                        "tests": tuple(TestOutcome(**t) for t in p.get("tests", ())),
+                        "benchmarks": tuple(BenchmarkOutcome(**b) for b in p.get("benchmarks", ())),
+                    }
+                )
+                for p in data.get("phases", ())
+            ),
+            compilation=None
+            if compilation is None
+            else CompileOutcome(**{**compilation, "command": tuple(compilation["command"])}),
+            score=data.get("score"),
+            system=dict(data.get("system", {})),
+            durations=dict(data.get("durations", {})),
+            version=version,
+        )
+
+
+def _to_json(obj: Any) -> Any:
+    """Dataclasses -> dicts, enums -> values, tuples -> lists; plain JSON all the way down."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: _to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, list | tuple):
+        return [_to_json(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _to_json(v) for k, v in obj.items()}
+    return obj

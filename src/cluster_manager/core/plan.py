@@ -1,0 +1,55 @@
+"""Which phases a run has, and how long each may take: one timeout model, from the task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cluster_manager.core.models import Case, Language, Mode, RunRequest, Task, TaskFile
+
+# Start-up, materialising and reporting on top of the phases' own limits.
+RUN_OVERHEAD_S = 60.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    mode: str  # the popcorn mode passed to the task's main
+    cases: tuple[Case, ...]
+    secret: bool  # gets POPCORN_SEED
+
+
+def plan_phases(request: RunRequest) -> list[Phase]:
+    """Ranked and benchmark runs are checked on the tests first; a failure stops the run."""
+    task = request.task
+    tests = Phase("test", task.tests, secret=False)
+    match request.mode:
+        case Mode.TEST:
+            return [tests]
+        case Mode.BENCHMARK:
+            return [tests, Phase("benchmark", task.benchmarks, secret=False)]
+        case Mode.LEADERBOARD:
+            return [tests, Phase("leaderboard", task.benchmarks, secret=True)]
+        case Mode.PROFILE:
+            return [Phase("profile", task.benchmarks, secret=False)]
+        case Mode.SCRIPT:
+            return [Phase("script", (), secret=False)]
+
+
+def run_timeout(request: RunRequest) -> float:
+    """The longest a whole run may take before a launcher gives up on it."""
+    phases = plan_phases(request)
+    total = sum(request.task.timeout_for(p.mode) + request.limits.grace for p in phases)
+    if request.task.lang is Language.CUDA:
+        total += request.limits.compile_timeout
+    return total + RUN_OVERHEAD_S
+
+
+def script_task(file_name: str, timeout_s: float) -> Task:
+    """A task that only runs one Python file as-is (`Mode.SCRIPT`), within `timeout_s`."""
+    return Task(
+        name="script",
+        lang=Language.PYTHON,
+        files=(TaskFile(file_name, None),),
+        tests=({"script": 1},),
+        benchmarks=({"script": 1},),
+        test_timeout=timeout_s,
+    )

@@ -1,0 +1,218 @@
+"""The popcorn runner protocol, spoken exactly as the public problem sets' `eval.py` speaks it.
+
+- The task's main is started as `MAIN MODE TESTS_FILE` with `POPCORN_FD` naming a pipe.
+- TESTS_FILE holds one case per line: `k: v; k: v`, values an integer or a word.
+- The main writes `key: value` lines to the pipe (`check: pass`, `test-count: 3`,
+  `test.0.status: pass`, `benchmark.0.mean: 1234.5`, ...).
+- In ranked mode `POPCORN_SEED` carries the secret seed, mixed into each case's seed.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+
+from cluster_manager.core.models import BenchmarkOutcome, Case, CaseValue, TestOutcome
+
+ENV_FD = "POPCORN_FD"
+ENV_SEED = "POPCORN_SEED"
+ENV_GPUS = "POPCORN_GPUS"
+
+# Public C++ harnesses read POPCORN_SEED with stoi: secret seeds stay below 2**31.
+SECRET_SEED_BITS = 31
+
+# Exit codes the public harnesses use.
+EXIT_TEST_FAIL = 112
+EXIT_PIPE_FAIL = 111
+EXIT_TEST_SPEC = 113
+
+CASE_KEY = re.compile(r"[a-zA-Z_]+")
+CASE_WORD = re.compile(r"[a-zA-Z]+")
+_CASE_PART = re.compile(r"\s*([a-zA-Z_]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
+# Keys are lower case (`check`, `test.0.status`); `ValueError: ...` in a raw traceback is not one.
+_RESULT_LINE = re.compile(r"([a-z][a-z0-9_.\-]*):\s?(.*)")
+
+BENCHMARK_STATS = ("runs", "mean", "std", "err", "best", "worst")
+
+
+def is_case_value(value: object) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, str) and CASE_WORD.fullmatch(value) is not None
+
+
+def format_case(case: Mapping[str, CaseValue]) -> str:
+    """`{"size": 128, "seed": 7}` -> `size: 128; seed: 7`."""
+    for key, value in case.items():
+        if not CASE_KEY.fullmatch(key):
+            raise ValueError(f"case key {key!r} must be letters or underscores")
+        if not is_case_value(value):
+            raise ValueError(f"case value {key}={value!r} must be an integer or a word")
+    return "; ".join(f"{k}: {v}" for k, v in case.items())
+
+
+def parse_case(line: str) -> Case:
+    case: Case = {}
+    for part in line.split(";"):
+        match = _CASE_PART.fullmatch(part)
+        if match is None:
+            raise ValueError(f"invalid test case {line!r}: cannot read {part!r}")
+        key, raw = match[1], match[2]
+        if key in case:
+            raise ValueError(f"invalid test case {line!r}: {key!r} given twice")
+        case[key] = int(raw) if raw.lstrip("+-").isdigit() else raw
+    return case
+
+
+def format_tests_file(cases: Iterable[Mapping[str, CaseValue]]) -> str:
+    return "".join(format_case(c) + "\n" for c in cases)
+
+
+def parse_tests_file(text: str) -> list[tuple[str, Case]]:
+    """Returns (spec, case) per non-empty line; the spec is the line as written."""
+    return [(line, parse_case(line)) for line in text.splitlines() if line.strip()]
+
+
+def new_secret_seed() -> int:
+    return secrets.randbits(SECRET_SEED_BITS)
+
+
+def combine_seed(case_seed: int, secret_seed: int) -> int:
+    """Mixes the secret seed into a public case seed (Cantor pairing).
+
+    Case seeds are public and small; the pairing keeps the result large whenever the secret
+    is, so the public part tells nothing useful about the combined seed.
+    """
+    # The pairing is a bijection on non-negative integers only; fold negatives into that range.
+    a = case_seed if case_seed >= 0 else case_seed % 2**64
+    b = secret_seed if secret_seed >= 0 else secret_seed % 2**64
+    return a + (a + b) * (a + b + 1) // 2
+
+
+def escape_value(value: object) -> str:
+    """One protocol line per key: a newline inside a value would start a bogus key."""
+    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+
+def parse_result_lines(text: str) -> dict[str, str]:
+    """Reads the `key: value` lines a main wrote to the result pipe.
+
+    A line that does not start with a key continues the previous value: harnesses that
+    write a multi-line error message unescaped still get their whole message back.
+    """
+    result: dict[str, str] = {}
+    last_key: str | None = None
+    # Lines end at "\n" only: other line breaks inside a value cannot start a new key.
+    for raw_line in text.removesuffix("\n").split("\n"):
+        line = raw_line.removesuffix("\r")
+        match = _RESULT_LINE.fullmatch(line)
+        if match is not None:
+            last_key = match[1]
+            result[last_key] = match[2]
+        elif last_key is not None:
+            result[last_key] += "\n" + line
+    return result
+
+
+_ESCAPES = {"n": "\n", "r": "\r", "\\": "\\"}
+
+
+def _unescape(value: str) -> str:
+    out, i = [], 0
+    while i < len(value):
+        ch = value[i]
+        if ch == "\\" and i + 1 < len(value) and value[i + 1] in _ESCAPES:
+            out.append(_ESCAPES[value[i + 1]])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _decode_report(raw: str) -> str:
+    """Profile reports travel base64-encoded (altchars `+*`), as the public harnesses send them."""
+    if not raw:
+        return ""
+    try:
+        return base64.b64decode(raw, altchars=b"+*", validate=True).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return raw
+
+
+def encode_report(text: str) -> str:
+    return base64.b64encode(text.encode("utf-8"), altchars=b"+*").decode("ascii")
+
+
+def _count(result: Mapping[str, str], key: str, limit: int | None) -> int:
+    """The reported count, never more than the cases we sent (a harness may lie or break)."""
+    try:
+        count = max(0, int(result.get(key, "0")))
+    except ValueError:
+        return 0
+    return count if limit is None else min(count, limit)
+
+
+def tests_from_result(result: Mapping[str, str], limit: int | None = None) -> list[TestOutcome]:
+    outcomes = []
+    for i in range(_count(result, "test-count", limit)):
+        status = result.get(f"test.{i}.status")
+        outcomes.append(
+            TestOutcome(
+                index=i,
+                spec=result.get(f"test.{i}.spec", ""),
+                passed=status == "pass",
+                error=_unescape(result.get(f"test.{i}.error", ""))
+                or ("" if status == "pass" else "no result reported for this test"),
+                message=_unescape(result.get(f"test.{i}.message", "")),
+            )
+        )
+    return outcomes
+
+
+def benchmarks_from_result(
+    result: Mapping[str, str], limit: int | None = None
+) -> list[BenchmarkOutcome]:
+    outcomes = []
+    for i in range(_count(result, "benchmark-count", limit)):
+        prefix = f"benchmark.{i}."
+        stats: dict[str, float] = {}
+        for name in BENCHMARK_STATS:
+            raw = result.get(prefix + name)
+            if raw is not None:
+                try:
+                    value = float(raw)
+                except ValueError:
+                    value = math.nan
+                if not math.isfinite(value):
+                    stats = {}
+                    break
+                stats[name] = value
+        report = _decode_report(result.get(prefix + "report", ""))
+        failed = result.get(prefix + "status") == "fail"
+        complete = len(stats) == len(BENCHMARK_STATS) or (bool(report) and not failed)
+        error = _unescape(result.get(prefix + "error", ""))
+        if not failed and not complete:
+            error = error or "no timings reported for this benchmark"
+        outcomes.append(
+            BenchmarkOutcome(
+                index=i,
+                spec=result.get(prefix + "spec", ""),
+                passed=complete and not failed,
+                runs=int(stats.get("runs", 0)),
+                mean=stats.get("mean", 0.0),
+                std=stats.get("std", 0.0),
+                err=stats.get("err", 0.0),
+                best=stats.get("best", 0.0),
+                worst=stats.get("worst", 0.0),
+                error=error,
+                report=report,
+            )
+        )
+    return outcomes

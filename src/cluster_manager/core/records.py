@@ -1,0 +1,153 @@
+"""What the service stores and shows: leaderboards, submissions, jobs, runs and rankings."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cluster_manager.core.models import Mode, Task, Verdict
+from cluster_manager.errors import ClusterManagerError
+
+LEADERBOARD_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]{0,63}")
+MAX_NAME_LENGTH = 64
+
+
+class InvalidNameError(ClusterManagerError):
+    pass
+
+
+def check_leaderboard_name(name: str) -> str:
+    if len(name) > MAX_NAME_LENGTH:
+        raise InvalidNameError(
+            f"leaderboard name is {len(name)} characters long; the limit is {MAX_NAME_LENGTH}"
+        )
+    if not LEADERBOARD_NAME.fullmatch(name):
+        raise InvalidNameError(
+            f"leaderboard name {name!r} may only hold lower-case letters, digits, '_' and '-', "
+            "and must start with a letter or digit"
+        )
+    return name
+
+
+class JobState(enum.StrEnum):
+    QUEUED = "queued"
+    CLAIMED = "claimed"  # a worker holds the lease and is about to dispatch
+    DISPATCHED = "dispatched"  # the launcher has it; external_id names the remote run
+    FINISHED = "finished"  # its run is recorded
+    FAILED = "failed"  # gave up (launcher errors, lost run); error says why
+
+
+class SubmissionStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class Leaderboard:
+    id: int
+    name: str
+    deadline: datetime
+    description: str
+    task: Task
+    gpus: tuple[str, ...]
+    creator: str | None
+    created_at: datetime
+    rate_limit_per_hour: int | None = None
+
+    def is_open(self, now: datetime) -> bool:
+        return now < self.deadline
+
+
+@dataclass(frozen=True)
+class LeaderboardSummary:
+    name: str
+    deadline: datetime
+    gpus: tuple[str, ...]
+    submissions: int
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    external_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    submission_id: int
+    gpu: str
+    mode: Mode
+    secret: bool
+    state: JobState
+    launcher: str | None
+    external_id: str | None
+    attempts: int
+    lease_owner: str | None
+    error: str | None = None
+    dispatched_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RankingEntry:
+    rank: int
+    user: str
+    score: float  # seconds
+    submission_id: int
+    submitted_at: datetime
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a ranked submission stands on one GPU."""
+
+    gpu: str
+    rank: int | None  # None: not ranked (yet)
+    score: float | None
+    improved: bool  # this submission is now the user's best on this GPU
+    previous_best: float | None
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    job_id: int
+    submission_id: int
+    leaderboard: str
+    user: str
+    gpu: str
+    mode: Mode
+    secret: bool
+    passed: bool
+    verdict: Verdict
+    score: float | None
+    file_name: str
+    submitted_at: datetime
+    created_at: datetime
+    result: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    """A transition of one job, as published to subscribers (front ends render these)."""
+
+    job_id: int
+    submission_id: int
+    gpu: str
+    secret: bool
+    state: str  # a JobState, or "running" with a detail from the runner
+    detail: str = ""
+    position: int | None = None  # place in the queue for its GPU, 1 = next
+    verdict: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobEvent:
+        return cls(**data)

@@ -1,0 +1,115 @@
+"""Turns what one phase's process did and reported into a verdict and a message.
+
+Only the process's fate (exit status, timeout) and the result pipe count; nothing the
+submission prints to stdout or stderr can make a run pass or fail.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from cluster_manager.core import protocol
+from cluster_manager.core.models import BenchmarkOutcome, TestOutcome, Verdict
+
+
+@dataclass(frozen=True)
+class PhaseJudgement:
+    verdict: Verdict
+    message: str
+    tests: tuple[TestOutcome, ...]
+    benchmarks: tuple[BenchmarkOutcome, ...]
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def judge_phase(
+    phase: str,
+    *,
+    case_count: int,
+    exit_code: int | None,
+    timed_out: bool,
+    timeout_s: float,
+    result: Mapping[str, str],
+) -> PhaseJudgement:
+    if phase == "script":
+        return _judge_script(exit_code, timed_out, timeout_s)
+    tests = tuple(protocol.tests_from_result(result, limit=case_count))
+    benchmarks = tuple(protocol.benchmarks_from_result(result, limit=case_count))
+
+    def judged(verdict: Verdict, message: str) -> PhaseJudgement:
+        return PhaseJudgement(verdict, message, tests, benchmarks)
+
+    if timed_out:
+        return judged(Verdict.TIMEOUT, f"{phase}: exceeded the time limit of {timeout_s:g} s")
+
+    check = result.get("check")
+    if check == "fail":
+        failures = [(f"test {t.index}", t.error, f"test.{t.index}") for t in tests if not t.passed]
+        failures += [
+            (f"benchmark {b.index}", b.error, f"benchmark.{b.index}")
+            for b in benchmarks
+            if not b.passed
+        ]
+        kinds = {result.get(f"{prefix}.verdict") for _, _, prefix in failures}
+        if Verdict.MEMORY_LIMIT.value in kinds:
+            verdict = Verdict.MEMORY_LIMIT
+        elif Verdict.RUNTIME_ERROR.value in kinds:
+            verdict = Verdict.RUNTIME_ERROR
+        else:
+            verdict = Verdict.WRONG_ANSWER
+        if failures:
+            where, error, _ = failures[0]
+            return judged(verdict, f"{phase}: {where} failed: {_first_line(error)}")
+        return judged(verdict, f"{phase}: the harness reported a failure")
+
+    if exit_code is not None and exit_code < 0:
+        name = _signal_name(-exit_code)
+        if -exit_code == signal.SIGKILL:
+            return judged(Verdict.MEMORY_LIMIT, f"{phase}: killed by {name} (out of memory?)")
+        return judged(Verdict.RUNTIME_ERROR, f"{phase}: killed by {name}")
+    if exit_code != 0:
+        return judged(Verdict.RUNTIME_ERROR, f"{phase}: the harness exited with code {exit_code}")
+    if check != "pass":
+        return judged(Verdict.RUNTIME_ERROR, f"{phase}: the harness ended without a result")
+
+    kind = "test" if phase == "test" else "benchmark"
+    outcomes: tuple[TestOutcome | BenchmarkOutcome, ...] = tests if kind == "test" else benchmarks
+    reported = result.get(f"{kind}-count", "0")
+    complete = reported == str(case_count) and len(outcomes) == case_count
+    if not complete:
+        shown = reported if reported.isdigit() else str(len(outcomes))
+        return judged(
+            Verdict.RUNTIME_ERROR, f"{phase}: {shown} of {case_count} {kind} results reported"
+        )
+    failed = next((o for o in outcomes if not o.passed), None)
+    if failed is not None:
+        return judged(
+            Verdict.RUNTIME_ERROR,
+            f"{phase}: the harness said pass, but {kind} {failed.index} has no passing result",
+        )
+    return judged(Verdict.PASSED, f"{phase}: all {case_count} {kind}s passed")
+
+
+def _judge_script(exit_code: int | None, timed_out: bool, timeout_s: float) -> PhaseJudgement:
+    """A script has no result pipe: it passes when it exits with status 0 in time."""
+    if timed_out:
+        verdict, message = Verdict.TIMEOUT, f"script: exceeded the time limit of {timeout_s:g} s"
+    elif exit_code == 0:
+        verdict, message = Verdict.PASSED, "script: exited with status 0"
+    elif exit_code is not None and exit_code < 0:
+        verdict, message = Verdict.RUNTIME_ERROR, f"script: killed by {_signal_name(-exit_code)}"
+    else:
+        verdict, message = Verdict.RUNTIME_ERROR, f"script: exited with status {exit_code}"
+    return PhaseJudgement(verdict, message, (), ())

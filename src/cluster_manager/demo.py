@@ -1,0 +1,122 @@
+"""`make demo`: the whole system on this machine, with the embedded database by default.
+
+Creates leaderboards from the examples, submits correct and wrong kernels as several users,
+runs them through the durable queue on the local launcher (each ranked submission twice:
+public and secret seed), and prints the verdicts and the rankings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from cluster_manager.app import App
+from cluster_manager.core.models import Mode
+from cluster_manager.core.task import load_task
+from cluster_manager.report import (
+    format_event,
+    format_leaderboards,
+    format_ranking,
+    format_table,
+)
+from cluster_manager.service import NotFoundError, SubmissionReceipt, Submitter
+
+
+@dataclass(frozen=True)
+class DemoSubmission:
+    leaderboard: str
+    user: str
+    path: str  # relative to the example folder
+    mode: Mode
+    should_pass: bool
+
+
+DEMO_LEADERBOARDS = {"demo-identity": "identity_py", "demo-softmax": "softmax_py"}
+DEMO_SUBMISSIONS = (
+    DemoSubmission("demo-identity", "alice", "submission.py", Mode.LEADERBOARD, True),
+    DemoSubmission("demo-identity", "bob", "template.py", Mode.LEADERBOARD, True),
+    DemoSubmission("demo-identity", "carol", "wrong/wrong_answer.py", Mode.LEADERBOARD, False),
+    DemoSubmission("demo-identity", "dave", "wrong/crash.py", Mode.TEST, False),
+    DemoSubmission("demo-softmax", "alice", "template.py", Mode.LEADERBOARD, True),
+    DemoSubmission("demo-softmax", "bob", "submission.py", Mode.LEADERBOARD, True),
+    DemoSubmission("demo-softmax", "carol", "wrong/timeout.py", Mode.TEST, False),
+)
+
+
+async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print) -> bool:
+    """Returns True when every verdict was the expected one."""
+    service = app.service
+    where = "embedded Postgres" if app.embedded else "the database at DATABASE_URL"
+    echo(f"Using {where}; local launcher serves GPU type CPU.")
+    for name, folder in DEMO_LEADERBOARDS.items():
+        with contextlib.suppress(NotFoundError):  # left over from an earlier demo
+            await service.delete_leaderboard(name)
+        await service.create_leaderboard(
+            name,
+            load_task(examples / folder),
+            datetime.now(UTC) + timedelta(days=7),
+            ["CPU"],
+            creator=Submitter("demo", "demo"),
+        )
+    echo(format_leaderboards(await service.list_leaderboards(), datetime.now(UTC)))
+    echo("")
+
+    receipts: dict[int, tuple[DemoSubmission, SubmissionReceipt]] = {}
+    for plan in DEMO_SUBMISSIONS:
+        path = examples / DEMO_LEADERBOARDS[plan.leaderboard] / plan.path
+        receipt = await service.submit(
+            plan.leaderboard,
+            Submitter(plan.user, plan.user),
+            path.name,
+            path.read_bytes(),
+            mode=plan.mode,
+        )
+        receipts[receipt.submission_id] = (plan, receipt)
+    echo(f"Submitted {len(receipts)} files; following their jobs live:")
+
+    scheduler = app.scheduler(submission_ids=set(receipts))
+
+    async def follow() -> None:
+        async for event in service.watch(*receipts):
+            if event.state in ("dispatched", "finished", "failed"):
+                plan, _ = receipts[event.submission_id]
+                echo(
+                    f"  #{event.submission_id} {plan.user:<6} {plan.path:<22} {format_event(event)}"
+                )
+
+    job_ids = {j.id for _, r in receipts.values() for j in r.jobs}
+    await asyncio.gather(scheduler.run_until_idle(job_ids), follow())
+
+    rows, as_expected = [], True
+    for submission_id, (plan, _) in receipts.items():
+        report = await service.report(submission_id)
+        passed = bool(report.runs) and all(r.passed for r in report.runs)
+        verdicts = sorted(
+            {r.verdict.value for r in report.runs}
+            | {f"failed: {j.error}" for j in report.jobs if j.error and j.state.value == "failed"}
+        )
+        ok = passed == plan.should_pass
+        as_expected &= ok
+        rows.append(
+            (
+                f"#{submission_id}",
+                plan.leaderboard,
+                plan.user,
+                plan.path,
+                plan.mode.value,
+                ", ".join(verdicts),
+                "yes" if ok else "NO",
+            )
+        )
+    echo("")
+    echo(format_table(("id", "leaderboard", "user", "file", "mode", "verdicts", "expected"), rows))
+    for name in DEMO_LEADERBOARDS:
+        echo("")
+        echo(format_ranking(name, await service.ranking(name)))
+    echo("")
+    echo("Try: .venv/bin/cluster-manager leaderboard show demo-identity")
+    return as_expected

@@ -1,0 +1,30 @@
+"""Uploaded files: refused by their reported size and name before any byte is downloaded."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import PurePosixPath
+
+import discord
+
+from cluster_manager.discord.errors import AttachmentError, FileTooLargeError, WrongFileTypeError
+
+
+async def read_attachment(
+    attachment: discord.Attachment, *, max_bytes: int, suffixes: Sequence[str], what: str
+) -> bytes:
+    name = attachment.filename
+    suffix = PurePosixPath(name).suffix.lower()
+    if suffixes and suffix not in suffixes:
+        raise WrongFileTypeError(f"{name}: {what} must be a {' or '.join(suffixes)} file")
+    if attachment.size > max_bytes:
+        raise FileTooLargeError(
+            f"{name}: {attachment.size} bytes is over the limit of {max_bytes} bytes"
+        )
+    try:
+        data = await attachment.read()
+    except discord.HTTPException as exc:
+        raise AttachmentError(f"{name}: the file could not be downloaded ({exc.status})") from None
+    if len(data) > max_bytes:  # the reported size is only a claim
+        raise FileTooLargeError(f"{name}: {len(data)} bytes is over the limit of {max_bytes} bytes")
+    return data

@@ -1,0 +1,62 @@
+"""Autocomplete: suggestions come from the service and the registry, up to Discord's 25.
+
+Discord ignores a late or failed answer, so a lookup that fails only means no suggestions.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+import discord
+from discord import app_commands
+
+from cluster_manager.errors import ClusterManagerError
+
+if TYPE_CHECKING:
+    from cluster_manager.app import App
+
+MAX_CHOICES = 25
+
+
+def app_of(interaction: discord.Interaction) -> App:
+    from cluster_manager.discord.bot import ClusterBot
+
+    return cast(ClusterBot, interaction.client).app
+
+
+def _choices(names: list[str], current: str) -> list[app_commands.Choice[str]]:
+    prefix = current.strip().lower()
+    found = [n for n in names if n.lower().startswith(prefix)]
+    return [app_commands.Choice(name=n, value=n) for n in found[:MAX_CHOICES]]
+
+
+async def leaderboard_names(
+    interaction: discord.Interaction, current: str
+) -> list[app_commands.Choice[str]]:
+    names = await app_of(interaction).service.leaderboard_names(current.strip().lower())
+    return [app_commands.Choice(name=n, value=n) for n in names[:MAX_CHOICES]]
+
+
+async def leaderboard_gpus(
+    interaction: discord.Interaction, current: str
+) -> list[app_commands.Choice[str]]:
+    """The GPUs of the leaderboard named in the same command."""
+    name = getattr(interaction.namespace, "leaderboard", None) or getattr(
+        interaction.namespace, "name", None
+    )
+    if not name:
+        return []
+    try:
+        board = await app_of(interaction).service.leaderboard(name)
+    except ClusterManagerError:
+        return []
+    return _choices(list(board.gpus), current)
+
+
+async def served_gpus(
+    interaction: discord.Interaction, current: str
+) -> list[app_commands.Choice[str]]:
+    """GPU types this bot has a launcher for."""
+    app = app_of(interaction)
+    names = [g.name for g in app.registry.types.values() if g.launcher in app.launchers]
+    return _choices(sorted(names), current)

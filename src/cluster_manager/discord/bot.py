@@ -1,0 +1,134 @@
+"""The bot: an `App` opened elsewhere, the cogs over its service, and a scheduler of its own.
+
+    async with open_app(settings) as app:
+        async with ClusterBot(app, BotConfig(guild_id=...)) as bot:
+            await bot.start(token)
+
+Built without an app, it still has every command (to print them), but cannot run any.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from cluster_manager.app import App
+from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
+from cluster_manager.discord.cogs.ops import OpsCog
+from cluster_manager.discord.cogs.run import RunCog
+from cluster_manager.discord.errors import report_error
+from cluster_manager.discord.live import Watchers
+from cluster_manager.scheduler import SchedulerConfig
+
+log = logging.getLogger(__name__)
+
+SCHEDULER_RESTART_S = 5.0
+SCHEDULER_STOP_S = 10.0
+
+
+@dataclass(frozen=True)
+class BotConfig:
+    # Commands are registered in this guild (instant) instead of globally (up to an hour).
+    guild_id: int | None = None
+    # Sync the command tree with Discord at start-up.
+    sync_commands: bool = False
+    # Run the scheduler in the bot; off when `cluster-manager worker`s serve the queue.
+    run_scheduler: bool = True
+    scheduler: SchedulerConfig | None = None
+    edit_interval: float = 1.0  # seconds between edits of a live status message
+    view_timeout: float = 180.0  # seconds menus and buttons wait for their user
+    # Submissions followed over a live database listener at once (each holds a pooled
+    # connection); more are followed by polling every `poll_interval` seconds.
+    live_watches: int = 4
+    poll_interval: float = 3.0
+
+
+class ClusterTree(app_commands.CommandTree):
+    async def on_error(
+        self, interaction: discord.Interaction, error: app_commands.AppCommandError
+    ) -> None:
+        await report_error(interaction, error)
+
+
+class ClusterBot(commands.Bot):
+    def __init__(self, app: App | None, config: BotConfig | None = None, **options: Any) -> None:
+        # No voice here: skip discord.py's warnings about missing voice libraries.
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False
+        super().__init__(
+            command_prefix=commands.when_mentioned,  # slash commands only; no message content
+            intents=discord.Intents.default(),
+            help_command=None,
+            tree_cls=ClusterTree,
+            allowed_mentions=discord.AllowedMentions(everyone=False, roles=False, users=True),
+            **options,
+        )
+        self._app = app
+        self.config = config or BotConfig()
+        self.watchers = Watchers(self.config.live_watches, self.config.poll_interval)
+        self._stop = asyncio.Event()
+        self._scheduler_task: asyncio.Task[None] | None = None
+        self._cogs_loaded = False
+
+    @property
+    def app(self) -> App:
+        if self._app is None:
+            raise RuntimeError("this bot was built without an app: it can only list commands")
+        return self._app
+
+    async def load_cogs(self) -> None:
+        if self._cogs_loaded:
+            return
+        for cog in (LeaderboardCog(self), RunCog(self), OpsCog(self)):
+            await self.add_cog(cog)
+        self._cogs_loaded = True
+
+    def command_payload(self) -> list[dict[str, Any]]:
+        """The commands as they are synced to Discord."""
+        return [command.to_dict(self.tree) for command in self.tree.get_commands()]
+
+    async def setup_hook(self) -> None:
+        await self.load_cogs()
+        if self.config.guild_id is not None:
+            self.tree.copy_global_to(guild=discord.Object(self.config.guild_id))
+        if self.config.sync_commands:
+            synced = await self.sync_commands()
+            log.info("synced %d commands", len(synced))
+        if self.config.run_scheduler:
+            self._scheduler_task = asyncio.create_task(self._run_scheduler(), name="scheduler")
+
+    async def sync_commands(self) -> list[app_commands.AppCommand]:
+        guild = discord.Object(self.config.guild_id) if self.config.guild_id else None
+        return await self.tree.sync(guild=guild)
+
+    async def _run_scheduler(self) -> None:
+        # A new scheduler adopts the jobs whose leases expired, including those a previous
+        # run of the bot left in flight.
+        while not self._stop.is_set():
+            scheduler = self.app.scheduler(self.config.scheduler)
+            log.info("scheduler %s serving %s", scheduler.owner, ", ".join(scheduler.gpus))
+            try:
+                await scheduler.run(self._stop)
+            except Exception:
+                log.exception("the scheduler stopped; restarting in %.0f s", SCHEDULER_RESTART_S)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), SCHEDULER_RESTART_S)
+
+    async def close(self) -> None:
+        self._stop.set()
+        if self._scheduler_task is not None:
+            try:
+                await asyncio.wait_for(self._scheduler_task, SCHEDULER_STOP_S)
+            except TimeoutError:
+                log.warning("the scheduler did not stop in time; its leases will expire")
+            self._scheduler_task = None
+        await super().close()
+
+    async def on_ready(self) -> None:
+        log.info("logged in as %s (%s) in %d guild(s)", self.user, self.user.id, len(self.guilds))

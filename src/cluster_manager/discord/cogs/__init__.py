@@ -1,0 +1,1 @@
+"""The bot's cogs: thin command layers over the service."""

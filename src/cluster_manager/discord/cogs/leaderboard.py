@@ -1,0 +1,264 @@
+"""`/leaderboard ...`: submit to, create, delete, list and read leaderboards."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import check_leaderboard_name
+from cluster_manager.core.submission import EXTENSIONS, parse_headers
+from cluster_manager.core.task import DEFAULT_LIMITS, load_task_zip_bytes
+from cluster_manager.discord import render
+from cluster_manager.discord.attachments import read_attachment
+from cluster_manager.discord.autocomplete import leaderboard_gpus, leaderboard_names
+from cluster_manager.discord.errors import UsageError
+from cluster_manager.discord.live import follow_submission
+from cluster_manager.discord.replies import answer, defer, text_file
+from cluster_manager.discord.roles import creators_only, is_admin, submitter
+from cluster_manager.discord.views import choose, confirm, show_pages
+from cluster_manager.service import NotFoundError, PermissionDeniedError, Service, parse_deadline
+
+if TYPE_CHECKING:
+    from cluster_manager.discord.bot import ClusterBot
+
+SUBMISSION_SUFFIXES = tuple(sorted({s for group in EXTENSIONS.values() for s in group}))
+MAX_TASK_ZIP_BYTES = DEFAULT_LIMITS.total_bytes
+MAX_FILES_PER_MESSAGE = 10  # Discord's limit
+MODES = [
+    app_commands.Choice(name="test", value=Mode.TEST.value),
+    app_commands.Choice(name="benchmark", value=Mode.BENCHMARK.value),
+    app_commands.Choice(name="ranked", value=Mode.LEADERBOARD.value),
+    app_commands.Choice(name="profile", value=Mode.PROFILE.value),
+]
+# Template languages and the file each is handed out as.
+LANGUAGES = {"Python": ".py", "Triton": ".py", "CUDA": ".cu", "HIP": ".cpp"}
+
+
+def _with_header(code: str, leaderboard: str, suffix: str) -> str:
+    """Templates name their leaderboard, so submitting one needs no option."""
+    if "leaderboard" in parse_headers(code):
+        return code
+    comment = "#" if suffix == ".py" else "//"
+    return f"{comment}!POPCORN leaderboard {leaderboard}\n{code}"
+
+
+@app_commands.guild_only()
+class LeaderboardCog(
+    commands.GroupCog,
+    group_name="leaderboard",
+    group_description="Submit kernels to leaderboards and see where they stand",
+):
+    def __init__(self, bot: ClusterBot) -> None:
+        self.bot = bot
+        super().__init__()
+
+    @property
+    def service(self) -> Service:
+        return self.bot.app.service
+
+    # --- submitting --------------------------------------------------------------------------
+
+    @app_commands.command(name="submit", description="Submit a kernel and follow its run live")
+    @app_commands.describe(
+        script="Your submission file (.py or .cu)",
+        leaderboard="Leaderboard to submit to (default: the file's #!POPCORN leaderboard line)",
+        mode="What to run (default: ranked)",
+        gpu="GPU to run on (default: the leaderboard's only GPU, or a menu)",
+    )
+    @app_commands.choices(mode=MODES)
+    @app_commands.autocomplete(leaderboard=leaderboard_names, gpu=leaderboard_gpus)
+    async def submit(
+        self,
+        interaction: discord.Interaction,
+        script: discord.Attachment,
+        leaderboard: str | None = None,
+        mode: app_commands.Choice[str] | None = None,
+        gpu: str | None = None,
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        data = await read_attachment(
+            script,
+            max_bytes=self.service.max_submission_bytes,
+            suffixes=SUBMISSION_SUFFIXES,
+            what="a submission",
+        )
+        headers = parse_headers(data.decode("utf-8", errors="replace"))
+        name = leaderboard or headers.get("leaderboard")
+        if not name:
+            raise UsageError(
+                "name the leaderboard with the `leaderboard` option "
+                "or a `#!POPCORN leaderboard NAME` line in the file"
+            )
+        board = await self.service.leaderboard(name)
+        gpus = [gpu] if gpu else None
+        if gpus is None and "gpu" not in headers and len(board.gpus) > 1:
+            gpus = await choose(
+                interaction,
+                f"**{board.name}** runs on several GPUs: where should `{script.filename}` run?",
+                board.gpus,
+                placeholder="Choose one or more GPUs",
+                multiple=True,
+                timeout=self.bot.config.view_timeout,
+            )
+            if not gpus:
+                return
+        receipt = await self.service.submit(
+            board.name,
+            submitter(interaction.user),
+            script.filename,
+            data,
+            gpus=gpus,
+            mode=Mode(mode.value if mode else Mode.LEADERBOARD.value),
+        )
+        await interaction.edit_original_response(
+            content=f"📨 Submission #{receipt.submission_id} accepted: follow it below.", view=None
+        )
+        await follow_submission(
+            interaction,
+            self.service,
+            receipt,
+            watchers=self.bot.watchers,
+            edit_interval=self.bot.config.edit_interval,
+        )
+
+    # --- managing ----------------------------------------------------------------------------
+
+    @app_commands.command(name="create", description="Create a leaderboard from a task zip")
+    @app_commands.describe(
+        name="Name: lower-case letters, digits, '_' and '-'",
+        deadline="Closing time, ISO 8601, e.g. 2026-12-31T23:59:00+00:00 (UTC if no zone)",
+        task="The task as a .zip holding task.yml and its files",
+    )
+    @creators_only
+    async def create(
+        self,
+        interaction: discord.Interaction,
+        name: str,
+        deadline: str,
+        task: discord.Attachment,
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        check_leaderboard_name(name)
+        when = parse_deadline(deadline)
+        data = await read_attachment(
+            task, max_bytes=MAX_TASK_ZIP_BYTES, suffixes=(".zip",), what="a task"
+        )
+        loaded = await asyncio.to_thread(load_task_zip_bytes, data, task.filename)
+        gpus = await choose(
+            interaction,
+            f"Which GPUs should **{name}** run on?",
+            self.bot.app.registry.names,
+            placeholder="Choose the GPU types",
+            multiple=True,
+            timeout=self.bot.config.view_timeout,
+        )
+        if not gpus:
+            return
+        board = await self.service.create_leaderboard(
+            name, loaded, when, gpus, creator=submitter(interaction.user)
+        )
+        await interaction.edit_original_response(
+            content=(
+                f"🎉 Created **{board.name}** on {', '.join(board.gpus)}; it closes "
+                f"{discord.utils.format_dt(board.deadline, 'f')}."
+            ),
+            view=None,
+        )
+
+    @app_commands.command(name="delete", description="Delete a leaderboard and its submissions")
+    @app_commands.describe(name="The leaderboard to delete")
+    @app_commands.autocomplete(name=leaderboard_names)
+    async def delete(self, interaction: discord.Interaction, name: str) -> None:
+        await defer(interaction, ephemeral=True)
+        actor, admin = submitter(interaction.user), is_admin(interaction.user)
+        board = await self.service.leaderboard(name)
+        # Ask only those who may; the service checks again when deleting.
+        if not admin and board.creator != actor.external_id:
+            raise PermissionDeniedError(f"only admins or the creator of {name!r} may delete it")
+        prompt = f"Delete **{board.name}** with all its submissions and results? This is final."
+        if not await confirm(interaction, prompt, timeout=self.bot.config.view_timeout):
+            return
+        await self.service.delete_leaderboard(board.name, actor=actor, admin=admin)
+        await interaction.edit_original_response(content=f"🗑️ Deleted **{board.name}**.")
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @app_commands.command(name="list", description="All leaderboards with GPUs and deadlines")
+    async def list_(self, interaction: discord.Interaction) -> None:
+        await defer(interaction, ephemeral=False)
+        boards = await self.service.list_leaderboards()
+        pages = render.leaderboard_pages(boards, self.service.clock())
+        await show_pages(interaction, pages, ephemeral=False, timeout=self.bot.config.view_timeout)
+
+    @app_commands.command(name="show", description="The ranking of a leaderboard, per GPU")
+    @app_commands.describe(name="The leaderboard", gpu="Only this GPU (default: all)")
+    @app_commands.autocomplete(name=leaderboard_names, gpu=leaderboard_gpus)
+    async def show(
+        self, interaction: discord.Interaction, name: str, gpu: str | None = None
+    ) -> None:
+        await defer(interaction, ephemeral=False)
+        rankings = await self.service.ranking(name, gpu)
+        pages = render.ranking_pages(name, rankings)
+        await show_pages(interaction, pages, ephemeral=False, timeout=self.bot.config.view_timeout)
+
+    @app_commands.command(name="show-personal", description="Your own runs on a leaderboard")
+    @app_commands.describe(name="The leaderboard")
+    @app_commands.autocomplete(name=leaderboard_names)
+    async def show_personal(self, interaction: discord.Interaction, name: str) -> None:
+        await defer(interaction, ephemeral=True)
+        runs = await self.service.personal_runs(name, submitter(interaction.user))
+        pages = render.personal_pages(name, runs)
+        await show_pages(interaction, pages, ephemeral=True, timeout=self.bot.config.view_timeout)
+
+    @app_commands.command(name="task", description="The task's files: reference, harness, inputs")
+    @app_commands.describe(name="The leaderboard")
+    @app_commands.autocomplete(name=leaderboard_names)
+    async def task(self, interaction: discord.Interaction, name: str) -> None:
+        await defer(interaction, ephemeral=True)
+        files = await self.service.task_files(name)
+        board = await self.service.leaderboard(name)
+        items = sorted(files.items())
+        for i in range(0, len(items), MAX_FILES_PER_MESSAGE):
+            batch = items[i : i + MAX_FILES_PER_MESSAGE]
+            content = f"📁 Task files of **{name}**" if i == 0 else None
+            if i == 0 and board.task.description:
+                content = f"{content}\n>>> {board.task.description.strip()[:1500]}"
+            await answer(
+                interaction,
+                content=content,
+                files=[text_file(n, c) for n, c in batch],
+                ephemeral=True,
+            )
+
+    @app_commands.command(name="template", description="A starter file for a leaderboard")
+    @app_commands.describe(name="The leaderboard", language="Language of the starter file")
+    @app_commands.choices(
+        language=[app_commands.Choice(name=lang, value=lang) for lang in LANGUAGES]
+    )
+    @app_commands.autocomplete(name=leaderboard_names)
+    async def template(
+        self,
+        interaction: discord.Interaction,
+        name: str,
+        language: app_commands.Choice[str] | None = None,
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        templates = await self.service.templates(name)
+        if not templates:
+            raise NotFoundError(f"{name!r} has no starter files")
+        lang = language.value if language else next(iter(templates))
+        if lang not in templates:
+            raise NotFoundError(f"{name!r} has no {lang} template (it has: {', '.join(templates)})")
+        suffix = LANGUAGES.get(lang, ".txt")
+        code = _with_header(templates[lang], name, suffix)
+        await answer(
+            interaction,
+            content=f"📝 {lang} starter for **{name}**: submit it with `/leaderboard submit`.",
+            file=text_file(f"{name}_template{suffix}", code),
+            ephemeral=True,
+        )

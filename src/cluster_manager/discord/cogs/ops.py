@@ -1,0 +1,85 @@
+"""Operations: `/ping`, `/verifydb`, `/verifyruns` and `/resync`."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from cluster_manager.discord import health
+from cluster_manager.discord.render import icon
+from cluster_manager.discord.replies import answer, defer
+from cluster_manager.discord.roles import admins_only
+
+if TYPE_CHECKING:
+    from cluster_manager.discord.bot import ClusterBot
+
+
+class OpsCog(commands.Cog):
+    def __init__(self, bot: ClusterBot) -> None:
+        self.bot = bot
+
+    @app_commands.command(name="ping", description="Check that the bot answers, with its latency")
+    async def ping(self, interaction: discord.Interaction) -> None:
+        started = time.perf_counter()
+        await defer(interaction, ephemeral=True)
+        api_ms = (time.perf_counter() - started) * 1000
+        gateway = self.bot.latency
+        gateway_text = f"{gateway * 1000:.0f} ms" if math.isfinite(gateway) else "not connected"
+        await answer(
+            interaction,
+            content=f"🏓 Pong! API round trip {api_ms:.0f} ms, gateway {gateway_text}.",
+            ephemeral=True,
+        )
+
+    @app_commands.command(name="verifydb", description="Check the database and its migrations")
+    async def verifydb(self, interaction: discord.Interaction) -> None:
+        await defer(interaction, ephemeral=True)
+        check = await health.check_database(self.bot.app)
+        if not check.reachable:
+            lines = [f"❌ The database did not answer: {check.error}"]
+        else:
+            lines = [f"✅ The database answered `SELECT 1` in {check.round_trip_ms:.1f} ms."]
+            if check.error:
+                lines.append(f"❌ Cannot read the migration state: {check.error}")
+            elif check.pending:
+                lines.append(
+                    f"❌ Pending migrations: {', '.join(check.pending)}; "
+                    "run `cluster-manager db migrate`."
+                )
+            else:
+                lines.append("✅ The schema is up to date: no pending migrations.")
+        await answer(interaction, content="\n".join(lines), ephemeral=True)
+
+    @app_commands.command(
+        name="verifyruns", description="Run a known-good example on every GPU type served here"
+    )
+    @app_commands.guild_only()
+    @admins_only
+    async def verifyruns(self, interaction: discord.Interaction) -> None:
+        await defer(interaction, ephemeral=True)
+        checks = await health.verify_launchers(self.bot.app)
+        lines = [
+            f"{icon(c.passed)} {c.launcher} · **{c.gpu}**: {c.detail} in {c.seconds:.1f} s"
+            for c in checks
+        ]
+        await answer(
+            interaction,
+            content="\n".join(lines) or "No GPU type has a launcher configured here.",
+            ephemeral=True,
+        )
+
+    @app_commands.command(name="resync", description="Sync the slash commands with Discord")
+    @app_commands.guild_only()
+    @admins_only
+    async def resync(self, interaction: discord.Interaction) -> None:
+        await defer(interaction, ephemeral=True)
+        synced = await self.bot.sync_commands()
+        where = "this server" if self.bot.config.guild_id else "all servers"
+        await answer(
+            interaction, content=f"🔄 Synced {len(synced)} commands to {where}.", ephemeral=True
+        )

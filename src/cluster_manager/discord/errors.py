@@ -1,0 +1,143 @@
+"""What users read when something fails.
+
+Our own errors carry text meant for users: each kind gets a title and goes back ephemerally.
+Anything else is a bug or an outage: it is logged with a short id, and the user gets the id
+to quote. Internal details (and tokens) never reach the channel.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+import discord
+from discord import app_commands
+
+from cluster_manager.core.records import InvalidNameError
+from cluster_manager.discord.replies import send_error
+from cluster_manager.errors import (
+    ClusterManagerError,
+    InvalidSubmissionError,
+    InvalidTaskError,
+    LauncherError,
+)
+from cluster_manager.gpus import UnknownGpuError
+from cluster_manager.service import (
+    AlreadyExistsError,
+    DeadlinePassedError,
+    GpuNotAllowedError,
+    InvalidDeadlineError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+)
+from cluster_manager.storage.database import DatabaseError
+
+log = logging.getLogger(__name__)
+
+
+class AttachmentError(ClusterManagerError):
+    """An uploaded file refused before it is downloaded."""
+
+
+class FileTooLargeError(AttachmentError):
+    pass
+
+
+class WrongFileTypeError(AttachmentError):
+    pass
+
+
+class UsageError(ClusterManagerError):
+    """A command used in a way that cannot work, e.g. without a leaderboard to submit to."""
+
+
+def _rate_limited(error: RateLimitedError) -> str:
+    when = discord.utils.utcnow() + error.retry_after
+    return f"{error} (that is {discord.utils.format_dt(when, 'R')})"
+
+
+def _roles(error: app_commands.MissingAnyRole | app_commands.MissingRole) -> str:
+    if isinstance(error, app_commands.MissingAnyRole):
+        roles = list(error.missing_roles)
+    else:
+        roles = [error.missing_role]
+    names = " or ".join(f"**{r}**" for r in roles)
+    return f"this command needs the role {names}"
+
+
+def _cooldown(error: app_commands.CommandOnCooldown) -> str:
+    return f"try again in {error.retry_after:.0f} s"
+
+
+# Title and detail per error type; the most specific type in an error's MRO wins.
+USER_ERRORS: dict[type[BaseException], tuple[str, Callable[[Any], str]]] = {
+    NotFoundError: ("Not found", str),
+    DeadlinePassedError: ("Deadline passed", str),
+    GpuNotAllowedError: ("GPU not allowed", str),
+    UnknownGpuError: ("Unknown GPU", str),
+    FileTooLargeError: ("File too large", str),
+    WrongFileTypeError: ("Wrong file type", str),
+    AttachmentError: ("File refused", str),
+    InvalidSubmissionError: ("Invalid submission", str),
+    InvalidTaskError: ("Invalid task", str),
+    InvalidDeadlineError: ("Invalid deadline", str),
+    InvalidNameError: ("Invalid name", str),
+    AlreadyExistsError: ("Already exists", str),
+    PermissionDeniedError: ("Not allowed", str),
+    RateLimitedError: ("Rate limited", _rate_limited),
+    LauncherError: ("Runner unavailable", str),
+    UsageError: ("Cannot do that", str),
+    app_commands.MissingAnyRole: ("Missing role", _roles),
+    app_commands.MissingRole: ("Missing role", _roles),
+    app_commands.NoPrivateMessage: ("Server only", lambda _: "use this command in a server"),
+    app_commands.CommandOnCooldown: ("Slow down", _cooldown),
+    app_commands.CommandNotFound: (
+        "Unknown command",
+        lambda _: "this command is out of date; an admin can run /resync",
+    ),
+    app_commands.TransformerError: ("Invalid option", lambda e: f"cannot use {e.value!r}"),
+    ClusterManagerError: ("Cannot do that", str),
+}
+# Ours, but not the user's to fix, and their text may describe the deployment.
+UNEXPECTED: tuple[type[BaseException], ...] = (DatabaseError,)
+
+
+def unwrap(error: BaseException) -> BaseException:
+    if isinstance(error, app_commands.CommandInvokeError):
+        return error.original
+    return error
+
+
+def describe(error: BaseException) -> str | None:
+    """The user's message for an expected error, None for an unexpected one."""
+    if isinstance(error, UNEXPECTED):
+        return None
+    for cls in type(error).__mro__:
+        if cls in USER_ERRORS:
+            title, detail = USER_ERRORS[cls]
+            return f"❌ **{title}**: {detail(error)}"
+    return None
+
+
+def new_error_id() -> str:
+    return secrets.token_hex(4)
+
+
+async def report_error(interaction: discord.Interaction, error: BaseException) -> None:
+    error = unwrap(error)
+    message = describe(error)
+    if message is None:
+        error_id = new_error_id()
+        where = interaction.command.qualified_name if interaction.command else "a component"
+        log.error("error %s in %s (user %s)", error_id, where, interaction.user.id, exc_info=error)
+        message = (
+            "⚠️ Something went wrong on our side. "
+            f"Please give the organizers this error id: `{error_id}`."
+        )
+    try:
+        await send_error(interaction, message)
+    except discord.HTTPException as exc:  # the interaction expired or was answered already
+        log.warning("could not report an error to user %s: %s", interaction.user.id, exc.status)

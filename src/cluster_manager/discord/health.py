@@ -1,0 +1,96 @@
+"""Operational checks behind /verifydb and /verifyruns.
+
+These reach past the service on purpose: one measures the database itself, the other drives
+each launcher directly with a known-good submission, without queueing or storing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import asyncpg
+
+import cluster_manager
+from cluster_manager.app import App
+from cluster_manager.core.models import Mode, RunRequest, Task
+from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.task import load_task
+from cluster_manager.errors import ClusterManagerError
+from cluster_manager.gpus import GpuType
+from cluster_manager.settings import local_limits
+from cluster_manager.storage.migrations import pending_migrations
+
+VERIFY_EXAMPLE = Path(cluster_manager.__file__).resolve().parents[2] / "examples" / "identity_py"
+
+
+@dataclass(frozen=True)
+class DatabaseCheck:
+    reachable: bool
+    round_trip_ms: float | None
+    pending: tuple[str, ...]
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LauncherCheck:
+    launcher: str
+    gpu: str
+    passed: bool
+    seconds: float
+    detail: str
+
+
+async def check_database(app: App) -> DatabaseCheck:
+    started = time.perf_counter()
+    try:
+        await app.pool.fetchval("SELECT 1")
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+        return DatabaseCheck(False, None, (), f"{type(exc).__name__}: {exc}")
+    round_trip = (time.perf_counter() - started) * 1000
+    try:
+        pending = await asyncio.to_thread(pending_migrations, app.database_url)
+    except ClusterManagerError as exc:
+        return DatabaseCheck(True, round_trip, (), str(exc))
+    return DatabaseCheck(True, round_trip, tuple(pending))
+
+
+def served_gpu_types(app: App) -> list[GpuType]:
+    return sorted(
+        (g for g in app.registry.types.values() if g.launcher in app.launchers),
+        key=lambda g: (g.launcher, g.name),
+    )
+
+
+async def verify_launchers(app: App, example: Path = VERIFY_EXAMPLE) -> list[LauncherCheck]:
+    """Runs the example's correct submission in test mode on every GPU type served here."""
+    task = await asyncio.to_thread(load_task, example)
+    code = (example / "submission.py").read_text(encoding="utf-8")
+    return list(
+        await asyncio.gather(*(_verify(app, task, code, gpu) for gpu in served_gpu_types(app)))
+    )
+
+
+async def _verify(app: App, task: Task, code: str, gpu: GpuType) -> LauncherCheck:
+    launcher = app.launchers[gpu.launcher]
+    request = RunRequest(
+        task=task,
+        submission_name=task.submission_name,
+        submission_code=code,
+        mode=Mode.TEST,
+        limits=local_limits(app.settings),
+    )
+    started = time.perf_counter()
+    try:
+        handle = await launcher.submit(request, f"verify-{uuid.uuid4().hex}", gpu=gpu)
+        result = await launcher.follow(handle, timeout=run_timeout(request))
+    except ClusterManagerError as exc:
+        return LauncherCheck(gpu.launcher, gpu.name, False, time.perf_counter() - started, str(exc))
+    took = time.perf_counter() - started
+    if result is None:
+        return LauncherCheck(gpu.launcher, gpu.name, False, took, "the run was lost")
+    detail = result.verdict.value if result.passed else f"{result.verdict.value}: {result.message}"
+    return LauncherCheck(gpu.launcher, gpu.name, result.passed, took, detail)

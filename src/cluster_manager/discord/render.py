@@ -1,0 +1,246 @@
+"""Embeds and attachments for what the service returns. Pure functions: no I/O here."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import TypeVar
+
+import discord
+
+from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.records import (
+    JobState,
+    LeaderboardSummary,
+    Placement,
+    RankingEntry,
+    RunRecord,
+)
+from cluster_manager.discord.replies import code_block, truncate
+from cluster_manager.report import (
+    format_duration_ns,
+    format_placement,
+    format_report,
+    format_time_left,
+)
+from cluster_manager.service import SubmissionReport
+
+PAGE_SIZE = 10
+FIELD_LIMIT = 1024  # characters in one embed field
+DESCRIPTION_LIMIT = 4096
+EMBED_BUDGET = 4000  # of Discord's 6000 per embed, leaving room for the summary fields
+PASSED_COLOR = discord.Color.green()
+FAILED_COLOR = discord.Color.red()
+INFO_COLOR = discord.Color.blurple()
+MODE_LABELS = {
+    Mode.TEST: "test",
+    Mode.BENCHMARK: "benchmark",
+    Mode.LEADERBOARD: "ranked",
+    Mode.PROFILE: "profile",
+    Mode.SCRIPT: "script",
+}
+T = TypeVar("T")
+
+
+def icon(passed: bool) -> str:
+    return "✅" if passed else "❌"
+
+
+def user_label(external_id: str) -> str:
+    """Discord users are stored by id: a mention shows their current name (and does not
+    ping inside embeds). Anyone else (CLI users) is shown by name."""
+    if external_id.isdigit():
+        return f"<@{external_id}>"
+    return discord.utils.escape_markdown(external_id)
+
+
+def seconds(score: float | None) -> str:
+    return "-" if score is None else format_duration_ns(score * 1e9)
+
+
+def chunks(items: Sequence[T], size: int) -> list[list[T]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _last_line(text: str) -> str:
+    return (text.strip().splitlines() or [""])[-1]
+
+
+def number_pages(pages: list[discord.Embed]) -> list[discord.Embed]:
+    if len(pages) > 1:
+        for i, page in enumerate(pages, 1):
+            page.set_footer(text=f"Page {i}/{len(pages)}")
+    return pages
+
+
+def _line_pages(title: str, lines: Sequence[str], *, empty: str) -> list[discord.Embed]:
+    groups = chunks(lines, PAGE_SIZE) or [[empty]]
+    return [
+        discord.Embed(
+            title=title,
+            description=truncate("\n".join(group), DESCRIPTION_LIMIT),
+            color=INFO_COLOR,
+        )
+        for group in groups
+    ]
+
+
+# --- leaderboards ----------------------------------------------------------------------------
+
+
+def leaderboard_pages(boards: Sequence[LeaderboardSummary], now: datetime) -> list[discord.Embed]:
+    lines = []
+    for b in boards:
+        left = format_time_left(b.deadline, now)
+        when = discord.utils.format_dt(b.deadline, "f")
+        deadline = f"closed {when}" if left == "closed" else f"closes {when} ({left} left)"
+        lines.append(
+            f"**{b.name}** · {', '.join(b.gpus)} · {deadline} · {b.submissions} submission(s)"
+        )
+    return number_pages(_line_pages("Leaderboards", lines, empty="No leaderboards yet."))
+
+
+def ranking_pages(name: str, rankings: dict[str, list[RankingEntry]]) -> list[discord.Embed]:
+    pages: list[discord.Embed] = []
+    for gpu, entries in rankings.items():
+        lines = [
+            f"`#{e.rank}` {user_label(e.user)} · **{seconds(e.score)}** · "
+            f"submission {e.submission_id} · {discord.utils.format_dt(e.submitted_at, 'd')}"
+            for e in entries
+        ]
+        pages += _line_pages(f"🏆 {name} on {gpu}", lines, empty="No ranked submissions yet.")
+    return number_pages(pages)
+
+
+def personal_pages(name: str, runs: Sequence[RunRecord]) -> list[discord.Embed]:
+    lines = [
+        f"#{r.submission_id} `{r.file_name}` · {r.gpu}{' (secret)' if r.secret else ''} · "
+        f"{MODE_LABELS[r.mode]} · {icon(r.passed)} {r.verdict.value}"
+        + (f" · {seconds(r.score)}" if r.score is not None else "")
+        + f" · {discord.utils.format_dt(r.created_at, 'R')}"
+        for r in reversed(runs)  # newest first
+    ]
+    return number_pages(
+        _line_pages(f"Your runs on {name}", lines, empty=f"You have no runs on {name} yet.")
+    )
+
+
+# --- submissions -----------------------------------------------------------------------------
+
+
+def submission_passed(report: SubmissionReport) -> bool:
+    runs = report.runs
+    return bool(runs) and len(runs) == len(report.jobs) and all(r.passed for r in runs)
+
+
+def _run_lines(result: RunResult) -> list[str]:
+    lines = []
+    for t in result.tests:
+        detail = "" if t.passed else f": {_last_line(t.error or t.message)}"
+        lines.append(f"{icon(t.passed)} {t.spec}{detail}")
+    for b in result.benchmarks:
+        if b.passed and b.report:
+            lines.append(f"📊 {b.spec}: profile in the attached log")
+        elif b.passed and b.runs:
+            lines.append(f"⏱️ {b.spec}: {format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}")
+        elif not b.passed:
+            lines.append(f"❌ {b.spec}: {_last_line(b.error) or 'failed'}")
+    if result.score is not None:
+        lines.append(f"🏁 Score: **{seconds(result.score)}**")
+    if not result.passed and result.message:
+        lines.append(_last_line(result.message))
+    return lines
+
+
+def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> discord.Embed:
+    sub = report.submission
+    passed = submission_passed(report)
+    failing = next((r.verdict.value for r in report.runs if not r.passed), "failed")
+    embed = discord.Embed(
+        title=f"{icon(passed)} Submission #{sub.id}: {'passed' if passed else failing}",
+        description=(
+            f"`{sub.file_name}` on **{sub.leaderboard}** · {MODE_LABELS[sub.mode]} · "
+            f"by {user_label(sub.user)}"
+        ),
+        color=PASSED_COLOR if passed else FAILED_COLOR,
+    )
+    public = [r for r in report.runs if not r.secret]
+    for i, run in enumerate(public):
+        lines = _run_lines(RunResult.from_json(run.result)) if run.result else []
+        value = truncate("\n".join(lines) or "-", FIELD_LIMIT)
+        if len(embed) + len(value) > EMBED_BUDGET:  # Discord refuses embeds over 6000
+            embed.add_field(
+                name="More runs", value=f"{len(public) - i} more in the attached log", inline=False
+            )
+            break
+        embed.add_field(
+            name=f"{icon(run.passed)} {run.gpu}: {run.verdict.value}", value=value, inline=False
+        )
+    secret = [f"{icon(r.passed)} {r.gpu}: {r.verdict.value}" for r in report.runs if r.secret]
+    if secret:
+        embed.add_field(name="Secret re-runs", value="\n".join(secret), inline=False)
+    failed = [
+        f"❌ {j.gpu}{' (secret)' if j.secret else ''}: {j.error or 'failed'}"
+        for j in report.jobs
+        if j.state is JobState.FAILED
+    ]
+    if failed:
+        embed.add_field(
+            name="Failed jobs", value=truncate("\n".join(failed), FIELD_LIMIT), inline=False
+        )
+    if placements:
+        embed.add_field(
+            name="Ranking",
+            value=truncate("\n".join(format_placement(p) for p in placements), FIELD_LIMIT),
+            inline=False,
+        )
+    embed.set_footer(text="The full log is attached.")
+    return embed
+
+
+def report_text(report: SubmissionReport) -> str:
+    """The long form: every run's report with its complete output."""
+    parts = []
+    for run in report.runs:
+        if run.secret or not run.result:
+            parts.append(f"[{run.gpu} secret] {icon(run.passed)} {run.verdict.value}")
+            continue
+        result = RunResult.from_json(run.result)
+        section = [f"[{run.gpu}]", format_report(result, title=run.file_name)]
+        for phase in result.phases:
+            for stream, text in (("stdout", phase.stdout), ("stderr", phase.stderr)):
+                if text.strip():
+                    section += ["", f"--- {stream} ({phase.name} phase) ---", text.rstrip()]
+        parts.append("\n".join(section))
+    for job in report.jobs:
+        if job.state is JobState.FAILED:
+            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed: {job.error}")
+    return "\n\n".join(parts) + "\n"
+
+
+# --- quick runs ------------------------------------------------------------------------------
+
+
+def script_embed(file_name: str, gpu: str, result: RunResult) -> discord.Embed:
+    phase = result.phases[0] if result.phases else None
+    took = f" in {phase.duration_s:.1f} s" if phase else ""
+    embed = discord.Embed(
+        title=f"{icon(result.passed)} {file_name} on {gpu}: {result.verdict.value}{took}",
+        color=PASSED_COLOR if result.passed else FAILED_COLOR,
+    )
+    if not result.passed and result.message:
+        embed.description = truncate(result.message, 1000)
+    if phase is not None:
+        embed.add_field(name="stdout", value=code_block(phase.stdout), inline=False)
+        if phase.stderr.strip():
+            embed.add_field(name="stderr", value=code_block(phase.stderr), inline=False)
+    embed.set_footer(text="The complete output is attached.")
+    return embed
+
+
+def script_output(result: RunResult) -> str:
+    parts = [f"verdict: {result.verdict.value}", result.message]
+    for phase in result.phases:
+        parts += [f"--- stdout ({phase.name}) ---", phase.stdout, f"--- stderr ({phase.name}) ---"]
+        parts.append(phase.stderr)
+    return "\n".join(parts) + "\n"

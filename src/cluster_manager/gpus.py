@@ -1,0 +1,127 @@
+"""The GPU registry: which GPU types this deployment serves, and which launcher runs each.
+
+Read from one YAML file (`config/gpus.yml` by default): a mapping of GPU type name to its
+`launcher` (local | github | modal | slurm), `max_concurrent` jobs, and the launcher's own
+parameters (workflow and runner labels, Modal GPU, Slurm partition/account/gres).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster_manager.errors import ClusterManagerError
+
+LAUNCHERS = ("local", "github", "modal", "slurm")
+DEFAULT_REGISTRY_FILE = Path(__file__).resolve().parents[2] / "config" / "gpus.yml"
+_GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,31}")
+# Parameters each launcher requires; anything else in the entry is passed along as is.
+_REQUIRED = {
+    "github": ("workflow", "runner_labels"),
+    "modal": ("modal_gpu",),
+    "slurm": (),
+    "local": (),
+}
+
+
+class UnknownGpuError(ClusterManagerError):
+    pass
+
+
+class InvalidRegistryError(ClusterManagerError):
+    pass
+
+
+@dataclass(frozen=True)
+class GpuType:
+    name: str
+    launcher: str  # local | github | modal | slurm
+    max_concurrent: int = 1
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GpuRegistry:
+    types: Mapping[str, GpuType]
+
+    def get(self, name: str) -> GpuType:
+        try:
+            return self.types[name]
+        except KeyError:
+            known = ", ".join(sorted(self.types)) or "none"
+            raise UnknownGpuError(f"unknown GPU type {name!r} (known: {known})") from None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.types))
+
+    def with_concurrency(self, launcher: str, max_concurrent: int) -> GpuRegistry:
+        """The same registry with every type of `launcher` limited to `max_concurrent`."""
+        return GpuRegistry(
+            {
+                name: GpuType(g.name, g.launcher, max_concurrent, g.params)
+                if g.launcher == launcher
+                else g
+                for name, g in self.types.items()
+            }
+        )
+
+
+def default_registry(local_concurrency: int = 2) -> GpuRegistry:
+    """On a machine without a GPU the local launcher serves the GPU type `CPU`."""
+    return GpuRegistry({"CPU": GpuType("CPU", "local", max_concurrent=local_concurrency)})
+
+
+def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
+    def bad(key: str, reason: str) -> InvalidRegistryError:
+        return InvalidRegistryError(f"invalid GPU registry {source}: {key}: {reason}")
+
+    if not isinstance(data, dict) or not isinstance(data.get("gpus"), dict) or not data["gpus"]:
+        raise bad("gpus", "must map GPU type names to their settings")
+    types: dict[str, GpuType] = {}
+    for name, entry in data["gpus"].items():
+        key = f"gpus.{name}"
+        if not isinstance(name, str) or not _GPU_NAME.fullmatch(name):
+            raise bad(key, "a GPU type name is letters, digits, '_' or '-' (at most 32)")
+        if not isinstance(entry, dict):
+            raise bad(key, "must be a mapping with at least `launcher`")
+        params = dict(entry)
+        launcher = params.pop("launcher", None)
+        if launcher not in LAUNCHERS:
+            raise bad(f"{key}.launcher", f"must be one of {', '.join(LAUNCHERS)}")
+        max_concurrent = params.pop("max_concurrent", 1)
+        if (
+            isinstance(max_concurrent, bool)
+            or not isinstance(max_concurrent, int)
+            or (max_concurrent < 1)
+        ):
+            raise bad(f"{key}.max_concurrent", "must be a positive whole number")
+        for required in _REQUIRED[launcher]:
+            if required not in params:
+                raise bad(key, f"a {launcher} GPU needs `{required}`")
+        labels = params.get("runner_labels")
+        if labels is not None and (
+            not isinstance(labels, list)
+            or not labels
+            or not all(isinstance(x, str) for x in labels)
+        ):
+            raise bad(f"{key}.runner_labels", "must be a non-empty list of labels")
+        types[name] = GpuType(name, launcher, max_concurrent, params)
+    return GpuRegistry(types)
+
+
+def load_registry(path: Path = DEFAULT_REGISTRY_FILE) -> GpuRegistry:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidRegistryError(f"cannot read the GPU registry {path}: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidRegistryError(f"invalid GPU registry {path}: not valid YAML: {exc}") from None
+    return parse_registry(data, str(path))

@@ -1,0 +1,1 @@
+"""Runs on the GPU machine. Imports only `cluster_manager.core` and the standard library."""

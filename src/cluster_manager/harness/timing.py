@@ -1,0 +1,171 @@
+"""The timing loop: warm-up, one timed call at a time, stop on noise rather than on a count.
+
+Measurement is kept apart from reporting: `measure` returns `Stats` (nanoseconds) or an error,
+and the stopping rule is a plain object that can be swapped (nvbench / do_bench style).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# Bound before any submission is imported, so patching `time` later cannot touch our clock.
+_perf_counter_ns = time.perf_counter_ns
+
+
+@dataclass(frozen=True)
+class Stats:
+    runs: int
+    mean: float
+    std: float
+    err: float
+    best: float
+    worst: float
+
+
+def calculate_stats(durations: Sequence[float]) -> Stats:
+    runs = len(durations)
+    if runs == 0:
+        raise ValueError("no durations")
+    mean = sum(durations) / runs
+    std = math.sqrt(sum((d - mean) ** 2 for d in durations) / (runs - 1)) if runs > 1 else 0.0
+    return Stats(
+        runs=runs,
+        mean=mean,
+        std=std,
+        err=std / math.sqrt(runs),
+        best=float(min(durations)),
+        worst=float(max(durations)),
+    )
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """Stop when the standard error of the mean is small enough, within count and time bounds."""
+
+    target_rel_err: float = 0.001
+    min_runs: int = 3
+    max_runs: int = 10_000
+    wall_budget_ns: float = 10e9
+
+    def should_stop(self, durations: Sequence[float], wall_ns: float) -> bool:
+        runs = len(durations)
+        if runs >= self.max_runs or wall_ns >= self.wall_budget_ns:
+            return True
+        if runs < self.min_runs:
+            return False
+        stats = calculate_stats(durations)
+        return stats.mean > 0 and stats.err / stats.mean < self.target_rel_err
+
+
+class Timer(Protocol):
+    """Times one call. `start`/`stop` bracket the call; `stop` waits for the device."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> float: ...
+
+
+class CpuTimer:
+    def __init__(
+        self,
+        synchronize: Callable[[], None] = lambda: None,
+        clock: Callable[[], int] = _perf_counter_ns,  # bound now: immune to patching the module
+    ) -> None:
+        self._synchronize = synchronize
+        self._clock = clock
+        self._t0 = 0
+
+    def start(self) -> None:
+        self._synchronize()
+        self._t0 = self._clock()
+
+    def stop(self) -> float:
+        self._synchronize()
+        return float(self._clock() - self._t0)
+
+
+class CudaEventTimer:
+    """CUDA/HIP events around the call, after flushing the last-level cache."""
+
+    FLUSH_BYTES = 256 * 1024 * 1024
+
+    def __init__(self, torch: Any, synchronize: Callable[[], None] | None = None) -> None:
+        # `synchronize`: torch's own, taken before a submission could replace it.
+        self._synchronize = synchronize or torch.cuda.synchronize
+        self._flush = torch.empty(self.FLUSH_BYTES, dtype=torch.uint8, device="cuda")
+        self._begin = torch.cuda.Event(enable_timing=True)
+        self._end = torch.cuda.Event(enable_timing=True)
+
+    def start(self) -> None:
+        self._synchronize()
+        self._flush.zero_()
+        self._begin.record()
+
+    def stop(self) -> float:
+        self._end.record()
+        self._synchronize()
+        return self._begin.elapsed_time(self._end) * 1e6  # ms -> ns
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """What one timed iteration needs: the kernel's argument and how to check its output."""
+
+    argument: Any
+    check: Callable[[Any], str | None] | None = None
+
+
+def measure(
+    prepare: Callable[[int], Iteration],
+    call: Callable[[Any], Any],
+    timer: Timer,
+    rule: StopRule,
+    *,
+    agree: Callable[[bool], bool] = lambda stop: stop,
+    clock: Callable[[], int] = _perf_counter_ns,
+) -> Stats | str:
+    """Times `call` until `rule` says stop. Returns the stats, or the first check's error.
+
+    `prepare(i)` runs untimed before iteration i (fresh inputs, clones); its `check` runs
+    untimed after the call. `agree` lets distributed ranks share one stop decision.
+    """
+    durations: list[float] = []
+    began = clock()
+    i = 0
+    while True:
+        iteration = prepare(i)
+        timer.start()
+        output = call(iteration.argument)
+        durations.append(timer.stop())
+        if iteration.check is not None:
+            error = iteration.check(output)
+            if error:
+                return error
+        del output
+        i += 1
+        if agree(rule.should_stop(durations, clock() - began)):
+            return calculate_stats(durations)
+
+
+def warm_up(
+    call: Callable[[], Any],
+    synchronize: Callable[[], None],
+    *,
+    min_calls: int = 3,
+    budget_ns: float = 50e6,
+    clock: Callable[[], int] = _perf_counter_ns,
+) -> int:
+    """Calls until both `min_calls` and `budget_ns` are reached (JITs, caches, clocks settle)."""
+    began = clock()
+    calls = 0
+    while calls < min_calls or clock() - began < budget_ns:
+        call()
+        synchronize()
+        calls += 1
+        if calls >= 1000:
+            break
+    return calls

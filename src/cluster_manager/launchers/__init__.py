@@ -1,0 +1,1 @@
+"""One narrow interface to run a request somewhere, one adapter per place."""

@@ -1,0 +1,168 @@
+"""Runs requests on this machine: the runner entrypoint in a child process per run.
+
+Each run lives in its own directory (progress log, result), named by its external id, so a run
+started before a restart can be re-attached and its result read once it is written. The request
+(with its secret seed) reaches the runner on its stdin only: no copy on disk, none in a command
+line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.errors import LauncherError
+from cluster_manager.gpus import GpuType
+from cluster_manager.launchers.base import Launcher, RunHandle, RunState
+
+RESULT_FILE = "result.json"
+PROGRESS_FILE = "progress.jsonl"
+PID_FILE = "pid"
+
+
+class LocalLauncher(Launcher):
+    name = "local"
+
+    def __init__(self, runs_dir: Path, *, poll_interval: float = 0.1, sandbox: bool = True) -> None:
+        self.runs_dir = runs_dir
+        self.poll_interval = poll_interval
+        # Off only for a developer's own code (`cluster-manager eval`): it then runs as them.
+        self.sandbox = sandbox
+        self._procs: dict[str, asyncio.subprocess.Process] = {}
+
+    def _dir(self, external_id: str) -> Path:
+        if not external_id or "/" in external_id or external_id.startswith("."):
+            raise LauncherError(f"invalid local run id {external_id!r}")
+        return self.runs_dir / external_id
+
+    async def submit(
+        self, request: RunRequest, key: str, *, gpu: GpuType | None = None
+    ) -> RunHandle:
+        external_id = key
+        run_dir = self._dir(external_id)
+        if run_dir.exists() and self._state(external_id) is not RunState.LOST:
+            return RunHandle(self.name, external_id)  # already dispatched under this key
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True, mode=0o700)
+        progress = (run_dir / PROGRESS_FILE).open("wb")
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "cluster_manager.harness.runner",
+                "--request",
+                "-",
+                "--output",
+                str(run_dir / RESULT_FILE),
+                "--progress",
+                *([] if self.sandbox else ["--no-sandbox"]),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=progress,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise LauncherError(f"cannot start the runner: {exc}") from exc
+        finally:
+            progress.close()
+        (run_dir / PID_FILE).write_text(str(proc.pid))
+        self._procs[external_id] = proc
+        await _send_request(proc, request)
+        return RunHandle(self.name, external_id)
+
+    def _state(self, external_id: str) -> RunState:
+        run_dir = self._dir(external_id)
+        if (run_dir / RESULT_FILE).is_file():
+            proc = self._procs.get(external_id)
+            # The runner writes the file before it exits; wait for the exit to read it whole.
+            if proc is None or proc.returncode is not None:
+                return RunState.FINISHED
+            return RunState.RUNNING
+        proc = self._procs.get(external_id)
+        if proc is not None:
+            return RunState.RUNNING if proc.returncode is None else RunState.LOST
+        return RunState.RUNNING if _alive(run_dir) else RunState.LOST
+
+    async def states(self, handles: Sequence[RunHandle]) -> dict[str, RunState]:
+        return {h.external_id: self._state(h.external_id) for h in handles}
+
+    async def result(self, handle: RunHandle) -> RunResult:
+        path = self._dir(handle.external_id) / RESULT_FILE
+        try:
+            return RunResult.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise LauncherError(f"run {handle.external_id}: unreadable result ({exc})") from exc
+
+    async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:
+        path = self._dir(handle.external_id) / PROGRESS_FILE
+        events = []
+        with contextlib.suppress(OSError):
+            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if isinstance(event, dict):
+                        events.append(event)
+        return events
+
+    async def cancel(self, handle: RunHandle) -> None:
+        """SIGTERM lets the runner kill the whole tree it started; SIGKILL if it lingers."""
+        run_dir = self._dir(handle.external_id)
+        proc = self._procs.get(handle.external_id)
+        if proc is None and not _alive(run_dir):
+            return
+        pid = proc.pid if proc is not None else _pid(run_dir)
+        if pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGTERM)
+        for _ in range(50):
+            if (proc is not None and proc.returncode is not None) or not _alive(run_dir):
+                break
+            await asyncio.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+        if proc is not None:
+            await proc.wait()
+
+    async def wait(self, handle: RunHandle) -> None:
+        """Waits for a run started by this process to exit (cheaper than polling)."""
+        proc = self._procs.get(handle.external_id)
+        if proc is not None:
+            await proc.wait()
+
+
+async def _send_request(proc: asyncio.subprocess.Process, request: RunRequest) -> None:
+    """A runner that died before reading it shows up as LOST, like any other early death."""
+    assert proc.stdin is not None
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(json.dumps(request.to_json()).encode())
+        await proc.stdin.drain()
+    proc.stdin.close()
+
+
+def _pid(run_dir: Path) -> int | None:
+    try:
+        return int((run_dir / PID_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _alive(run_dir: Path) -> bool:
+    """Is the runner of this directory still alive? Checks the command line: pids get reused."""
+    pid = _pid(run_dir)
+    if pid is None:
+        return False
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return str(run_dir / RESULT_FILE).encode() in cmdline

@@ -1,0 +1,65 @@
+"""Quick experiments (`/run`): a script run as-is on a GPU, unranked and time-limited.
+
+Unlike submissions these are not queued or stored: the caller waits for the result, and a
+restart forgets them. They go through the same launchers and runner as everything else.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import PurePosixPath
+from typing import Any
+
+from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult
+from cluster_manager.core.plan import run_timeout, script_task
+from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
+from cluster_manager.errors import InvalidSubmissionError, LauncherError
+from cluster_manager.gpus import GpuRegistry
+from cluster_manager.launchers.base import Launcher
+
+MAX_SCRIPT_SECONDS = 120.0
+
+
+def script_request(file_name: str, data: bytes, *, timeout_s: float, limits: Limits) -> RunRequest:
+    name = PurePosixPath(file_name.replace("\\", "/")).name
+    if PurePosixPath(name).suffix != ".py":
+        raise InvalidSubmissionError(f"{name}: /run takes a Python file (.py)")
+    if not data.strip():
+        raise InvalidSubmissionError(f"{name}: the file is empty")
+    if len(data) > MAX_SUBMISSION_BYTES:
+        raise InvalidSubmissionError(
+            f"{name}: {len(data)} bytes is over the limit of {MAX_SUBMISSION_BYTES} bytes"
+        )
+    try:
+        code = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSubmissionError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+    if not 0 < timeout_s <= MAX_SCRIPT_SECONDS:
+        raise InvalidSubmissionError(f"the time limit must be in (0, {MAX_SCRIPT_SECONDS:g}] s")
+    return RunRequest(
+        task=script_task(name, timeout_s),
+        submission_name=name,
+        submission_code=code,
+        mode=Mode.SCRIPT,
+        limits=limits,
+    )
+
+
+async def run_script(
+    registry: GpuRegistry,
+    launchers: Mapping[str, Launcher],
+    gpu: str,
+    request: RunRequest,
+    *,
+    on_progress: Callable[[dict[str, Any]], None] | None = None,
+) -> RunResult:
+    gpu_type = registry.get(gpu)
+    launcher = launchers.get(gpu_type.launcher)
+    if launcher is None:
+        raise LauncherError(f"this bot has no {gpu_type.launcher} launcher for {gpu}")
+    handle = await launcher.submit(request, f"script-{uuid.uuid4().hex}", gpu=gpu_type)
+    result = await launcher.follow(handle, timeout=run_timeout(request), on_progress=on_progress)
+    if result is None:
+        raise LauncherError(f"the run on {gpu} was lost before it reported a result")
+    return result

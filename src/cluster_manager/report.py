@@ -1,0 +1,157 @@
+"""Readable text for a RunResult: what a terminal (and later a Discord embed) shows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from cluster_manager.core.models import BenchmarkOutcome, RunResult, Verdict
+from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
+
+
+def format_duration_ns(ns: float) -> str:
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if ns >= scale:
+            return f"{ns / scale:.3g} {unit}"
+    return f"{ns:.3g} ns"
+
+
+def _benchmark_table(benchmarks: tuple[BenchmarkOutcome, ...]) -> list[str]:
+    rows = [("case", "mean ± err", "best", "worst", "runs")]
+    for b in benchmarks:
+        if b.passed and b.runs:
+            rows.append(
+                (
+                    b.spec,
+                    f"{format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}",
+                    format_duration_ns(b.best),
+                    format_duration_ns(b.worst),
+                    str(b.runs),
+                )
+            )
+        elif not b.passed:
+            rows.append(
+                (b.spec, "❌ " + (b.error.strip().splitlines() or ["failed"])[-1], "", "", "")
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+    ]
+
+
+def format_report(result: RunResult, *, title: str = "") -> str:
+    icon = "✅" if result.passed else "❌"
+    total = result.durations.get("total")
+    head = f"{icon} {title + ' — ' if title else ''}{result.mode.value}: {result.verdict.value}"
+    lines = [head + (f" ({total:.1f} s)" if total is not None else "")]
+    if result.compilation is not None and not result.compilation.success:
+        lines += [
+            "",
+            "Compilation failed:",
+            *("  " + ln for ln in result.compilation.output.splitlines()[-30:]),
+        ]
+    for phase in result.phases:
+        if phase.tests:
+            lines += ["", f"Tests ({phase.name} phase)"]
+            for t in phase.tests:
+                mark = "✅" if t.passed else "❌"
+                detail = "" if t.passed else f" — {(t.error.strip().splitlines() or [''])[-1]}"
+                lines.append(f"  {mark} {t.spec}{detail}")
+        if phase.benchmarks and any(b.report for b in phase.benchmarks):
+            for b in phase.benchmarks:
+                lines += ["", f"Profile of {b.spec}", b.report.rstrip()]
+        elif phase.benchmarks:
+            lines += ["", f"Benchmarks ({phase.name} phase)", *_benchmark_table(phase.benchmarks)]
+        if phase.verdict is not Verdict.PASSED and phase.stderr.strip():
+            lines += ["", f"stderr ({phase.name} phase, last lines):"]
+            lines += ["  " + ln for ln in phase.stderr.strip().splitlines()[-15:]]
+    if result.score is not None:
+        lines += ["", f"Score: {format_duration_ns(result.score * 1e9)}"]
+    if not result.passed:
+        lines += ["", result.message]
+    return "\n".join(lines)
+
+
+def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+def format_time_left(deadline: datetime, now: datetime) -> str:
+    left = deadline - now
+    if left.total_seconds() <= 0:
+        return "closed"
+    days, rest = divmod(int(left.total_seconds()), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d {hours}h"
+    return f"{hours}h {minutes}m" if hours else f"{minutes}m"
+
+
+def format_leaderboards(boards: list[LeaderboardSummary], now: datetime) -> str:
+    if not boards:
+        return "No leaderboards yet."
+    rows = [
+        (
+            b.name,
+            ", ".join(b.gpus),
+            b.deadline.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            format_time_left(b.deadline, now),
+            str(b.submissions),
+        )
+        for b in boards
+    ]
+    return format_table(("name", "GPUs", "deadline", "time left", "submissions"), rows)
+
+
+def format_ranking(name: str, rankings: dict[str, list[RankingEntry]]) -> str:
+    parts = []
+    for gpu, entries in rankings.items():
+        parts.append(f"{name} on {gpu}")
+        if not entries:
+            parts.append("  no ranked submissions yet")
+            continue
+        rows = [
+            (
+                f"#{e.rank}",
+                e.user,
+                format_duration_ns(e.score * 1e9),
+                str(e.submission_id),
+                e.submitted_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
+            )
+            for e in entries
+        ]
+        table = format_table(("rank", "user", "score", "submission", "submitted (UTC)"), rows)
+        parts.append("\n".join("  " + line for line in table.splitlines()))
+    return "\n".join(parts)
+
+
+def format_event(event: JobEvent) -> str:
+    who = f"[{event.gpu}{' secret' if event.secret else ''}]"
+    match event.state:
+        case "queued":
+            where = f" (position {event.position})" if event.position else ""
+            return f"{who} queued{where}" + (f": {event.detail}" if event.detail else "")
+        case "dispatched":
+            return f"{who} dispatched to {event.detail or 'a launcher'}"
+        case "running":
+            return f"{who} running {event.detail}"
+        case "finished":
+            icon = "✅" if event.verdict == "passed" else "❌"
+            return f"{who} {icon} {event.verdict}"
+        case "failed":
+            return f"{who} ❌ failed: {event.detail}"
+    return f"{who} {event.state} {event.detail}".rstrip()
+
+
+def format_placement(placement: Placement) -> str:
+    if placement.rank is None:
+        return f"[{placement.gpu}] not ranked (the public and the secret run must both pass)"
+    score = format_duration_ns((placement.score or 0) * 1e9)
+    if placement.improved:
+        return f"[{placement.gpu}] 🏆 rank #{placement.rank} with {score}: a new personal best"
+    best = format_duration_ns((placement.previous_best or 0) * 1e9)
+    return f"[{placement.gpu}] {score}; your best stays {best} at rank #{placement.rank}"

@@ -1,0 +1,325 @@
+"""The scheduler: claims queued jobs, dispatches them to launchers, follows them, records results.
+
+Several schedulers (processes) may run against one database. Each holds leases on the jobs it
+drives and renews them with one heartbeat query; a scheduler that dies simply stops renewing,
+and another takes its jobs over on its next pass: re-attaching by the external id recorded
+before dispatch, so no job is dispatched twice and no result is written twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import asyncpg
+from tenacity import (
+    AsyncRetrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
+
+from cluster_manager.core.models import Limits, RunRequest, RunResult, Verdict
+from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.records import Job, JobEvent, JobState
+from cluster_manager.errors import LauncherError
+from cluster_manager.gpus import GpuRegistry
+from cluster_manager.launchers.base import Launcher, RunHandle, RunState, RunTimedOutError
+from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import submissions as sub_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    lease_s: float = 30.0
+    heartbeat_s: float = 10.0
+    poll_s: float = 1.0
+    max_attempts: int = 3
+    limits: Limits = field(default_factory=Limits)
+
+
+def new_owner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class Scheduler:
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        registry: GpuRegistry,
+        launchers: Mapping[str, Launcher],
+        *,
+        config: SchedulerConfig | None = None,
+        owner: str | None = None,
+        submission_ids: set[int] | None = None,
+    ) -> None:
+        self.pool = pool
+        self.registry = registry
+        self.launchers = launchers
+        self.config = config or SchedulerConfig()
+        self.owner = owner or new_owner_id()
+        # Serve only these submissions (the CLI's own); None serves the whole queue.
+        self.submission_ids = submission_ids
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._publishing: set[asyncio.Task[None]] = set()
+        self._wake = asyncio.Event()
+        # GPU types this scheduler can serve: those whose launcher it has.
+        self.gpus = [g.name for g in registry.types.values() if g.launcher in launchers]
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._tasks)
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Serves jobs until `stop` is set; in-flight jobs are then left to their leases."""
+        stop = stop or asyncio.Event()
+        async with self.pool.acquire() as listener:
+            await listener.add_listener(job_store.NEW_JOBS_CHANNEL, self._on_new_jobs)
+            heartbeat = asyncio.create_task(self._heartbeat_loop())
+            try:
+                while not stop.is_set():
+                    await self.step()
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            _first(self._wake.wait(), stop.wait()), timeout=self.config.poll_s
+                        )
+            finally:
+                heartbeat.cancel()
+                await listener.remove_listener(job_store.NEW_JOBS_CHANNEL, self._on_new_jobs)
+                for task in self._tasks.values():
+                    task.cancel()
+                await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+
+    async def run_until_idle(self, job_ids: set[int] | None = None) -> None:
+        """Serves jobs until the given ones (or every job in flight here) are done."""
+        stop = asyncio.Event()
+
+        async def watch() -> None:
+            while True:
+                await asyncio.sleep(self.config.poll_s / 2)
+                if job_ids is None:
+                    if not self._tasks and await self._queue_empty():
+                        break
+                elif await self._all_terminal(job_ids):
+                    break
+            stop.set()
+
+        watcher = asyncio.create_task(watch())
+        try:
+            await self.run(stop)
+        finally:
+            watcher.cancel()
+
+    async def step(self) -> None:
+        """One pass: adopt orphaned jobs, then claim what the GPUs have room for."""
+        adopted = []
+        if self.submission_ids is None:  # adopting orphans is a full worker's duty
+            adopted = await job_store.take_over_expired(
+                self.pool, owner=self.owner, lease_s=self.config.lease_s, gpus=self.gpus
+            )
+        for job in adopted:
+            log.info("job %s: taken over from a scheduler that stopped renewing", job.id)
+            self._start(job)
+        for gpu in self.gpus:
+            gpu_type = self.registry.get(gpu)
+            claimed = await job_store.claim(
+                self.pool,
+                owner=self.owner,
+                gpu=gpu,
+                max_active=gpu_type.max_concurrent,
+                lease_s=self.config.lease_s,
+                limit=gpu_type.max_concurrent,
+                submission_ids=self.submission_ids,
+            )
+            for job in claimed:
+                self._start(job)
+
+    def _start(self, job: Job) -> None:
+        if job.id in self._tasks:
+            return
+        task = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
+        self._tasks[job.id] = task
+        task.add_done_callback(lambda _t, job_id=job.id: self._finished(job_id))
+
+    def _finished(self, job_id: int) -> None:
+        self._tasks.pop(job_id, None)
+        self._wake.set()  # a slot is free: claim the next job now, not at the next poll
+
+    def _on_new_jobs(self, *_args: object) -> None:
+        self._wake.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_s)
+            try:
+                held = await job_store.renew_leases(
+                    self.pool,
+                    owner=self.owner,
+                    job_ids=list(self._tasks),
+                    lease_s=self.config.lease_s,
+                )
+            except (OSError, asyncpg.PostgresError) as exc:
+                log.warning("heartbeat failed (will retry): %s", exc)
+                continue
+            for job_id in set(self._tasks) - held:
+                # Another scheduler owns it now: stop following, it will record the result.
+                log.warning("job %s: lease lost; leaving it to its new owner", job_id)
+                self._tasks[job_id].cancel()
+
+    async def _queue_empty(self) -> bool:
+        count = await self.pool.fetchval(
+            "SELECT count(*) FROM jobs WHERE state = 'queued' AND gpu = ANY($1::text[])",
+            self.gpus,
+        )
+        return count == 0
+
+    async def _all_terminal(self, job_ids: set[int]) -> bool:
+        for job_id in job_ids:
+            job = await job_store.get_job(self.pool, job_id)
+            if job is not None and job.state not in (JobState.FINISHED, JobState.FAILED):
+                return False
+        return True
+
+    # --- one job ----------------------------------------------------------------------------
+
+    async def _request(self, job: Job) -> RunRequest:
+        submission = await sub_store.get_submission(self.pool, job.submission_id)
+        if submission is None:
+            raise LauncherError(f"submission {job.submission_id} disappeared")
+        board = await lb_store.get_leaderboard_by_id(self.pool, submission.leaderboard_id)
+        if board is None:
+            raise LauncherError(f"leaderboard of submission {job.submission_id} disappeared")
+        seed = await lb_store.secret_seed(self.pool, board.id) if job.secret else None
+        return RunRequest(
+            task=board.task,
+            submission_name=board.task.submission_name,
+            submission_code=submission.code,
+            mode=job.mode,
+            secret_seed=seed,
+            limits=self.config.limits,
+        )
+
+    async def _publish(
+        self, job: Job, state: str, *, detail: str = "", verdict: str | None = None
+    ) -> None:
+        event = JobEvent(
+            job.id, job.submission_id, job.gpu, job.secret, state, detail=detail, verdict=verdict
+        )
+        with contextlib.suppress(OSError, asyncpg.PostgresError):
+            await job_store.publish(self.pool, event)
+
+    async def _drive(self, job: Job) -> None:
+        try:
+            request = await self._request(job)
+            launcher = self.launchers[self.registry.get(job.gpu).launcher]
+            handle = await self._dispatch(job, launcher, request)
+            await self._publish(job, JobState.DISPATCHED.value, detail=launcher.name)
+            await self._follow_and_record(job, launcher, handle, request)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # one job's failure must never stop the scheduler
+            log.exception("job %s failed", job.id)
+            await self._give_up(job, f"{type(exc).__name__}: {exc}")
+
+    async def _dispatch(self, job: Job, launcher: Launcher, request: RunRequest) -> RunHandle:
+        """Dispatches once per attempt; an adopted job with an external id is re-attached."""
+        if job.external_id is not None:
+            handle = launcher.attach(job.external_id)
+            if job.state is JobState.DISPATCHED:
+                return handle
+            # Claimed with a key but maybe never dispatched: the same key is idempotent.
+            states = await launcher.states([handle])
+            if states.get(handle.external_id) is not RunState.LOST:
+                await job_store.mark_dispatched(
+                    self.pool, job_id=job.id, owner=self.owner, external_id=handle.external_id
+                )
+                return handle
+        key = job.external_id or f"job-{job.id}-attempt-{job.attempts}"
+        if job.external_id is None and not await job_store.set_external_id(
+            self.pool, job_id=job.id, owner=self.owner, launcher=launcher.name, external_id=key
+        ):
+            raise LauncherError("lost the job's lease before dispatching it")
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(LauncherError),
+            stop=stop_after_attempt(3),
+            wait=wait_exponential(multiplier=0.5, max=5),
+            reraise=True,
+        ):
+            with attempt:
+                handle = await launcher.submit(request, key, gpu=self.registry.get(job.gpu))
+        await job_store.mark_dispatched(
+            self.pool, job_id=job.id, owner=self.owner, external_id=handle.external_id
+        )
+        return handle
+
+    async def _follow_and_record(
+        self, job: Job, launcher: Launcher, handle: RunHandle, request: RunRequest
+    ) -> None:
+        limit = run_timeout(request)
+        if job.dispatched_at is not None:
+            limit -= (datetime.now(UTC) - job.dispatched_at).total_seconds()
+
+        def on_progress(event: dict[str, object]) -> None:
+            if event.get("event") == "phase":
+                detail = f"{event.get('phase')}: {event.get('cases')} case(s)"
+                # Keep a reference: the loop holds tasks only weakly.
+                task = asyncio.get_running_loop().create_task(
+                    self._publish(job, "running", detail=detail)
+                )
+                self._publishing.add(task)
+                task.add_done_callback(self._publishing.discard)
+
+        try:
+            result = await launcher.follow(handle, timeout=max(limit, 1.0), on_progress=on_progress)
+        except RunTimedOutError as exc:
+            result = RunResult(
+                passed=False, verdict=Verdict.TIMEOUT, mode=request.mode, message=str(exc)
+            )
+        if result is None:
+            await self._give_up(job, "the run was lost before it reported a result")
+            return
+        await self._record(job, result)
+
+    async def _record(self, job: Job, result: RunResult) -> None:
+        async with self.pool.acquire() as conn:
+            written = await run_store.record_run(conn, job=job, owner=self.owner, result=result)
+            if written:
+                await sub_store.refresh_status(conn, job.submission_id)
+        if written:
+            await self._publish(
+                job, JobState.FINISHED.value, verdict=result.verdict.value, detail=result.message
+            )
+
+    async def _give_up(self, job: Job, error: str) -> None:
+        fresh = await job_store.get_job(self.pool, job.id)
+        attempts = fresh.attempts if fresh else job.attempts
+        retry = attempts < self.config.max_attempts
+        state = await job_store.release(
+            self.pool, job_id=job.id, owner=self.owner, error=error, retry=retry
+        )
+        if state is None:
+            return
+        async with self.pool.acquire() as conn:
+            await sub_store.refresh_status(conn, job.submission_id)
+        await self._publish(job, state.value, detail=error)
+
+
+async def _first(*awaitables: object) -> None:
+    tasks = [asyncio.ensure_future(a) for a in awaitables]  # type: ignore[arg-type]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()

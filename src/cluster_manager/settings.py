@@ -1,0 +1,146 @@
+"""Settings from the environment and an optional `.env` file, built once in the CLI."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dotenv import dotenv_values
+
+from cluster_manager.core.models import Limits
+from cluster_manager.errors import ClusterManagerError
+
+
+@dataclass(frozen=True)
+class Settings:
+    # Postgres; unset means an embedded server in `data_dir / "postgres"`.
+    database_url: str | None = None
+    data_dir: Path = Path(".data")
+    # The GPU registry file; None means the shipped config/gpus.yml.
+    gpus_file: Path | None = None
+    # Overrides max_concurrent of the local launcher's GPU types (None: the registry's).
+    local_concurrency: int | None = None
+    rate_limit_per_hour: int = 30
+    # GitHub Actions: repository "owner/name", tokens used in rotation, API base URL, branch.
+    github_repo: str | None = None
+    github_tokens: tuple[str, ...] = ()
+    github_api_url: str = "https://api.github.com"
+    github_ref: str = "main"
+    github_poll_interval_s: float = 5.0
+    # Modal: the deployed app's name; used when Modal credentials are present.
+    modal_app: str | None = None
+    # Slurm: a directory the compute nodes share with this host; unset disables Slurm.
+    slurm_dir: Path | None = None
+    # The Python on the compute nodes that has this package and torch (default: ours).
+    slurm_python: str | None = None
+    # Address-space cap for local runs (MiB); None leaves it to the machine.
+    local_memory_limit_mb: int | None = 8192
+    compile_timeout_s: float = 120.0
+
+
+def _int_or_none(raw: str | None, name: str, default: int | None) -> int | None:
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in {"none", "off", "0"}:
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ClusterManagerError(f"{name} must be a whole number, got {raw!r}") from None
+
+
+def _path_or_none(raw: str | None) -> Path | None:
+    return Path(raw) if raw else None
+
+
+def _tokens(raw: str | None) -> tuple[str, ...]:
+    """Comma- or space-separated tokens; they are used in rotation."""
+    return tuple(t for t in (raw or "").replace(",", " ").split() if t)
+
+
+def _seconds(raw: str | None, name: str, default: float) -> float:
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if value <= 0:
+        raise ClusterManagerError(f"{name} must be a positive number of seconds, got {raw!r}")
+    return value
+
+
+def _positive_int(raw: str | None, name: str, default: int | None) -> int | None:
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ClusterManagerError(f"{name} must be a positive whole number, got {raw!r}")
+    return value
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, dotenv_path: Path | None = Path(".env")
+) -> Settings:
+    """Environment variables win over `.env`, which wins over the defaults."""
+    values: dict[str, str | None] = {}
+    if dotenv_path is not None and dotenv_path.is_file():
+        values.update(dotenv_values(dotenv_path))
+    values.update(os.environ if environ is None else environ)
+    defaults = Settings()
+    compile_raw = values.get("CLUSTER_MANAGER_COMPILE_TIMEOUT")
+    try:
+        compile_timeout = float(compile_raw) if compile_raw else defaults.compile_timeout_s
+    except ValueError:
+        raise ClusterManagerError(
+            f"CLUSTER_MANAGER_COMPILE_TIMEOUT must be seconds, got {compile_raw!r}"
+        ) from None
+    return Settings(
+        database_url=values.get("DATABASE_URL") or None,
+        data_dir=Path(values.get("CLUSTER_MANAGER_DATA_DIR") or defaults.data_dir),
+        gpus_file=_path_or_none(values.get("CLUSTER_MANAGER_GPUS")),
+        local_concurrency=_positive_int(
+            values.get("CLUSTER_MANAGER_LOCAL_CONCURRENCY"),
+            "CLUSTER_MANAGER_LOCAL_CONCURRENCY",
+            None,
+        ),
+        github_repo=values.get("GITHUB_REPO") or None,
+        github_tokens=_tokens(values.get("GITHUB_TOKENS") or values.get("GITHUB_TOKEN")),
+        github_api_url=values.get("GITHUB_API_URL") or defaults.github_api_url,
+        github_ref=values.get("CLUSTER_MANAGER_GITHUB_REF") or defaults.github_ref,
+        github_poll_interval_s=_seconds(
+            values.get("GITHUB_POLL_INTERVAL"),
+            "GITHUB_POLL_INTERVAL",
+            defaults.github_poll_interval_s,
+        ),
+        modal_app=values.get("CLUSTER_MANAGER_MODAL_APP")
+        or ("discord-cluster-manager" if values.get("MODAL_TOKEN_ID") else None),
+        slurm_dir=_path_or_none(values.get("CLUSTER_MANAGER_SLURM_DIR")),
+        slurm_python=values.get("CLUSTER_MANAGER_SLURM_PYTHON") or None,
+        rate_limit_per_hour=_positive_int(
+            values.get("CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR"),
+            "CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR",
+            defaults.rate_limit_per_hour,
+        )
+        or defaults.rate_limit_per_hour,
+        local_memory_limit_mb=_int_or_none(
+            values.get("CLUSTER_MANAGER_LOCAL_MEMORY_MB"),
+            "CLUSTER_MANAGER_LOCAL_MEMORY_MB",
+            defaults.local_memory_limit_mb,
+        ),
+        compile_timeout_s=compile_timeout,
+    )
+
+
+def local_limits(settings: Settings) -> Limits:
+    """Limits for runs on this machine, from the settings."""
+    memory = settings.local_memory_limit_mb
+    return Limits(
+        compile_timeout=settings.compile_timeout_s,
+        memory_bytes=None if memory is None else memory * 1024 * 1024,
+    )

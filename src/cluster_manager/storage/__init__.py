@@ -1,0 +1,1 @@
+"""Postgres: the asyncpg pool, migrations and every SQL statement of the project."""

@@ -1,0 +1,83 @@
+"""Where the database is: `DATABASE_URL`, or an embedded Postgres in the data directory."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import asyncpg
+
+from cluster_manager.errors import ClusterManagerError
+
+log = logging.getLogger(__name__)
+
+Executor = asyncpg.Pool | asyncpg.Connection
+
+
+class DatabaseError(ClusterManagerError):
+    pass
+
+
+def without_nul(value: Any) -> Any:
+    """Postgres text and JSONB cannot hold U+0000; output from submissions can."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd")
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [without_nul(v) for v in value]
+    return value
+
+
+def _encode_json(value: Any) -> str:
+    return json.dumps(without_nul(value))
+
+
+async def _init_connection(conn: asyncpg.Connection) -> None:
+    for kind in ("json", "jsonb"):
+        await conn.set_type_codec(
+            kind, encoder=_encode_json, decoder=json.loads, schema="pg_catalog"
+        )
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
+    try:
+        pool = await asyncpg.create_pool(
+            url, min_size=min_size, max_size=max_size, init=_init_connection
+        )
+    except (OSError, asyncpg.PostgresError) as exc:
+        raise DatabaseError(f"cannot connect to the database: {exc}") from exc
+    assert pool is not None
+    return pool
+
+
+@contextlib.asynccontextmanager
+async def embedded_postgres(data_dir: Path) -> AsyncIterator[str]:
+    """A real Postgres shipped in a wheel (pgserver), kept in `data_dir`, stopped on exit."""
+    import pgserver
+
+    data_dir = data_dir.resolve()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        server: Any = await asyncio.to_thread(pgserver.get_server, data_dir, cleanup_mode="stop")
+    except Exception as exc:  # pgserver raises plain exceptions from initdb/pg_ctl
+        raise DatabaseError(f"cannot start the embedded Postgres in {data_dir}: {exc}") from exc
+    try:
+        yield server.get_uri()
+    finally:
+        await asyncio.to_thread(server.cleanup)
+
+
+@contextlib.asynccontextmanager
+async def database_url(url: str | None, data_dir: Path) -> AsyncIterator[tuple[str, bool]]:
+    """Yields (url, embedded): the given URL, or an embedded server's for the session."""
+    if url:
+        yield url, False
+        return
+    async with embedded_postgres(data_dir / "postgres") as embedded:
+        yield embedded, True

@@ -1,0 +1,251 @@
+"""The durable job queue: `FOR UPDATE SKIP LOCKED` claims with leases and heartbeats.
+
+A worker claims queued jobs (at most the GPU type's concurrency, counted under a per-GPU
+advisory lock so two workers cannot both take the last slot), records the external id it will
+use *before* dispatching, and renews its leases while it follows the runs. When a worker dies
+its leases expire and another worker takes the jobs over: a job that already has an external
+id is re-attached, never dispatched twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+
+import asyncpg
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import Job, JobEvent, JobState
+from cluster_manager.storage.database import Executor, without_nul
+
+EVENTS_CHANNEL = "cm_job_events"
+MAX_DETAIL_CHARS = 1000
+MAX_ERROR_CHARS = 4000
+NEW_JOBS_CHANNEL = "cm_new_jobs"
+
+_JOB_COLUMNS = """
+    id, submission_id, gpu, mode, secret, state, launcher, external_id, attempts,
+    lease_owner, error, dispatched_at
+"""
+
+
+def _job(row: asyncpg.Record) -> Job:
+    return Job(
+        id=row["id"],
+        submission_id=row["submission_id"],
+        gpu=row["gpu"],
+        mode=Mode(row["mode"]),
+        secret=row["secret"],
+        state=JobState(row["state"]),
+        launcher=row["launcher"],
+        external_id=row["external_id"],
+        attempts=row["attempts"],
+        lease_owner=row["lease_owner"],
+        error=row["error"],
+        dispatched_at=row["dispatched_at"],
+    )
+
+
+async def enqueue(
+    conn: asyncpg.Connection, submission_id: int, specs: Sequence[tuple[str, Mode, bool]]
+) -> list[Job]:
+    """One job per (gpu, mode, secret). Call inside the submission's transaction."""
+    rows = await conn.fetch(
+        f"""
+        INSERT INTO jobs (submission_id, gpu, mode, secret)
+        SELECT $1, s.gpu, s.mode, s.secret
+        FROM unnest($2::text[], $3::text[], $4::bool[]) AS s(gpu, mode, secret)
+        RETURNING {_JOB_COLUMNS}
+        """,
+        submission_id,
+        [gpu for gpu, _, _ in specs],
+        [mode.value for _, mode, _ in specs],
+        [secret for _, _, secret in specs],
+    )
+    await conn.execute("SELECT pg_notify($1, '')", NEW_JOBS_CHANNEL)
+    return [_job(r) for r in rows]
+
+
+async def claim(
+    pool: asyncpg.Pool,
+    *,
+    owner: str,
+    gpu: str,
+    max_active: int,
+    lease_s: float,
+    limit: int,
+    submission_ids: Sequence[int] | None = None,
+) -> list[Job]:
+    """Claims up to `limit` queued jobs of `gpu`, never exceeding `max_active` in flight.
+    With `submission_ids`, only jobs of those submissions (a CLI serving its own)."""
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('cm-gpu:' || $1))", gpu)
+        active = await conn.fetchval(
+            "SELECT count(*) FROM jobs WHERE gpu = $1 AND state IN ('claimed', 'dispatched')",
+            gpu,
+        )
+        room = min(limit, max_active - active)
+        if room <= 0:
+            return []
+        rows = await conn.fetch(
+            f"""
+            UPDATE jobs SET state = 'claimed', lease_owner = $1,
+                lease_expires_at = now() + make_interval(secs => $2),
+                heartbeat_at = now(), claimed_at = now(), attempts = attempts + 1
+            WHERE id IN (
+                SELECT id FROM jobs WHERE gpu = $3 AND state = 'queued'
+                  AND ($5::bigint[] IS NULL OR submission_id = ANY($5::bigint[]))
+                ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)
+            RETURNING {_JOB_COLUMNS}
+            """,
+            owner,
+            lease_s,
+            gpu,
+            room,
+            None if submission_ids is None else list(submission_ids),
+        )
+    return sorted((_job(r) for r in rows), key=lambda j: j.id)
+
+
+async def take_over_expired(
+    pool: asyncpg.Pool, *, owner: str, lease_s: float, gpus: Sequence[str]
+) -> list[Job]:
+    """Adopts in-flight jobs whose owner stopped renewing its lease (it died)."""
+    rows = await pool.fetch(
+        f"""
+        UPDATE jobs SET lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
+            heartbeat_at = now()
+        WHERE id IN (
+            SELECT id FROM jobs
+            WHERE state IN ('claimed', 'dispatched') AND lease_expires_at < now()
+              AND gpu = ANY($3::text[])
+            FOR UPDATE SKIP LOCKED)
+        RETURNING {_JOB_COLUMNS}
+        """,
+        owner,
+        lease_s,
+        list(gpus),
+    )
+    return sorted((_job(r) for r in rows), key=lambda j: j.id)
+
+
+async def renew_leases(
+    pool: asyncpg.Pool, *, owner: str, job_ids: Sequence[int], lease_s: float
+) -> set[int]:
+    """Heartbeat: extends the leases still held; returns the ids this owner still holds."""
+    rows = await pool.fetch(
+        """
+        UPDATE jobs SET lease_expires_at = now() + make_interval(secs => $3), heartbeat_at = now()
+        WHERE id = ANY($2::bigint[]) AND lease_owner = $1 AND state IN ('claimed', 'dispatched')
+        RETURNING id
+        """,
+        owner,
+        list(job_ids),
+        lease_s,
+    )
+    return {r["id"] for r in rows}
+
+
+async def set_external_id(
+    pool: asyncpg.Pool, *, job_id: int, owner: str, launcher: str, external_id: str
+) -> bool:
+    """Records where the job will run, before dispatching it."""
+    done = await pool.execute(
+        """
+        UPDATE jobs SET launcher = $3, external_id = $4
+        WHERE id = $1 AND lease_owner = $2 AND state = 'claimed'
+        """,
+        job_id,
+        owner,
+        launcher,
+        external_id,
+    )
+    return done.endswith(" 1")
+
+
+async def mark_dispatched(
+    pool: asyncpg.Pool, *, job_id: int, owner: str, external_id: str | None = None
+) -> bool:
+    """The launcher has the run. `external_id` replaces the dispatch key with the launcher's
+    own id for it (a GitHub run id, a Slurm job id) when they differ."""
+    done = await pool.execute(
+        """
+        UPDATE jobs SET state = 'dispatched', dispatched_at = coalesce(dispatched_at, now()),
+            external_id = coalesce($3, external_id)
+        WHERE id = $1 AND lease_owner = $2 AND state IN ('claimed', 'dispatched')
+        """,
+        job_id,
+        owner,
+        external_id,
+    )
+    return done.endswith(" 1")
+
+
+async def finish(conn: asyncpg.Connection, *, job_id: int, owner: str) -> bool:
+    """Marks the job finished if this owner still holds it. Call in the result transaction."""
+    done = await conn.execute(
+        """
+        UPDATE jobs SET state = 'finished', finished_at = now(), lease_owner = NULL,
+            lease_expires_at = NULL
+        WHERE id = $1 AND lease_owner = $2 AND state IN ('claimed', 'dispatched')
+        """,
+        job_id,
+        owner,
+    )
+    return done.endswith(" 1")
+
+
+async def release(
+    conn: Executor, *, job_id: int, owner: str, error: str, retry: bool
+) -> JobState | None:
+    """Gives a job up: back to the queue for another attempt, or failed for good."""
+    state = await conn.fetchval(
+        """
+        UPDATE jobs SET state = CASE WHEN $4 THEN 'queued' ELSE 'failed' END,
+            error = $3, lease_owner = NULL, lease_expires_at = NULL,
+            launcher = CASE WHEN $4 THEN NULL ELSE launcher END,
+            external_id = CASE WHEN $4 THEN NULL ELSE external_id END,
+            dispatched_at = CASE WHEN $4 THEN NULL ELSE dispatched_at END,
+            finished_at = CASE WHEN $4 THEN NULL ELSE now() END
+        WHERE id = $1 AND lease_owner = $2 AND state IN ('claimed', 'dispatched')
+        RETURNING state
+        """,
+        job_id,
+        owner,
+        without_nul(error)[:MAX_ERROR_CHARS],
+        retry,
+    )
+    return None if state is None else JobState(state)
+
+
+async def get_job(db: Executor, job_id: int) -> Job | None:
+    row = await db.fetchrow(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = $1", job_id)
+    return None if row is None else _job(row)
+
+
+async def jobs_of_submission(db: Executor, submission_id: int) -> list[Job]:
+    rows = await db.fetch(
+        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE submission_id = $1 ORDER BY id", submission_id
+    )
+    return [_job(r) for r in rows]
+
+
+async def queue_position(db: Executor, job_id: int) -> int | None:
+    """1 for the next job its GPU will start; None once it has left the queue."""
+    return await db.fetchval(
+        """
+        SELECT (SELECT count(*) FROM jobs q
+                WHERE q.gpu = j.gpu AND q.state = 'queued' AND q.id <= j.id)
+        FROM jobs j WHERE j.id = $1 AND j.state = 'queued'
+        """,
+        job_id,
+    )
+
+
+async def publish(db: Executor, event: JobEvent) -> None:
+    # NOTIFY payloads are capped at 8000 bytes: keep the detail short.
+    if len(event.detail) > MAX_DETAIL_CHARS:
+        event = dataclasses.replace(event, detail=event.detail[: MAX_DETAIL_CHARS - 1] + "…")
+    payload = json.dumps(without_nul(event.to_json()))
+    await db.execute("SELECT pg_notify($1, $2)", EVENTS_CHANNEL, payload)

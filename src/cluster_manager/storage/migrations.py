@@ -1,0 +1,49 @@
+"""Schema migrations with yoyo (top-level `migrations/`). Never edit one that was applied:
+add a new one (expand, migrate the data, then contract in a later one)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cluster_manager
+from cluster_manager.storage.database import DatabaseError
+
+MIGRATIONS_DIR = Path(cluster_manager.__file__).resolve().parents[2] / "migrations"
+
+
+def yoyo_url(url: str) -> str:
+    """yoyo picks its driver from the scheme; ours is psycopg 3."""
+    return re.sub(r"^postgres(ql)?(\+\w+)?://", "postgresql+psycopg://", url)
+
+
+def _backend_and_migrations(url: str, directory: Path):  # type: ignore[no-untyped-def]
+    from yoyo import get_backend, read_migrations
+
+    if not directory.is_dir():
+        raise DatabaseError(f"no migrations folder at {directory}")
+    try:
+        backend = get_backend(yoyo_url(url))
+    except Exception as exc:  # yoyo and psycopg raise their own trees
+        raise DatabaseError(f"cannot open the database for migrations: {exc}") from exc
+    return backend, read_migrations(str(directory))
+
+
+def pending_migrations(url: str, directory: Path = MIGRATIONS_DIR) -> list[str]:
+    backend, migrations = _backend_and_migrations(url, directory)
+    try:
+        return [m.id for m in backend.to_apply(migrations)]
+    finally:
+        backend.connection.close()
+
+
+def apply_migrations(url: str, directory: Path = MIGRATIONS_DIR) -> list[str]:
+    """Applies what is pending, under yoyo's lock (safe with several processes); returns ids."""
+    backend, migrations = _backend_and_migrations(url, directory)
+    try:
+        with backend.lock():
+            pending = backend.to_apply(migrations)
+            backend.apply_migrations(pending)
+        return [m.id for m in pending]
+    finally:
+        backend.connection.close()

@@ -1,0 +1,183 @@
+"""Run results, written exactly once per job, and the rankings they feed."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.records import Job, RankingEntry, RunRecord
+from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage.database import Executor
+
+
+async def record_run(conn: asyncpg.Connection, *, job: Job, owner: str, result: RunResult) -> bool:
+    """Stores the job's result and updates the ranking, all or nothing.
+
+    Returns False (and writes nothing) when this owner no longer holds the job, e.g. because
+    another worker took it over and already recorded it: results are written exactly once.
+    """
+    async with conn.transaction():
+        # Serialises the two ranked jobs (public, secret) of one submission: whichever
+        # finishes second sees the other's run and can rank the pair.
+        submission = await conn.fetchrow(
+            "SELECT leaderboard_id, user_id, submitted_at FROM submissions WHERE id = $1 "
+            "FOR UPDATE",
+            job.submission_id,
+        )
+        if submission is None:
+            return False
+        if not await job_store.finish(conn, job_id=job.id, owner=owner):
+            return False
+        inserted = await conn.fetchval(
+            """
+            INSERT INTO runs (job_id, submission_id, leaderboard_id, user_id, gpu, mode, secret,
+                              passed, verdict, score, result, system)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+            ON CONFLICT (job_id) DO NOTHING
+            RETURNING id
+            """,
+            job.id,
+            job.submission_id,
+            submission["leaderboard_id"],
+            submission["user_id"],
+            job.gpu,
+            job.mode.value,
+            job.secret,
+            result.passed,
+            result.verdict.value,
+            result.score,
+            result.to_json(),
+            result.system,
+        )
+        if inserted is None:
+            return False
+        if job.mode is Mode.LEADERBOARD:
+            await _rank_pair(conn, job, submission)
+    return True
+
+
+async def _rank_pair(conn: asyncpg.Connection, job: Job, submission: asyncpg.Record) -> None:
+    """Ranks the public score once both it and the secret re-run passed on this GPU."""
+    pair = await conn.fetch(
+        """
+        SELECT secret, passed, score FROM runs
+        WHERE submission_id = $1 AND gpu = $2 AND mode = 'leaderboard'
+        """,
+        job.submission_id,
+        job.gpu,
+    )
+    public = next((r for r in pair if not r["secret"]), None)
+    secret = next((r for r in pair if r["secret"]), None)
+    if public is None or secret is None or not public["passed"] or not secret["passed"]:
+        return
+    if public["score"] is None:
+        return
+    await conn.execute(
+        """
+        INSERT INTO rankings (leaderboard_id, gpu, user_id, submission_id, score, submitted_at)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        ON CONFLICT (leaderboard_id, gpu, user_id) DO UPDATE
+            SET submission_id = EXCLUDED.submission_id, score = EXCLUDED.score,
+                submitted_at = EXCLUDED.submitted_at
+            WHERE EXCLUDED.score < rankings.score
+        """,
+        submission["leaderboard_id"],
+        job.gpu,
+        submission["user_id"],
+        job.submission_id,
+        public["score"],
+        submission["submitted_at"],
+    )
+
+
+async def ranking(
+    db: Executor, *, leaderboard_id: int, gpu: str, limit: int = 100, offset: int = 0
+) -> list[RankingEntry]:
+    """Best score per user; equal scores share a rank, the earlier submission listed first."""
+    rows = await db.fetch(
+        """
+        SELECT rank() OVER (ORDER BY r.score) AS rank, u.external_id AS user_name, r.score,
+               r.submission_id, r.submitted_at
+        FROM rankings r JOIN users u ON u.id = r.user_id
+        WHERE r.leaderboard_id = $1 AND r.gpu = $2
+        ORDER BY r.score, r.submitted_at, r.submission_id
+        LIMIT $3 OFFSET $4
+        """,
+        leaderboard_id,
+        gpu,
+        limit,
+        offset,
+    )
+    return [
+        RankingEntry(r["rank"], r["user_name"], r["score"], r["submission_id"], r["submitted_at"])
+        for r in rows
+    ]
+
+
+async def rank_of(
+    db: Executor, *, leaderboard_id: int, gpu: str, user_id: int
+) -> tuple[int, float, int] | None:
+    """(rank, best score, submission id) of one user on one GPU, if ranked."""
+    row = await db.fetchrow(
+        """
+        SELECT (SELECT count(*) + 1 FROM rankings o
+                WHERE o.leaderboard_id = r.leaderboard_id AND o.gpu = r.gpu
+                  AND o.score < r.score) AS rank,
+               r.score, r.submission_id
+        FROM rankings r WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.user_id = $3
+        """,
+        leaderboard_id,
+        gpu,
+        user_id,
+    )
+    return None if row is None else (row["rank"], row["score"], row["submission_id"])
+
+
+_SELECT_RUN = """
+    SELECT r.job_id, r.submission_id, l.name AS leaderboard, u.external_id AS user_name, r.gpu,
+           r.mode, r.secret, r.passed, r.verdict, r.score, s.file_name, s.submitted_at,
+           r.created_at, r.result
+    FROM runs r
+    JOIN submissions s ON s.id = r.submission_id
+    JOIN leaderboards l ON l.id = r.leaderboard_id
+    JOIN users u ON u.id = r.user_id
+"""
+
+
+def _run(row: asyncpg.Record) -> RunRecord:
+    return RunRecord(
+        job_id=row["job_id"],
+        submission_id=row["submission_id"],
+        leaderboard=row["leaderboard"],
+        user=row["user_name"],
+        gpu=row["gpu"],
+        mode=Mode(row["mode"]),
+        secret=row["secret"],
+        passed=row["passed"],
+        verdict=Verdict(row["verdict"]),
+        score=row["score"],
+        file_name=row["file_name"],
+        submitted_at=row["submitted_at"],
+        created_at=row["created_at"],
+        result=row["result"],
+    )
+
+
+async def runs_of_user(db: Executor, *, leaderboard_id: int, user_id: int) -> list[RunRecord]:
+    rows = await db.fetch(
+        _SELECT_RUN + " WHERE r.leaderboard_id = $1 AND r.user_id = $2 ORDER BY r.created_at",
+        leaderboard_id,
+        user_id,
+    )
+    return [_run(r) for r in rows]
+
+
+async def runs_of_submission(db: Executor, submission_id: int) -> list[RunRecord]:
+    rows = await db.fetch(
+        _SELECT_RUN + " WHERE r.submission_id = $1 ORDER BY r.job_id", submission_id
+    )
+    return [_run(r) for r in rows]
+
+
+async def verdict_of_job(db: Executor, job_id: int) -> str | None:
+    return await db.fetchval("SELECT verdict FROM runs WHERE job_id = $1", job_id)

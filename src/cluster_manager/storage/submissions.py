@@ -1,0 +1,130 @@
+"""Submissions and their code (stored once per distinct file)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import SubmissionStatus
+from cluster_manager.storage.database import Executor
+
+
+@dataclass(frozen=True)
+class StoredSubmission:
+    id: int
+    leaderboard_id: int
+    leaderboard: str
+    user_id: int
+    user: str
+    file_name: str
+    code: str
+    mode: Mode
+    submitted_at: datetime
+    status: SubmissionStatus
+
+
+async def insert_submission(
+    conn: asyncpg.Connection,
+    *,
+    leaderboard_id: int,
+    user_id: int,
+    file_name: str,
+    code: str,
+    mode: Mode,
+    submitted_at: datetime,
+) -> tuple[int, datetime]:
+    digest = hashlib.sha256(code.encode("utf-8")).hexdigest()
+    # DO UPDATE (a no-op) rather than DO NOTHING so RETURNING yields the existing row's id.
+    code_id = await conn.fetchval(
+        """
+        INSERT INTO code_files (sha256, code) VALUES ($1, $2)
+        ON CONFLICT (sha256) DO UPDATE SET sha256 = EXCLUDED.sha256
+        RETURNING id
+        """,
+        digest,
+        code,
+    )
+    row = await conn.fetchrow(
+        """
+        INSERT INTO submissions (leaderboard_id, user_id, file_name, code_id, mode, submitted_at)
+        VALUES ($1, $2, $3, $4, $5, $6)
+        RETURNING id, submitted_at
+        """,
+        leaderboard_id,
+        user_id,
+        file_name,
+        code_id,
+        mode.value,
+        submitted_at,
+    )
+    assert row is not None
+    return int(row["id"]), row["submitted_at"]
+
+
+async def submissions_since(
+    db: Executor, *, user_id: int, leaderboard_id: int, since: datetime
+) -> list[datetime]:
+    """Submission times of one user on one leaderboard since `since`, oldest first."""
+    rows = await db.fetch(
+        """
+        SELECT submitted_at FROM submissions
+        WHERE user_id = $1 AND leaderboard_id = $2 AND submitted_at >= $3
+        ORDER BY submitted_at
+        """,
+        user_id,
+        leaderboard_id,
+        since,
+    )
+    return [r["submitted_at"] for r in rows]
+
+
+async def get_submission(db: Executor, submission_id: int) -> StoredSubmission | None:
+    row = await db.fetchrow(
+        """
+        SELECT s.id, s.leaderboard_id, l.name AS leaderboard, s.user_id,
+               u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at, s.status
+        FROM submissions s
+        JOIN leaderboards l ON l.id = s.leaderboard_id
+        JOIN users u ON u.id = s.user_id
+        JOIN code_files c ON c.id = s.code_id
+        WHERE s.id = $1
+        """,
+        submission_id,
+    )
+    if row is None:
+        return None
+    return StoredSubmission(
+        id=row["id"],
+        leaderboard_id=row["leaderboard_id"],
+        leaderboard=row["leaderboard"],
+        user_id=row["user_id"],
+        user=row["user_name"],
+        file_name=row["file_name"],
+        code=row["code"],
+        mode=Mode(row["mode"]),
+        submitted_at=row["submitted_at"],
+        status=SubmissionStatus(row["status"]),
+    )
+
+
+async def refresh_status(conn: asyncpg.Connection, submission_id: int) -> SubmissionStatus:
+    """Derives the submission's status from its jobs and stores it."""
+    status = await conn.fetchval(
+        """
+        UPDATE submissions s SET status = (
+            SELECT CASE
+                WHEN bool_and(j.state IN ('finished', 'failed')) THEN
+                    CASE WHEN bool_or(j.state = 'failed') THEN 'failed' ELSE 'done' END
+                WHEN bool_or(j.state <> 'queued') THEN 'running'
+                ELSE 'queued' END
+            FROM jobs j WHERE j.submission_id = s.id)
+        WHERE s.id = $1
+        RETURNING s.status
+        """,
+        submission_id,
+    )
+    return SubmissionStatus(status)

@@ -1,0 +1,38 @@
+"""Fixtures for the anti-cheat suite: small tasks, and the `adversarial` marker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.core.models import Task
+from cluster_manager.core.task import load_task
+from tests.adversarial.helpers import NEGATE_REFERENCE, small_task
+from tests.conftest import EXAMPLES
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "adversarial: a hostile submission run through the real runner"
+    )
+
+
+@pytest.fixture
+def identity(tmp_path: Path) -> Task:
+    """An identity task with quick ranked runs."""
+    return small_task(tmp_path / "identity")
+
+
+@pytest.fixture
+def negate(tmp_path: Path) -> Task:
+    """A task whose output must differ from its input."""
+    return small_task(tmp_path / "negate", reference=NEGATE_REFERENCE)
+
+
+@pytest.fixture(params=["small", "identity_py"])
+def any_identity(request: pytest.FixtureRequest, tmp_path: Path) -> Task:
+    """The small identity task and the example one: the attack must fail on both."""
+    if request.param == "small":
+        return small_task(tmp_path / "identity")
+    return load_task(EXAMPLES / "identity_py")

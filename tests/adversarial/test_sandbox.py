@@ -1,0 +1,302 @@
+"""Attacks on the machine and on other runs: secrets, processes, memory, files and network."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import shutil
+import socket
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.core.models import Limits, Mode, Verdict
+from cluster_manager.core.task import load_task
+from cluster_manager.harness import process
+from cluster_manager.launchers.local import LocalLauncher
+from tests.adversarial.helpers import (
+    LIMITS,
+    SECRET,
+    attack,
+    attack_entrypoint,
+    not_ranked,
+    processes_of,
+    request_for,
+    sandbox_uid,
+    small_task,
+    stdout_of,
+)
+from tests.conftest import CORRECT, EXAMPLES, make_request, processes_with
+
+pytestmark = pytest.mark.adversarial
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user needs root")
+needs_netns = pytest.mark.skipif(
+    process.probe(process.Isolation(network=True)) is not None,
+    reason="no network namespaces here (neither root nor unprivileged user namespaces)",
+)
+FAST_FAIL = dataclasses.replace(LIMITS, grace=0)
+
+
+def _leftovers(result, marker: str) -> list[int]:
+    uid = sandbox_uid(result)
+    return processes_with(marker) + (processes_of(uid) if uid is not None else [])
+
+
+def test_hunting_for_the_secret_seed_and_tokens(tmp_path: Path):
+    """Attack: look for POPCORN_SEED, POPCORN_FD and a launcher token in the environment, in
+    /proc/<ppid>/environ, in every /proc/*/environ and in every process's cmdline. Expected:
+    none of them is found (the harness and the runner are undumpable, /proc is limited to the
+    run's own processes, the request arrives on stdin)."""
+    code = f"""
+    import glob, os
+
+    NEEDLES = (b"POPCORN_SEED", b"POPCORN_FD", b"CM_FAKE_TOKEN", b"{SECRET}")
+
+    def hunt():
+        found = [k for k in os.environ if k.encode().startswith(NEEDLES[:3])]
+        paths = glob.glob("/proc/*/environ") + glob.glob("/proc/*/cmdline")
+        for path in paths + [f"/proc/{{os.getppid()}}/environ"]:
+            try:
+                with open(path, "rb") as fh:
+                    text = fh.read()
+            except OSError:
+                continue
+            found += [f"{{path}}:{{n.decode()}}" for n in NEEDLES if n in text]
+        return found
+
+    print("HUNT", hunt(), flush=True)
+
+    def custom_kernel(data):
+        print("HUNT", hunt(), flush=True)
+        return data.clone()
+    """
+    task = small_task(tmp_path / "t")
+    result, _ = attack_entrypoint(request_for(task, code), env={"CM_FAKE_TOKEN": "t0k3n"})
+    assert result.passed, result.message
+    out = stdout_of(result)
+    assert out.count("HUNT []") >= 4, out[-2000:]
+    for needle in ("POPCORN", "CM_FAKE_TOKEN", str(SECRET)):
+        assert needle not in out
+
+
+def test_kernel_that_never_ends_in_its_own_session(tmp_path: Path):
+    """Attack: start a grandchild in a new session, then spin forever. Expected: timeout within
+    timeout + 5 s, and no process of the run (nor of its user) is left."""
+    marker = f"cm-adv-spin-{uuid.uuid4().hex}"
+    task = small_task(tmp_path / "t", test_timeout=4)
+    code = f"""
+    import subprocess, sys
+
+    def custom_kernel(data):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", {marker!r}],
+                         start_new_session=True)
+        while True:
+            pass
+    """
+    result, elapsed = attack_entrypoint(request_for(task, code, limits=FAST_FAIL))
+    assert result.verdict is Verdict.TIMEOUT, result.message
+    assert result.phases[0].duration_s < 4 + 5
+    assert elapsed < 4 + 5 + 10
+    time.sleep(0.2)
+    assert _leftovers(result, marker) == []
+
+
+def test_memory_bomb(identity):
+    """Attack: allocate 64 GiB. Expected: memory_limit (the address-space limit)."""
+    code = """
+    import torch
+
+    def custom_kernel(data):
+        hog = torch.empty(64 << 30, dtype=torch.uint8)
+        return data.clone()
+    """
+    result = attack(identity, code, limits=Limits(memory_bytes=6 << 30, grace=10))
+    assert result.verdict is Verdict.MEMORY_LIMIT, result.message
+    assert not_ranked(result)
+
+
+@needs_root
+def test_memory_bomb_in_shared_memory_files(identity):
+    """Attack: fill /dev/shm (RAM that no address-space limit counts) with 1.5 GiB of files.
+    Expected: the run's private /dev/shm holds at most 1 GiB: the writes fail, RAM is safe."""
+    code = """
+    import os
+
+    def custom_kernel(data):
+        chunk = b"x" * (64 << 20)
+        written = 0
+        try:
+            for i in range(24):
+                with open(f"/dev/shm/hog-{i}", "wb") as fh:
+                    fh.write(chunk)
+                written += len(chunk)
+        except OSError as exc:
+            print("STOPPED", written >> 20, "MiB:", exc, flush=True)
+        return data.clone()
+    """
+    result = attack(identity, code, Mode.TEST)
+    assert result.system["filesystem"] == "private", result.system
+    out = stdout_of(result)
+    assert "STOPPED" in out and "No space left" in out, out[-1000:]
+    assert int(out.split("STOPPED")[1].split()[0]) <= 1024
+
+
+@needs_root
+def test_fork_bomb(tmp_path: Path):
+    """Attack: every process forks again, up to 2**10 of them; the copies sleep while the
+    original returns a wrong answer. Expected: the sandbox user's process limit refuses forks
+    long before that, the run ends (wrong_answer) and no process of its user is left."""
+    marker = f"cm-adv-bomb-{uuid.uuid4().hex}"
+    task = small_task(tmp_path / "t")
+    code = f"""
+    import os, time
+    MARKER = {marker!r}
+
+    def custom_kernel(data):
+        original = os.getpid()
+        for _ in range(10):
+            try:
+                os.fork()
+            except OSError as exc:
+                print("REFUSED", exc, flush=True)
+                break
+        if os.getpid() != original:
+            time.sleep(600)
+        time.sleep(1)  # let the copies run into the limit
+        return data * 0
+    """
+    result, _ = attack_entrypoint(request_for(task, code))
+    assert result.verdict is Verdict.WRONG_ANSWER, result.message
+    assert sandbox_uid(result) is not None, result.system
+    assert "REFUSED" in stdout_of(result)
+    time.sleep(0.2)
+    assert _leftovers(result, marker) == []
+
+
+@pytest.fixture
+def other_run() -> Iterator[Path]:
+    """A directory like another run's: root's, for another sandbox group, holding a secret."""
+    victim = Path(tempfile.mkdtemp(prefix="cm-run-"))
+    (victim / "submission.py").write_text("OTHER-RUNS-SECRET = 1\n")
+    os.chown(victim, 0, 0x7000_0001)
+    victim.chmod(0o750)
+    yield victim
+    shutil.rmtree(victim, ignore_errors=True)
+
+
+@needs_root
+def test_reading_other_runs_directories(identity, other_run: Path):
+    """Attack: list /tmp and read other runs' directories (by glob and by exact path). Expected:
+    the run sees a private /tmp holding only its own directory; the other run's files are not
+    found or not permitted."""
+    code = f"""
+    import glob, os
+
+    def snoop():
+        seen = {{"tmp": os.listdir("/tmp")}}
+        for path in [{str(other_run)!r} + "/submission.py", *glob.glob("/tmp/cm-run-*/*.py")]:
+            try:
+                with open(path) as fh:
+                    seen[path] = fh.read()
+            except OSError as exc:
+                seen[path] = type(exc).__name__
+        return seen
+
+    def custom_kernel(data):
+        print("SNOOP", snoop(), flush=True)
+        return data.clone()
+    """
+    result = attack(identity, code, Mode.TEST)
+    assert result.passed, result.message
+    out = stdout_of(result)
+    assert "SNOOP" in out and "OTHER-RUNS-SECRET" not in out, out[-2000:]
+    assert other_run.name not in out.split("'tmp':")[1].split("]")[0]
+    assert f"{other_run}/submission.py': '" in out  # an error name, not its content
+
+
+@needs_netns
+def test_network_access_is_refused(identity):
+    """Attack: connect to a server listening on the runner's 127.0.0.1. Expected: connection
+    refused (the run has a loopback of its own), and the server sees no connection."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        server.setblocking(False)
+        port = server.getsockname()[1]
+        code = f"""
+        import socket
+
+        def custom_kernel(data):
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=3).close()
+                print("NET connected", flush=True)
+            except OSError as exc:
+                print("NET", type(exc).__name__, flush=True)
+            return data.clone()
+        """
+        result = attack(identity, code, Mode.TEST)
+        with pytest.raises(BlockingIOError):
+            server.accept()
+    assert result.system["network"] == "isolated"
+    assert "NET ConnectionRefusedError" in stdout_of(result)
+
+
+@needs_netns
+def test_multi_rank_example_still_runs_on_its_own_loopback():
+    """Not an attack: examples/allreduce_py (2 ranks, gloo rendezvous on 127.0.0.1) must still
+    pass inside the network namespace. Expected: passed."""
+    task = load_task(EXAMPLES / "allreduce_py")
+    code = (EXAMPLES / "allreduce_py" / "submission.py").read_text()
+    result = attack(task, code, Mode.TEST)
+    assert result.passed, result.message
+    assert result.system["network"] == "isolated"
+
+
+@needs_root
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed")
+def test_cuda_compiles_as_the_sandbox_user():
+    """Not an attack: nvcc runs as the sandbox user, which cannot write the run directory.
+    Expected: the compilation succeeds (the binary then runs, or fails for want of a GPU)."""
+    task = load_task(EXAMPLES / "vectoradd_cu")
+    code = (EXAMPLES / "vectoradd_cu" / "submission.cu").read_text()
+    result = attack(task, code, Mode.TEST)
+    assert sandbox_uid(result) is not None, result.system
+    assert result.compilation is not None and result.compilation.success, result.compilation
+    expected = Verdict.PASSED if shutil.which("nvidia-smi") else Verdict.RUNTIME_ERROR
+    assert result.verdict is expected, result.message
+
+
+def test_request_never_touches_the_disk(tmp_path: Path):
+    """Attack surface: the local launcher's run directory and the runner's command line, where
+    the request (and its secret seed) used to be. Expected: the seed is in neither, while the
+    run is going on and after it."""
+    task = small_task(tmp_path / "t")
+    runs = tmp_path / "runs"
+    launcher = LocalLauncher(runs)
+    request = make_request(task, CORRECT, Mode.LEADERBOARD, seed=SECRET, limits=LIMITS)
+
+    def exposed() -> list[str]:
+        files = [p for p in runs.rglob("*") if p.is_file()]
+        leaks = [str(p) for p in files if str(SECRET).encode() in p.read_bytes()]
+        pid = int((runs / "run-1" / "pid").read_text())
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:  # the runner has finished
+            return leaks
+        return leaks + ([] if args[args.index(b"--request") + 1] == b"-" else ["cmdline"])
+
+    async def go():
+        handle = await launcher.submit(request, "run-1")
+        await asyncio.sleep(1)
+        during = exposed()
+        return during, await launcher.follow(handle, timeout=120)
+
+    during, result = asyncio.run(go())
+    assert result is not None and result.passed, result and result.message
+    assert during == [] and exposed() == []

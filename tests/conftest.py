@@ -1,0 +1,176 @@
+"""Shared helpers: tiny task folders written on the fly, and runs through the real runner."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import AsyncIterator, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import asyncpg
+import pytest
+import yaml
+
+from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.task import load_task
+from cluster_manager.gpus import GpuRegistry, GpuType
+from cluster_manager.harness import runner
+from cluster_manager.service import Service
+from cluster_manager.storage.database import create_pool
+from tests import database
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+# A reference for a 1-D identity task: enough to exercise every path of the harness.
+IDENTITY_REFERENCE = """
+import torch
+
+def generate_input(size, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(size, generator=gen)
+
+def ref_kernel(data):
+    return data.clone()
+
+def check_implementation(data, output):
+    if not isinstance(output, torch.Tensor) or output.shape != data.shape:
+        return "output has the wrong shape"
+    if not torch.equal(output, data):
+        return f"mismatch: {int((output != data).sum())} elements differ"
+    return ""
+"""
+
+CORRECT = "def custom_kernel(data):\n    return data.clone()\n"
+
+
+def write_task(
+    directory: Path,
+    *,
+    reference: str = IDENTITY_REFERENCE,
+    tests: list[dict] | None = None,
+    benchmarks: list[dict] | None = None,
+    extra: dict | None = None,
+) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "reference.py").write_text(textwrap.dedent(reference))
+    spec = {
+        "files": [
+            {"name": "submission.py", "source": "@SUBMISSION@"},
+            {"name": "reference.py", "source": "reference.py"},
+        ],
+        "lang": "py",
+        "tests": tests or [{"size": 8, "seed": 1}, {"size": 33, "seed": 2}],
+        "benchmarks": benchmarks or [{"size": 256, "seed": 3}],
+        "test_timeout": 30,
+        "benchmark_timeout": 20,
+        "ranked_timeout": 20,
+        **(extra or {}),
+    }
+    (directory / "task.yml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return directory
+
+
+def make_request(
+    task: Task,
+    code: str,
+    mode: Mode = Mode.TEST,
+    *,
+    seed: int | None = None,
+    limits: Limits | None = None,
+) -> RunRequest:
+    return RunRequest(
+        task=task,
+        submission_name=task.submission_name,
+        submission_code=code,
+        mode=mode,
+        secret_seed=seed,
+        limits=limits or Limits(memory_bytes=8 << 30),
+    )
+
+
+def run_code(task: Task, code: str, mode: Mode = Mode.TEST, **kwargs) -> RunResult:
+    """Runs through the real runner in this process (it still spawns the harness)."""
+    return runner.run(make_request(task, textwrap.dedent(code), mode, **kwargs))
+
+
+@pytest.fixture
+def identity_task(tmp_path: Path) -> Task:
+    return load_task(write_task(tmp_path / "identity"))
+
+
+def processes_with(marker: str) -> list[int]:
+    """Live processes whose command line contains `marker`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+                state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if marker.encode() in cmdline and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+# --- databases -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[str]:
+    with database.server_url() as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def pg_template(pg_server: str, worker_id: str) -> Iterator[str]:
+    name = database.create_template(pg_server, worker_id)
+    yield name
+    database.drop(pg_server, name)
+
+
+@pytest.fixture
+def db_url(pg_server: str, pg_template: str) -> Iterator[str]:
+    """A freshly migrated database of its own for each test."""
+    name, url = database.create_copy(pg_server, pg_template)
+    yield url
+    database.drop(pg_server, name)
+
+
+@pytest.fixture
+async def pool(db_url: str) -> AsyncIterator[asyncpg.Pool]:
+    pool = await create_pool(db_url, max_size=20)
+    yield pool
+    await pool.close()
+
+
+class Clock:
+    """A settable clock for deadlines and rate limits."""
+
+    def __init__(self) -> None:
+        self.now = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def registry() -> GpuRegistry:
+    return GpuRegistry(
+        {
+            "CPU": GpuType("CPU", "local", max_concurrent=2),
+            "H100": GpuType("H100", "fake", max_concurrent=1),
+        }
+    )
+
+
+@pytest.fixture
+def service(pool: asyncpg.Pool, registry: GpuRegistry, clock: Clock) -> Service:
+    return Service(pool, registry, clock=clock)

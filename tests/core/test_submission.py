@@ -1,0 +1,270 @@
+"""validate_submission: size, extension, encoding, entry point and `#!POPCORN` headers."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cluster_manager.core.models import Language
+from cluster_manager.core.submission import (
+    MAX_SUBMISSION_BYTES,
+    Submission,
+    parse_headers,
+    validate_submission,
+)
+from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
+
+PY = Language.PYTHON
+CU = Language.CUDA
+DEF_KERNEL = b"import torch\n\ndef custom_kernel(data):\n    return data\n"
+CU_KERNEL = b"__global__ void k(float* x) {}\nvoid custom_kernel(float* x) { k<<<1, 1>>>(x); }\n"
+
+
+def refused(name: str, data: bytes, lang: Language = PY, **kwargs: int) -> str:
+    with pytest.raises(InvalidSubmissionError) as info:
+        validate_submission(name, data, lang, **kwargs)
+    return str(info.value)
+
+
+# --- valid ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        DEF_KERNEL,
+        b"async def custom_kernel(data):\n    return data\n",
+        b"def _impl(data):\n    return data\n\ncustom_kernel = _impl\n",
+        b"from typing import Callable\ncustom_kernel: Callable = lambda data: data\n",
+        b"a = custom_kernel = print\n",
+        b"from mylib.kernels import fast_sum as custom_kernel\n",
+        b"from mylib import custom_kernel\n",
+        b"import custom_kernel\n",
+        b"# -*- coding: utf-8 -*-\n'''doc'''\ndef custom_kernel(d): return d\n",
+    ],
+    ids=[
+        "def",
+        "async-def",
+        "assign",
+        "ann-assign",
+        "chained-assign",
+        "import-as",
+        "from-import",
+        "import",
+        "docstring",
+    ],
+)
+def test_valid_python_entry_points(code: bytes) -> None:
+    sub = validate_submission("submission.py", code, PY)
+    assert sub == Submission("submission.py", code.decode(), None, None)
+
+
+def test_valid_cuda_submission() -> None:
+    sub = validate_submission("kernel.cu", CU_KERNEL, CU)
+    assert sub.file_name == "kernel.cu"
+    assert sub.code == CU_KERNEL.decode()
+
+
+@pytest.mark.parametrize("name", ["k.cu", "k.cuh", "k.cpp", "k.cc", "K.CU"])
+def test_cuda_extensions(name: str) -> None:
+    assert validate_submission(name, CU_KERNEL, CU).file_name == name
+
+
+def test_file_name_is_reduced_to_its_base_name() -> None:
+    assert validate_submission("some/dir/sub.py", DEF_KERNEL, PY).file_name == "sub.py"
+    assert validate_submission("C:\\Users\\me\\sub.py", DEF_KERNEL, PY).file_name == "sub.py"
+
+
+def test_upper_case_python_extension() -> None:
+    assert validate_submission("SUB.PY", DEF_KERNEL, PY).file_name == "SUB.PY"
+
+
+def test_exactly_max_bytes_is_fine() -> None:
+    code = DEF_KERNEL + b"#" * 10
+    assert validate_submission("s.py", code, PY, max_bytes=len(code)).code == code.decode()
+
+
+def test_default_max_bytes() -> None:
+    assert MAX_SUBMISSION_BYTES == 256 * 1024
+    big = DEF_KERNEL + b"#" * (MAX_SUBMISSION_BYTES - len(DEF_KERNEL))
+    assert len(validate_submission("s.py", big, PY).code) == MAX_SUBMISSION_BYTES
+    assert "over the limit" in refused("s.py", big + b"#")
+
+
+# --- refused ----------------------------------------------------------------------------------
+
+
+def test_empty_is_refused() -> None:
+    assert refused("s.py", b"") == "s.py: the file is empty"
+
+
+def test_too_large_is_refused() -> None:
+    code = DEF_KERNEL + b"#" * 100
+    msg = refused("s.py", code, max_bytes=50)
+    assert msg == f"s.py: {len(code)} bytes is over the limit of 50 bytes"
+
+
+@pytest.mark.parametrize("name", ["s.txt", "s.cu", "s", "s.py.txt", "s.pyc", ".py"])
+def test_wrong_extension_for_python(name: str) -> None:
+    msg = refused(name, DEF_KERNEL, PY)
+    assert msg == f"{name}: this task takes .py files (py task)"
+
+
+@pytest.mark.parametrize("name", ["k.py", "k.c", "k.h", "k"])
+def test_wrong_extension_for_cuda(name: str) -> None:
+    msg = refused(name, CU_KERNEL, CU)
+    assert msg == f"{name}: this task takes .cu or .cuh or .cpp or .cc files (cu task)"
+
+
+def test_nul_bytes_are_refused() -> None:
+    assert "binary file (contains NUL bytes)" in refused("s.py", DEF_KERNEL + b"\x00")
+    assert "NUL bytes" in refused("k.cu", CU_KERNEL + b"\x00", CU)
+
+
+def test_invalid_utf8_is_refused() -> None:
+    msg = refused("s.py", b"def custom_kernel(d):\n    return '\xff'\n")
+    assert msg == "s.py: not UTF-8 text (byte 34)"
+
+
+def test_syntax_error_names_the_line() -> None:
+    msg = refused("s.py", b"import torch\n\ndef custom_kernel(data)\n    return data\n")
+    assert msg.startswith("s.py: line 3: invalid Python syntax")
+
+
+def test_indentation_error_names_the_line() -> None:
+    msg = refused("s.py", b"def custom_kernel(d):\nreturn d\n")
+    assert "line 2" in msg and "invalid Python syntax" in msg
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        b"def kernel(data):\n    return data\n",
+        b"class custom_kernel:\n    pass\n",
+        b"if True:\n    def custom_kernel(d):\n        return d\n",
+        b"def outer():\n    def custom_kernel(d):\n        return d\n",
+        b"x = 'def custom_kernel(data)'\n",
+        b"# def custom_kernel(data):\n",
+        b"custom_kernel.attr = 1\n",
+        b"from x import custom_kernel as other\n",
+    ],
+    ids=[
+        "other-name",
+        "class",
+        "nested-if",
+        "nested-def",
+        "in-string",
+        "in-comment",
+        "attribute",
+        "import-renamed-away",
+    ],
+)
+def test_no_python_entry_point(code: bytes) -> None:
+    msg = refused("s.py", code)
+    assert msg == "s.py: no top-level `def custom_kernel(data)` found"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [b"__global__ void kernel(float* x) {}\n", b"int custom_kernel_count = 3;\n"],
+)
+def test_cuda_without_custom_kernel(code: bytes) -> None:
+    assert refused("k.cu", code, CU) == "k.cu: no `custom_kernel(...)` definition found"
+
+
+def test_checks_in_order() -> None:
+    # Empty before extension, size before extension, extension before content.
+    assert "empty" in refused("s.txt", b"")
+    assert "over the limit" in refused("s.txt", b"xx", max_bytes=1)
+    assert "takes .py" in refused("s.txt", b"\x00\xff")
+
+
+# --- headers ----------------------------------------------------------------------------------
+
+
+def test_popcorn_headers_in_python() -> None:
+    code = b"#!POPCORN leaderboard vectorsum\n#!POPCORN gpu H100\n" + DEF_KERNEL
+    sub = validate_submission("s.py", code, PY)
+    assert sub.leaderboard == "vectorsum"
+    assert sub.gpu == "H100"
+
+
+def test_popcorn_headers_in_cuda() -> None:
+    code = b"//!POPCORN leaderboard vectoradd_cu\n  //!POPCORN   gpu   A100  \n" + CU_KERNEL
+    sub = validate_submission("k.cu", code, CU)
+    assert (sub.leaderboard, sub.gpu) == ("vectoradd_cu", "A100")
+
+
+def test_headers_are_optional() -> None:
+    sub = validate_submission("s.py", DEF_KERNEL, PY)
+    assert sub.leaderboard is None and sub.gpu is None
+
+
+def test_header_anywhere_first_wins_and_key_case_insensitive() -> None:
+    code = (
+        DEF_KERNEL
+        + b"#!POPCORN GPU T4\n#!POPCORN gpu H100\n#!POPCORN Leaderboard first\n"
+        + b"#!POPCORN leaderboard second\n"
+    )
+    sub = validate_submission("s.py", code, PY)
+    assert (sub.leaderboard, sub.gpu) == ("first", "T4")
+
+
+def test_parse_headers_ignores_malformed_lines() -> None:
+    code = "\n".join(
+        [
+            "#!POPCORN leaderboard two words",
+            "#! POPCORN gpu H100",
+            "#!POPCORNgpu H100",
+            "#!popcorn gpu H100",
+            "x = 1  #!POPCORN gpu H100",
+            "#!POPCORN gpu",
+            "#!POPCORN extra value",
+        ]
+    )
+    assert parse_headers(code) == {"extra": "value"}
+
+
+# --- arbitrary input --------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=300), st.sampled_from(["s.py", "k.cu", "x.txt", ""]))
+def test_arbitrary_bytes_never_raise_anything_else(data: bytes, name: str) -> None:
+    for lang in Language:
+        try:
+            sub = validate_submission(name, data, lang)
+        except InvalidSubmissionError as exc:
+            assert isinstance(exc, ClusterManagerError)
+            assert str(exc)
+        else:
+            assert sub.code == data.decode("utf-8")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_arbitrary_text_never_raises_anything_else(text: str) -> None:
+    data = text.encode("utf-8")
+    for name, lang in [("s.py", PY), ("k.cu", CU)]:
+        try:
+            sub = validate_submission(name, data, lang)
+        except InvalidSubmissionError as exc:
+            assert str(exc).startswith(f"{name}: ")
+        else:
+            assert sub.code == text
+            assert "custom_kernel" in text
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        b"(" * 300 + b"1" + b")" * 300,
+        b"x = " + b"[" * 1000 + b"]" * 1000 + b"\n",
+        b"def custom_kernel(d):\n    return " + b"-" * 100_000 + b"1\n",
+    ],
+    ids=["parens", "brackets", "unary"],
+)
+def test_pathological_python_is_refused_not_crashed(code: bytes) -> None:
+    with pytest.raises(InvalidSubmissionError, match=r"^s\.py: "):
+        validate_submission("s.py", code, PY)

@@ -1,0 +1,427 @@
+"""A fake Discord HTTP API on 127.0.0.1: what discord.py calls, recorded and answered.
+
+It keeps the messages users would see, with Discord's rules where they matter:
+- an interaction must be acknowledged once, within 3 seconds;
+- the first followup after a deferral replaces the "thinking…" message and keeps its
+  visibility (an ephemeral deferral makes an ephemeral answer);
+- once the original is answered, followups are new messages with their own flags;
+- an expired interaction token (15 minutes in real life, `expire()` here) gets 401.
+
+Every request is recorded (method, path, JSON body, uploaded files). Attachments for the
+bot to download are served from `/attachments/...`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+APP_ID = 4242
+BOT_USER = {
+    "id": str(APP_ID),
+    "username": "cluster-bot",
+    "discriminator": "0",
+    "global_name": "Cluster Bot",
+    "avatar": None,
+    "bot": True,
+    "public_flags": 0,
+}
+EPHEMERAL = 64
+LOADING = 128
+ACK_WINDOW_S = 3.0
+
+_WEBHOOK = re.compile(r"/webhooks/(?P<app>\d+)/(?P<token>[^/]+)(?:/messages/(?P<mid>[^/]+))?")
+_CALLBACK = re.compile(r"/interactions/(?P<iid>\d+)/(?P<token>[^/]+)/callback")
+_CHANNEL_MESSAGES = re.compile(r"/channels/(?P<cid>\d+)/messages(?:/(?P<mid>\d+))?")
+_COMMANDS = re.compile(r"/applications/(?P<app>\d+)(?:/guilds/(?P<gid>\d+))?/commands")
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: dict[str, str]
+    body: Any
+    files: dict[str, bytes]
+
+
+@dataclass
+class Message:
+    id: int
+    channel_id: int
+    token: str | None  # the interaction it answers, None for channel messages
+    content: str = ""
+    embeds: list[dict[str, Any]] = field(default_factory=list)
+    components: list[dict[str, Any]] = field(default_factory=list)
+    attachments: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, bytes] = field(default_factory=dict)
+    flags: int = 0
+    loading: bool = False
+    deleted: bool = False
+    history: list[str] = field(default_factory=list)  # content after each change
+
+    @property
+    def ephemeral(self) -> bool:
+        return bool(self.flags & EPHEMERAL)
+
+    @property
+    def edits(self) -> int:
+        return len(self.history) - 1
+
+    def custom_ids(self) -> dict[str, str]:
+        """Label (or placeholder) -> custom id of each component."""
+        found = {}
+        for row in self.components:
+            for item in row.get("components", []):
+                key = item.get("label") or item.get("placeholder") or item.get("custom_id")
+                found[key] = item.get("custom_id")
+        return found
+
+    def text(self) -> str:
+        """Everything a user reads: content and embeds."""
+        parts = [self.content]
+        for embed in self.embeds:
+            parts += [embed.get("title", ""), embed.get("description", "")]
+            for f in embed.get("fields", []):
+                parts += [f.get("name", ""), f.get("value", "")]
+            parts.append(embed.get("footer", {}).get("text", ""))
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class Interaction:
+    id: int
+    token: str
+    created: float
+    message_id: int | None = None  # the message a component sits on
+    acknowledged: bool = False
+    original: Message | None = None
+    choices: list[dict[str, Any]] | None = None
+    late: bool = False
+
+
+class FakeDiscord:
+    def __init__(self) -> None:
+        self.requests: list[Recorded] = []
+        self.messages: dict[int, Message] = {}
+        self.interactions: dict[str, Interaction] = {}
+        self.uploads: dict[int, tuple[str, bytes]] = {}
+        self.synced: list[dict[str, Any]] = []
+        self.expired: set[str] = set()
+        self._ids = itertools.count(10_000)
+        self._runner: web.AppRunner | None = None
+        self.base = ""
+        self.changed = asyncio.Event()
+
+    # --- lifetime ------------------------------------------------------------------------
+
+    async def start(self) -> str:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_route("*", "/{tail:.*}", self._handle)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base = f"http://127.0.0.1:{port}"
+        return self.base
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.base}/api/v10"
+
+    # --- what tests set up -----------------------------------------------------------------
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def upload(self, filename: str, data: bytes, *, size: int | None = None) -> dict[str, Any]:
+        """An attachment payload as Discord resolves it; `size` may claim another size."""
+        aid = self.new_id()
+        self.uploads[aid] = (filename, data)
+        url = f"{self.base}/attachments/{aid}/{filename}"
+        return {
+            "id": str(aid),
+            "filename": filename,
+            "size": len(data) if size is None else size,
+            "url": url,
+            "proxy_url": url,
+            "content_type": "application/octet-stream",
+        }
+
+    def open_interaction(self, message_id: int | None = None) -> Interaction:
+        iid = self.new_id()
+        made = Interaction(iid, f"tok-{iid}-secretish", time.monotonic(), message_id=message_id)
+        self.interactions[made.token] = made
+        return made
+
+    def expire(self, token: str) -> None:
+        self.expired.add(token)
+
+    # --- what tests read -------------------------------------------------------------------
+
+    def messages_of(self, token: str) -> list[Message]:
+        return [m for m in self.messages.values() if m.token == token and not m.deleted]
+
+    def channel_messages(self) -> list[Message]:
+        return [m for m in self.messages.values() if m.token is None and not m.deleted]
+
+    def downloads(self) -> list[str]:
+        return [r.path for r in self.requests if r.path.startswith("/attachments/")]
+
+    def calls(self, method: str, pattern: str) -> list[Recorded]:
+        return [r for r in self.requests if r.method == method and re.search(pattern, r.path)]
+
+    async def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = predicate()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise AssertionError("the fake Discord API never saw what the test waited for")
+            self.changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.changed.wait(), 0.05)
+
+    # --- the API -----------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body, files = await _read_body(request)
+        path = request.path
+        self.requests.append(Recorded(request.method, path, dict(request.query), body, files))
+        try:
+            return await self._route(request.method, path, body, files)
+        finally:
+            self.changed.set()
+
+    async def _route(
+        self, method: str, path: str, body: Any, files: dict[str, bytes]
+    ) -> web.StreamResponse:
+        if path.startswith("/attachments/"):
+            aid = int(path.split("/")[2])
+            return web.Response(body=self.uploads[aid][1])
+        if not path.startswith("/api/v10/"):
+            return _error(404, 0, "not found")
+        route = path.removeprefix("/api/v10")
+        if route == "/users/@me":
+            return _json(BOT_USER)
+        if route == "/oauth2/applications/@me":
+            return _json(_application())
+        if match := _CALLBACK.fullmatch(route):
+            return self._callback(match["token"], body)
+        if match := _WEBHOOK.fullmatch(route):
+            return self._webhook(method, match["token"], match["mid"], body, files)
+        if match := _CHANNEL_MESSAGES.fullmatch(route):
+            return self._channel(method, int(match["cid"]), match["mid"], body, files)
+        if (match := _COMMANDS.fullmatch(route)) and method == "PUT":
+            self.synced = [
+                {**c, "id": str(self.new_id()), "application_id": str(APP_ID), "version": "1"}
+                for c in body
+            ]
+            return _json(self.synced)
+        return _error(404, 0, f"no fake for {method} {route}")
+
+    def _callback(self, token: str, body: dict[str, Any]) -> web.Response:
+        interaction = self.interactions.get(token)
+        if interaction is None:
+            return _error(404, 10062, "Unknown interaction")
+        if interaction.acknowledged:
+            return _error(400, 40060, "Interaction has already been acknowledged.")
+        if time.monotonic() - interaction.created > ACK_WINDOW_S:
+            interaction.late = True
+            return _error(404, 10062, "Unknown interaction")
+        interaction.acknowledged = True
+        kind, data = body["type"], body.get("data") or {}
+        message: Message | None = None
+        if kind == 4:  # a message
+            message = self._new_message(token, data, data.get("flags", 0))
+            interaction.original = message
+        elif kind == 5:  # "thinking…"
+            flags = data.get("flags", 0)
+            message = self._new_message(token, {}, flags | LOADING)
+            message.loading = True
+            interaction.original = message
+        elif kind == 7:  # update the message the component sits on
+            message = self.messages[interaction.message_id]  # type: ignore[index]
+            self._apply(message, data, {})
+        elif kind == 8:
+            interaction.choices = data["choices"]
+        answer: dict[str, Any] = {
+            "interaction": {
+                "id": str(interaction.id),
+                "type": 2,
+                "response_message_loading": kind == 5,
+                "response_message_ephemeral": bool(message and message.ephemeral),
+            },
+            "resource": {"type": kind},
+        }
+        if message is not None:
+            answer["interaction"]["response_message_id"] = str(message.id)
+            answer["resource"]["message"] = self._payload(message)
+        return _json(answer)
+
+    def _webhook(
+        self, method: str, token: str, mid: str | None, body: Any, files: dict[str, bytes]
+    ) -> web.Response:
+        if token in self.expired:
+            return _error(401, 50027, "Invalid Webhook Token")
+        interaction = self.interactions.get(token)
+        if interaction is None:
+            return _error(404, 10015, "Unknown Webhook")
+        if mid is None and method == "POST":
+            original = interaction.original
+            if original is not None and original.loading:
+                # The first followup takes over the deferred message, visibility included.
+                self._apply(original, {k: v for k, v in body.items() if k != "flags"}, files)
+                return _json(self._payload(original))
+            message = self._new_message(token, body, body.get("flags", 0), files)
+            return _json(self._payload(message))
+        target = interaction.original if mid == "@original" else self.messages.get(int(mid or 0))
+        if target is None or target.deleted or target.token != token:
+            return _error(404, 10008, "Unknown Message")
+        if method == "PATCH":
+            self._apply(target, body, files)
+            return _json(self._payload(target))
+        if method == "DELETE":
+            target.deleted = True
+            if target is interaction.original:
+                interaction.original = None
+            return web.Response(status=204)
+        return _json(self._payload(target))
+
+    def _channel(
+        self, method: str, cid: int, mid: str | None, body: Any, files: dict[str, bytes]
+    ) -> web.Response:
+        if method == "POST" and mid is None:
+            message = self._new_message(None, body, body.get("flags", 0), files, channel_id=cid)
+            return _json(self._payload(message))
+        target = self.messages.get(int(mid or 0))
+        if target is None:
+            return _error(404, 10008, "Unknown Message")
+        if method == "PATCH":
+            self._apply(target, body, files)
+        return _json(self._payload(target))
+
+    # --- messages ----------------------------------------------------------------------
+
+    def _new_message(
+        self,
+        token: str | None,
+        body: dict[str, Any],
+        flags: int,
+        files: dict[str, bytes] | None = None,
+        *,
+        channel_id: int = 0,
+    ) -> Message:
+        message = Message(self.new_id(), channel_id, token, flags=flags)
+        self.messages[message.id] = message
+        self._apply(message, body, files or {})
+        return message
+
+    def _apply(self, message: Message, body: dict[str, Any], files: dict[str, bytes]) -> None:
+        if message.loading and (body or files):
+            message.loading = False
+            message.flags &= ~LOADING
+        if "content" in body:
+            message.content = body["content"] or ""
+        if "embeds" in body:
+            message.embeds = body["embeds"] or []
+        if "components" in body:
+            message.components = body["components"] or []
+        if files:
+            message.files = dict(files)
+            message.attachments = [
+                {
+                    "id": str(self.new_id()),
+                    "filename": name,
+                    "size": len(data),
+                    "url": f"{self.base}/files/{name}",
+                    "proxy_url": f"{self.base}/files/{name}",
+                }
+                for name, data in files.items()
+            ]
+        elif "attachments" in body:
+            kept = {str(a.get("id")) for a in body["attachments"] or []}
+            message.attachments = [a for a in message.attachments if a["id"] in kept]
+            message.files = {
+                a["filename"]: message.files[a["filename"]]
+                for a in message.attachments
+                if a["filename"] in message.files
+            }
+        if body or files:
+            message.history.append(message.content)
+
+    def _payload(self, message: Message) -> dict[str, Any]:
+        return {
+            "id": str(message.id),
+            "channel_id": str(message.channel_id),
+            "type": 0,
+            "content": message.content,
+            "embeds": message.embeds,
+            "components": message.components,
+            "attachments": message.attachments,
+            "flags": message.flags,
+            "author": BOT_USER,
+            "timestamp": "2030-01-01T12:00:00+00:00",
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "pinned": False,
+            "webhook_id": str(APP_ID),
+            "application_id": str(APP_ID),
+        }
+
+
+def _application() -> dict[str, Any]:
+    return {
+        "id": str(APP_ID),
+        "name": "cluster-bot",
+        "description": "",
+        "icon": None,
+        "bot_public": False,
+        "bot_require_code_grant": False,
+        "owner": {**BOT_USER, "id": "1", "username": "owner", "bot": False},
+        "verify_key": "0" * 64,
+        "flags": 0,
+    }
+
+
+def _json(data: Any, *, status: int = 200) -> web.Response:
+    # Exactly this content type: discord.py parses nothing else as JSON.
+    body = json.dumps(data).encode()
+    return web.Response(body=body, status=status, headers={"Content-Type": "application/json"})
+
+
+def _error(status: int, code: int, message: str) -> web.Response:
+    return _json({"code": code, "message": message}, status=status)
+
+
+async def _read_body(request: web.Request) -> tuple[Any, dict[str, bytes]]:
+    if request.content_type.startswith("multipart/"):
+        body: Any = {}
+        files: dict[str, bytes] = {}
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if part.name == "payload_json":
+                body = json.loads(await part.text())  # type: ignore[union-attr]
+            elif part.filename:  # type: ignore[union-attr]
+                files[part.filename] = bytes(await part.read())  # type: ignore[union-attr]
+        return body, files
+    raw = await request.read()
+    return (json.loads(raw) if raw else {}), {}

@@ -1,0 +1,162 @@
+"""Bad inputs: each one gets its own ephemeral message, and nothing is done or downloaded."""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+import pytest
+
+from cluster_manager.discord.logs import RedactingFilter
+from cluster_manager.service import Submitter
+from tests.conftest import CORRECT
+from tests.discord.conftest import BOB, CREATOR, SOLUTION, create_board, task_zip
+
+
+def assert_private_error(reply, *texts: str) -> None:
+    message = reply.only
+    assert message.ephemeral, message.text()
+    for text in texts:
+        assert text in message.content, message.content
+    assert reply.acknowledged
+
+
+async def test_unknown_leaderboard(harness):
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="nope")
+    assert_private_error(reply, "Not found", "there is no leaderboard named 'nope'")
+
+
+async def test_unknown_leaderboard_in_a_public_command_stays_private(harness):
+    reply = await harness.command("leaderboard show", name="nope")
+    # The public "thinking…" message is removed and the error is a private message.
+    assert_private_error(reply, "Not found", "'nope'")
+    assert harness.fake.calls("DELETE", r"/messages/@original$")
+
+
+async def test_deadline_passed(harness, app, clock):
+    await create_board(app, clock)
+    clock.now += timedelta(days=4)
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    assert_private_error(reply, "Deadline passed", "the deadline of 'identity' passed")
+
+
+async def test_gpu_not_allowed(harness, app, clock):
+    await create_board(app, clock)
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command(
+        "leaderboard submit", script=script, leaderboard="identity", gpu="H100"
+    )
+    assert_private_error(reply, "GPU not allowed", "does not run on 'H100'; choose from CPU")
+
+
+async def test_wrong_file_type_is_refused_before_downloading(harness, app, clock):
+    await create_board(app, clock)
+    script = harness.upload("kernel.txt", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    assert_private_error(reply, "Wrong file type", "kernel.txt")
+    assert harness.fake.downloads() == []
+
+
+async def test_a_file_over_the_limit_is_refused_by_its_size_without_downloading(
+    harness, app, clock
+):
+    await create_board(app, clock)
+    script = harness.upload("submission.py", SOLUTION, size=10_000_000)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    assert_private_error(reply, "File too large", "10000000 bytes is over the limit")
+    assert harness.fake.downloads() == []
+
+
+async def test_an_invalid_submission_names_its_problem(harness, app, clock):
+    await create_board(app, clock)
+    script = harness.upload("submission.py", b"def kernel(data):\n    return data\n")
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    assert_private_error(reply, "Invalid submission", "no top-level `def custom_kernel(data)`")
+
+
+async def test_no_leaderboard_named_anywhere(harness):
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script)
+    assert_private_error(reply, "#!POPCORN leaderboard NAME")
+
+
+async def test_rate_limited_with_the_time_to_wait(harness, app, clock):
+    await create_board(app, clock, rate_limit=1)
+    await app.service.submit("identity", Submitter(str(BOB.id), BOB.name), "s.py", CORRECT.encode())
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", BOB, script=script, leaderboard="identity")
+    assert_private_error(reply, "Rate limited", "1 submissions per hour", "try again in 60 min")
+    assert "<t:" in reply.only.content  # and when, in the reader's time zone
+
+
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ({"name": "new-board", "deadline": "next tuesday"}, "Invalid deadline"),
+        ({"name": "Bad Name!", "deadline": "2031-01-01"}, "Invalid name"),
+    ],
+)
+async def test_bad_create_options(harness, options, expected):
+    task = harness.upload("task.zip", task_zip())
+    reply = await harness.command("leaderboard create", CREATOR, task=task, **options)
+    assert_private_error(reply, expected)
+
+
+async def test_bad_zip(harness):
+    task = harness.upload("task.zip", b"this is not a zip at all")
+    reply = await harness.command(
+        "leaderboard create", CREATOR, name="broken", deadline="2031-01-01", task=task
+    )
+    assert_private_error(reply, "Invalid task", "not a valid zip archive")
+
+
+async def test_a_task_that_is_not_a_zip_is_not_downloaded(harness):
+    task = harness.upload("task.tar.gz", b"...")
+    reply = await harness.command(
+        "leaderboard create", CREATOR, name="broken", deadline="2031-01-01", task=task
+    )
+    assert_private_error(reply, "Wrong file type", "must be a .zip file")
+    assert harness.fake.downloads() == []
+
+
+async def test_unknown_gpu_for_a_quick_run(harness):
+    script = harness.upload("hello.py", b"print('hi')\n")
+    reply = await harness.command("run", script=script, gpu="TPU")
+    assert_private_error(reply, "Unknown GPU", "unknown GPU type 'TPU'")
+
+
+async def test_an_unexpected_error_gives_an_id_and_hides_the_details(
+    harness, app, monkeypatch, caplog
+):
+    async def broken() -> list:
+        raise RuntimeError("connection string postgres://secret@db")
+
+    monkeypatch.setattr(app.service, "list_leaderboards", broken)
+    with caplog.at_level(logging.ERROR, logger="cluster_manager.discord"):
+        reply = await harness.command("leaderboard list")
+    message = reply.only
+    assert message.ephemeral
+    assert "secret" not in message.text()
+    error_id = message.content.split("`")[1]
+    assert len(error_id) == 8 and int(error_id, 16) >= 0
+    (record,) = [r for r in caplog.records if error_id in r.getMessage()]
+    assert record.exc_info is not None and "secret@db" in str(record.exc_info[1])
+
+
+def test_tokens_are_scrubbed_from_logs():
+    redactor = RedactingFilter(["bot.token.value"])
+    record = logging.LogRecord(
+        "discord.http",
+        logging.DEBUG,
+        __file__,
+        1,
+        "PATCH https://discord.com/api/v10/webhooks/4242/aW50ZXJhY3Rpb24.tok-en/messages/1 with %s",
+        ("Bot bot.token.value",),
+        None,
+    )
+    redactor.filter(record)
+    text = record.getMessage()
+    assert "bot.token.value" not in text and "aW50ZXJhY3Rpb24" not in text
+    assert "/webhooks/4242/[redacted]/messages/1" in text

@@ -1,0 +1,155 @@
+"""Reading leaderboards: autocomplete, list, rankings with pages, own runs, task, template."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
+from cluster_manager.scheduler import Scheduler
+from cluster_manager.service import Submitter
+from tests.conftest import CORRECT
+from tests.discord.conftest import FAST, IDENTITY, Member, create_board
+
+
+async def test_autocomplete_suggests_leaderboards_by_prefix(harness, app, clock):
+    for name in ("identity", "idle", "softmax"):
+        await create_board(app, clock, name)
+    assert await harness.autocomplete("leaderboard show", "name", name="id") == [
+        "identity",
+        "idle",
+    ]
+    assert await harness.autocomplete("leaderboard show", "name", name="ID") == [
+        "identity",
+        "idle",
+    ]
+    assert await harness.autocomplete("leaderboard delete", "name", name="") == [
+        "identity",
+        "idle",
+        "softmax",
+    ]
+    assert await harness.autocomplete("leaderboard submit", "leaderboard", leaderboard="s") == [
+        "softmax"
+    ]
+
+
+async def test_autocomplete_suggests_gpus(harness, app, clock):
+    await create_board(app, clock, gpus=("CPU", "H100"))
+    found = await harness.autocomplete("leaderboard submit", "gpu", leaderboard="identity", gpu="")
+    assert found == ["CPU", "H100"]
+    assert await harness.autocomplete("leaderboard show", "gpu", name="identity", gpu="h") == [
+        "H100"
+    ]
+    # Not a leaderboard (yet): no suggestions rather than an error.
+    assert await harness.autocomplete("leaderboard submit", "gpu", leaderboard="x", gpu="") == []
+    assert await harness.autocomplete("run", "gpu", gpu="") == ["CPU", "H100"]
+
+
+async def test_list_shows_gpus_deadline_and_time_left(harness, app, clock):
+    await create_board(app, clock, "identity", gpus=("CPU", "H100"))
+    reply = await harness.command("leaderboard list")
+    message = reply.only
+    assert not message.ephemeral
+    (embed,) = message.embeds
+    assert "**identity** · CPU, H100 · closes <t:" in embed["description"]
+    assert "(3d 0h left) · 0 submission(s)" in embed["description"]
+
+
+async def test_list_without_leaderboards(harness):
+    reply = await harness.command("leaderboard list")
+    assert "No leaderboards yet." in reply.only.text()
+
+
+def _scored(request: RunRequest) -> RunResult:
+    """Each user's code names its score: `# score N`."""
+    score = int(re.search(r"# score (\d+)", request.submission_code)[1]) / 1e6
+    ranked = request.mode is Mode.LEADERBOARD
+    return RunResult(True, Verdict.PASSED, request.mode, "ok", score=score if ranked else None)
+
+
+async def rank_users(app, fake_launcher, count: int) -> None:
+    fake_launcher.outcome = _scored
+    job_ids = set()
+    for i in range(count):
+        user = Submitter(str(2000 + i), f"user{i}")
+        code = f"{CORRECT}# score {i + 1}\n"
+        receipt = await app.service.submit("identity", user, "s.py", code.encode())
+        job_ids |= {j.id for j in receipt.jobs}
+    scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle(job_ids), 30)
+
+
+async def test_show_pages_through_a_long_ranking(harness, app, clock, fake_launcher):
+    await create_board(app, clock, gpus=("H100",))
+    await rank_users(app, fake_launcher, 12)
+
+    reply = await harness.command("leaderboard show", name="identity")
+    message = reply.only
+    assert not message.ephemeral
+    page = message.embeds[0]
+    assert page["title"] == "🏆 identity on H100"
+    lines = page["description"].splitlines()
+    assert len(lines) == 10
+    assert lines[0].startswith("`#1` <@2000> · **1 µs**")
+    assert page["footer"]["text"] == "Page 1/2"
+    buttons = {b["label"]: b for row in message.components for b in row["components"]}
+    assert buttons["Previous"].get("disabled") and not buttons["Next"].get("disabled")
+
+    await harness.click(message, "Next")
+    page = message.embeds[0]
+    assert page["footer"]["text"] == "Page 2/2"
+    assert [line.split(" ")[0] for line in page["description"].splitlines()] == [
+        "`#11`",
+        "`#12`",
+    ]
+    await harness.click(message, "Previous")
+    assert message.embeds[0]["footer"]["text"] == "Page 1/2"
+
+
+async def test_show_an_empty_ranking_for_one_gpu(harness, app, clock):
+    await create_board(app, clock, gpus=("CPU", "H100"))
+    reply = await harness.command("leaderboard show", name="identity", gpu="CPU")
+    (embed,) = reply.only.embeds
+    assert embed["title"] == "🏆 identity on CPU"
+    assert embed["description"] == "No ranked submissions yet."
+
+
+async def test_show_personal_lists_only_the_callers_runs(harness, app, clock, fake_launcher):
+    await create_board(app, clock, gpus=("H100",))
+    await rank_users(app, fake_launcher, 2)
+    me = await harness.command("leaderboard show-personal", name="identity")
+    assert me.only.ephemeral
+    assert "You have no runs on identity yet." in me.only.text()
+
+    mine = await harness.command(
+        "leaderboard show-personal", Member(2000, "user0"), name="identity"
+    )
+    text = mine.only.text()
+    assert "Your runs on identity" in text
+    assert "H100 · ranked · ✅ passed · 1 µs" in text
+    assert "H100 (secret) · ranked · ✅ passed" in text
+    assert text.count("\n#") == 2  # the public and the secret run of one submission
+
+
+async def test_task_files_come_as_attachments(harness, app, clock):
+    await create_board(app, clock)
+    reply = await harness.command("leaderboard task", name="identity")
+    message = reply.only
+    assert message.ephemeral
+    assert sorted(message.files) == ["reference.py", "task.py", "utils.py"]
+    assert message.files["reference.py"] == (IDENTITY / "reference.py").read_bytes()
+    assert "Identity: return a new 1-D float32 tensor" in message.content
+
+
+async def test_template_is_a_file_that_names_its_leaderboard(harness, app, clock):
+    await create_board(app, clock)
+    reply = await harness.command("leaderboard template", name="identity", language="Python")
+    message = reply.only
+    assert message.ephemeral
+    code = message.files["identity_template.py"].decode()
+    assert code.startswith("#!POPCORN leaderboard identity\n")
+    assert code.endswith((IDENTITY / "template.py").read_text())
+
+    missing = await harness.command("leaderboard template", name="identity", language="CUDA")
+    assert "no CUDA template (it has: Python)" in missing.only.content
+    assert missing.only.ephemeral

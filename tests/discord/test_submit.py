@@ -1,0 +1,180 @@
+"""`/leaderboard submit` end to end: the bot's scheduler runs the jobs, the status is edited
+live from the service's events, and the report comes back as an embed with the log."""
+
+from __future__ import annotations
+
+import asyncio
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import JobState
+from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.service import Submitter
+from cluster_manager.storage import jobs as job_store
+from tests.discord.conftest import ALICE, SOLUTION, create_board
+
+
+def status_and_report(reply):
+    """The ephemeral acknowledgement, the public status message and the public report."""
+    ack, status, report = reply.messages
+    return ack, status, report
+
+
+async def test_ranked_submission_through_the_local_launcher(make_harness, app, clock):
+    await create_board(app, clock)
+    harness = await make_harness(scheduler=True)
+    script = harness.upload("submission.py", SOLUTION)
+
+    reply = await harness.command(
+        "leaderboard submit", script=script, leaderboard="identity", timeout=150
+    )
+
+    ack, status, report = status_and_report(reply)
+    assert ack.ephemeral and "Submission #1 accepted" in ack.content
+    assert not status.ephemeral and not report.ephemeral
+    # Edited live, in order: queued… → running… → done.
+    history = status.history
+    assert status.edits >= 3, history
+    assert "queued" in history[0]
+    first_running = next(i for i, h in enumerate(history) if "running tests" in h)
+    assert any("running the ranked benchmarks" in h for h in history[first_running:])
+    assert "🏁 Done in" in history[-1] and "✅ **CPU**: passed" in history[-1]
+    assert "✅ **CPU** secret re-run: passed" in history[-1]
+    assert f"<@{ALICE.id}>" in history[0]
+
+    (embed,) = report.embeds
+    assert embed["title"] == "✅ Submission #1: passed"
+    fields = {f["name"]: f["value"] for f in embed["fields"]}
+    assert "✅ seed: 4242; size: 127" in fields["✅ CPU: passed"]
+    assert "🏁 Score:" in fields["✅ CPU: passed"]
+    assert fields["Secret re-runs"] == "✅ CPU: passed"
+    assert "rank #1" in fields["Ranking"] and "new personal best" in fields["Ranking"]
+    log = report.files["submission-1.txt"].decode()
+    assert "Tests (test phase)" in log and "Benchmarks (leaderboard phase)" in log
+    assert "[CPU secret] ✅ passed" in log  # the secret run shows its verdict only
+    assert (await app.service.ranking("identity"))["CPU"][0].user == str(ALICE.id)
+
+
+async def test_a_menu_asks_for_the_gpu_when_the_leaderboard_has_several(
+    make_harness, app, clock, fake_launcher
+):
+    await create_board(app, clock, gpus=("CPU", "H100"))
+    harness = await make_harness(scheduler=True)
+    script = harness.upload("submission.py", SOLUTION)
+    reply, tasks = harness.start(
+        "leaderboard submit", script=script, leaderboard="identity", mode="test"
+    )
+    (menu,) = await harness.fake.wait_for(lambda: [m for m in reply.messages if m.components])
+    assert menu.ephemeral and "runs on several GPUs" in menu.content
+    select = menu.components[0]["components"][0]
+    assert [o["value"] for o in select["options"]] == ["CPU", "H100"]
+    assert await app.pool.fetchval("SELECT count(*) FROM submissions") == 0  # nothing yet
+
+    await harness.click(menu, "Choose one or more GPUs", values=["H100"])
+    await harness._finish(tasks, 30)
+
+    ack, status, report = status_and_report(reply)
+    assert ack is menu and "Submission #1 accepted" in ack.content and not ack.components
+    assert "✅ **H100**: passed" in status.content and "test" in status.content
+    assert report.embeds[0]["title"] == "✅ Submission #1: passed"
+    assert "Ranking" not in {f["name"] for f in report.embeds[0]["fields"]}
+    jobs = await job_store.jobs_of_submission(app.pool, 1)
+    assert [(j.gpu, j.mode) for j in jobs] == [("H100", Mode.TEST)]
+    assert len(fake_launcher.runs) == 1
+
+
+async def test_an_unanswered_gpu_menu_submits_nothing(make_harness, app, clock):
+    await create_board(app, clock, gpus=("CPU", "H100"))
+    harness = await make_harness(view_timeout=0.3)
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    message = reply.only
+    assert message.ephemeral and "No choice in time: nothing was done." in message.content
+    assert message.components == []
+    assert await app.pool.fetchval("SELECT count(*) FROM submissions") == 0
+
+
+async def test_the_file_header_names_the_leaderboard_and_gpu(make_harness, app, clock):
+    await create_board(app, clock, gpus=("CPU", "H100"))
+    harness = await make_harness(scheduler=True)
+    code = b"#!POPCORN leaderboard identity\n#!POPCORN gpu H100\n" + SOLUTION
+    script = harness.upload("submission.py", code)
+    reply = await harness.command("leaderboard submit", script=script, mode="benchmark")
+    ack, status, _ = status_and_report(reply)
+    assert "accepted" in ack.content
+    assert "→ **identity** · benchmark" in status.content
+    assert "✅ **H100**: passed" in status.content
+
+
+async def test_submissions_beyond_the_live_watch_limit_are_polled(
+    make_harness, app, clock, monkeypatch
+):
+    def no_listener(*ids):
+        raise AssertionError("a live watch was opened past the limit")
+
+    monkeypatch.setattr(app.service, "watch", no_listener)
+    await create_board(app, clock, gpus=("H100",))
+    harness = await make_harness(scheduler=True, live_watches=0, poll_interval=0.05)
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command(
+        "leaderboard submit", script=script, leaderboard="identity", mode="test"
+    )
+    _, status, report = status_and_report(reply)
+    assert "✅ **H100**: passed" in status.content and "🏁 Done in" in status.content
+    assert report.embeds[0]["title"] == "✅ Submission #1: passed"
+
+
+async def test_the_status_moves_to_the_channel_when_the_token_expires(
+    make_harness, app, clock, fake_launcher
+):
+    await create_board(app, clock, gpus=("H100",))
+    fake_launcher.polls = 10**9  # runs stay running until released below
+    harness = await make_harness(scheduler=True)
+    code = b"#!POPCORN leaderboard identity\n" + SOLUTION
+    reply, tasks = harness.start(
+        "leaderboard submit", script=harness.upload("s.py", code), mode="test"
+    )
+    await harness.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+
+    harness.fake.expire(reply.token)  # 15 minutes later…
+    for run in fake_launcher.runs.values():
+        run.polls_left = 1
+    await harness._finish(tasks, 30)
+
+    status, report = harness.fake.channel_messages()
+    assert "✅ **H100**: passed" in status.content and "🏁 Done in" in status.content
+    assert report.content == f"<@{ALICE.id}>"
+    assert report.embeds[0]["title"].startswith("✅ Submission #")
+    assert "submission-" in next(iter(report.files))
+    jobs = await job_store.jobs_of_submission(app.pool, 1)
+    assert all(j.state is JobState.FINISHED for j in jobs)
+
+
+async def test_the_bots_scheduler_resumes_jobs_left_in_flight(
+    make_harness, app, clock, fake_launcher
+):
+    """A previous bot process dispatched a job and died: this one adopts it once the lease
+    expires, re-attaches to the run and records its result once."""
+    await create_board(app, clock, gpus=("H100",))
+    receipt = await app.service.submit(
+        "identity", Submitter("9", "nine"), "s.py", SOLUTION, mode=Mode.TEST
+    )
+    fake_launcher.polls = 10**9
+    config = SchedulerConfig(lease_s=0.5, heartbeat_s=10, poll_s=0.05)
+    dead = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=config, owner="dead")
+    await dead.step()
+    await asyncio.sleep(0.2)
+    for task in list(dead._tasks.values()):
+        task.cancel()
+    (job,) = await job_store.jobs_of_submission(app.pool, receipt.submission_id)
+    assert job.state is JobState.DISPATCHED and job.lease_owner == "dead"
+    for run in fake_launcher.runs.values():
+        run.polls_left = 1
+
+    await make_harness(scheduler=True)
+    for _ in range(200):
+        (job,) = await job_store.jobs_of_submission(app.pool, receipt.submission_id)
+        if job.state is JobState.FINISHED:
+            break
+        await asyncio.sleep(0.05)
+    assert job.state is JobState.FINISHED and job.lease_owner != "dead"
+    assert sum(fake_launcher.submits.values()) == 1  # re-attached, not dispatched again

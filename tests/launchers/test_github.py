@@ -1,0 +1,376 @@
+"""The GitHub launcher through real PyGithub over HTTP against a fake GitHub whose runs execute
+the runner entrypoint: dispatch, polling costs, faults, rate limits, artifacts, re-attaching;
+and the workflows it dispatches, checked by actionlint."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cluster_manager.core.models import Mode, RunRequest, RunResult, Task, Verdict
+from cluster_manager.core.task import load_task
+from cluster_manager.errors import LauncherError
+from cluster_manager.gpus import GpuType
+from cluster_manager.launchers.base import RunState, RunTimedOutError
+from cluster_manager.launchers.github import RESULT_ARTIFACT, RUN_NAME, GitHubLauncher
+from tests.conftest import CORRECT, ROOT, make_request, write_task
+from tests.fake_github import FakeGitHub
+from tests.fake_github.server import REQUIRED_INPUTS, zip_bytes
+
+NVIDIA = GpuType(
+    "H100",
+    "github",
+    params={"workflow": "nvidia_workflow.yml", "runner_labels": ["self-hosted", "h100"]},
+)
+CANNED = RunResult(True, Verdict.PASSED, Mode.TEST, "canned result")
+POLL = 0.2
+WORKFLOWS = [
+    ROOT / ".github/workflows/nvidia_workflow.yml",
+    ROOT / ".github/workflows/amd_workflow.yml",
+]
+
+LauncherFactory = Callable[..., GitHubLauncher]
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as fake:
+        yield fake
+
+
+@pytest.fixture
+def canned(github: FakeGitHub) -> FakeGitHub:
+    """A fake whose runners take no time and answer CANNED."""
+    github.canned = CANNED
+    return github
+
+
+@pytest.fixture
+def launcher_for(github: FakeGitHub) -> Iterator[LauncherFactory]:
+    made: list[GitHubLauncher] = []
+
+    def make(tokens: tuple[str, ...] = ("t1", "t2"), **kwargs: object) -> GitHubLauncher:
+        options = {"base_url": github.base_url, "poll_interval": POLL, "write_interval": 0.0}
+        launcher = GitHubLauncher(github.full_name, tokens, **{**options, **kwargs})
+        made.append(launcher)
+        return launcher
+
+    yield make
+    for launcher in made:
+        launcher.close()
+
+
+@pytest.fixture
+def task(tmp_path: Path) -> Task:
+    return load_task(write_task(tmp_path / "identity"))
+
+
+@pytest.fixture
+def request_(task: Task) -> RunRequest:
+    return make_request(task, CORRECT)
+
+
+async def submit_and_follow(
+    launcher: GitHubLauncher, request: RunRequest, *, timeout: float = 120, **kwargs: object
+) -> RunResult | None:
+    handle = await launcher.submit(request, f"job-{uuid.uuid4().hex}", gpu=NVIDIA)
+    return await launcher.follow(handle, timeout=timeout, **kwargs)
+
+
+# --- real runs ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+async def test_a_correct_submission_runs_on_the_runner_and_passes(
+    github: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    events: list[dict] = []
+    result = await submit_and_follow(launcher_for(), request_, on_progress=events.append)
+
+    assert result is not None and result.passed, result and result.message
+    assert result.verdict is Verdict.PASSED and len(result.tests) == 2
+    (run,) = github.runs.values()
+    assert json.loads(run.inputs["runner_labels"]) == ["self-hosted", "h100"]
+    assert run.conclusion == "success"
+    assert github.count("dispatch") == 1 and github.count("blob") == 1  # followed the 302
+    assert [e["status"] for e in events][-1] == "completed"
+
+
+@pytest.mark.slow
+async def test_a_wrong_answer_comes_back_with_its_verdict(
+    github: FakeGitHub, launcher_for: LauncherFactory, task: Task
+):
+    wrong = "def custom_kernel(data):\n    return data + 1\n"
+    result = await submit_and_follow(launcher_for(), make_request(task, wrong))
+
+    assert result is not None and not result.passed
+    assert result.verdict is Verdict.WRONG_ANSWER
+    assert "mismatch" in result.message
+
+
+# --- dispatching ----------------------------------------------------------------------------
+
+
+async def test_a_dispatch_answered_without_run_details_finds_the_run_by_name(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.return_run_details = False
+    launcher = launcher_for()
+    handle = await launcher.submit(request_, "job-7-attempt-1", gpu=NVIDIA)
+
+    (run,) = canned.runs.values()
+    assert handle.external_id == str(run.id)
+    assert canned.requests("dispatch")[0].status == 204
+    assert await launcher.follow(handle, timeout=30) == CANNED
+
+
+async def test_the_same_key_submitted_twice_starts_one_run(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.queue_delay = 1.0
+    first = await launcher_for().submit(request_, "job-1-attempt-1", gpu=NVIDIA)
+    again = await launcher_for().submit(request_, "job-1-attempt-1", gpu=NVIDIA)  # a successor
+    same = await launcher_for().submit(request_, "job-1-attempt-1", gpu=NVIDIA)
+
+    assert first == again == same
+    assert canned.count("dispatch") == 1 and len(canned.runs) == 1
+
+
+async def test_an_oversized_payload_is_refused_before_any_request(
+    github: FakeGitHub, launcher_for: LauncherFactory, task: Task
+):
+    incompressible = f"# {secrets.token_urlsafe(60_000)}\n{CORRECT}"
+    with pytest.raises(LauncherError, match=r"GitHub accepts at most 65,535 — make the"):
+        await launcher_for().submit(make_request(task, incompressible), "big", gpu=NVIDIA)
+    assert github.count() == 0
+
+
+async def test_a_gpu_type_without_workflow_parameters_is_refused(
+    github: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    bare = GpuType("H100", "github")
+    with pytest.raises(LauncherError, match="no 'workflow' parameter"):
+        await launcher_for().submit(request_, "job-1", gpu=bare)
+    assert github.count() == 0
+
+
+# --- polling costs --------------------------------------------------------------------------
+
+
+async def test_many_followers_share_one_runs_list_per_poll_interval(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.queue_delay = 2.0  # in flight for ~10 poll intervals
+    launcher = launcher_for(poll_interval=0.25)
+    handles = await asyncio.gather(
+        *(launcher.submit(request_, f"job-{i}-attempt-1", gpu=NVIDIA) for i in range(20))
+    )
+    began = time.monotonic()
+    results = await asyncio.gather(*(launcher.follow(h, timeout=60) for h in handles))
+    window = time.monotonic() - began
+
+    assert results == [CANNED] * 20
+    lists = canned.count("runs", since=began)
+    assert lists <= window / 0.25 + 1, (lists, window)
+    assert canned.count("runs", since=began, status=304) >= 3  # the unchanged lists were free
+    assert canned.count("run", since=began) == 0  # every run was on the list's first page
+    assert canned.count("dispatch") == 20
+    assert canned.count("artifacts") == 20 and canned.count("zip") == 20
+    assert canned.count(since=began) == lists + 3 * 20  # plus artifacts, zip and its redirect
+
+
+async def test_a_run_missing_from_the_first_page_is_fetched_on_its_own(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    handle = await launcher_for().submit(request_, "job-old", gpu=NVIDIA)
+    inputs = {"payload": "x", "job_id": "other", "runner_labels": "[]"}
+    for _ in range(100):  # newer runs push ours off the first page
+        canned.start_run("nvidia_workflow.yml", inputs)
+    canned.wait_until(lambda: all(r.status == "completed" for r in canned.runs.values()))
+
+    fresh = launcher_for()
+    assert await fresh.follow(fresh.attach(handle.external_id), timeout=30) == CANNED
+    assert canned.count("run") >= 1
+
+
+async def test_a_run_that_fails_without_a_result_is_lost(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.fail_runs = True
+    assert await submit_and_follow(launcher_for(), request_, timeout=30) is None
+
+
+# --- faults ---------------------------------------------------------------------------------
+
+
+async def test_5xx_bursts_during_dispatch_and_polling_are_survived(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.queue_delay = 0.5
+    canned.fail_next(2, 502, route="dispatch")
+    launcher = launcher_for()
+    handle = await launcher.submit(request_, "job-5xx", gpu=NVIDIA)
+    canned.fail_next(3, 503, route="runs")
+    canned.fail_next(1, 500, route="zip")
+
+    assert await launcher.follow(handle, timeout=60) == CANNED
+    assert canned.count("dispatch", status=502) == 2 and len(canned.runs) == 1
+    assert canned.count("runs", status=503) == 3 and canned.count("zip", status=500) == 1
+
+
+async def test_a_rate_limited_token_is_set_aside_for_the_next(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.rate_limit_for(30, token="t1")
+    result = await submit_and_follow(launcher_for(("t1", "t2")), request_, timeout=30)
+
+    assert result == CANNED
+    assert len(canned.requests(status=403)) == 1  # t1 is not asked again before its reset
+    assert {r.token for r in canned.requests() if r.status < 400} == {"t2"}
+
+
+@pytest.mark.parametrize("secondary", [False, True], ids=["primary", "secondary"])
+async def test_a_single_rate_limited_token_waits_for_the_reset(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, secondary: bool
+):
+    canned.rate_limit_for(1.2, secondary=secondary)
+    began = time.monotonic()
+    result = await submit_and_follow(launcher_for(("t1",)), request_, timeout=30)
+
+    assert result == CANNED
+    assert time.monotonic() - began >= 1.0
+    assert len(canned.requests(status=403)) <= 2  # waited instead of hammering
+
+
+async def test_every_token_limited_for_too_long_is_an_error(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.rate_limit_for(600)
+    launcher = launcher_for(("t1", "t2"), max_rate_limit_wait=5)
+    with pytest.raises(LauncherError, match="rate-limited for another"):
+        await launcher.submit(request_, "job-limited", gpu=NVIDIA)
+    assert len(canned.requests(status=403)) == 2
+
+
+async def test_a_run_stuck_in_the_queue_is_cancelled_at_the_timeout(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    canned.stuck = True
+    with pytest.raises(RunTimedOutError):
+        await submit_and_follow(launcher_for(), request_, timeout=1.0)
+
+    assert canned.count("cancel") == 1
+    (run,) = canned.runs.values()
+    assert (run.status, run.conclusion) == ("completed", "cancelled")
+
+
+@pytest.mark.parametrize(
+    ("artifact", "message"),
+    [
+        (b"this is not a zip", "not a valid zip"),
+        (zip_bytes({"other.txt": b"{}"}), "holds no result.json"),
+        (zip_bytes({"result.json": b"{not json"}), "result.json is not valid JSON"),
+        (zip_bytes({"result.json": b'{"passed": true}'}), "not a valid run result"),
+    ],
+    ids=["garbage", "no-result-json", "invalid-json", "not-a-run-result"],
+)
+async def test_a_corrupt_artifact_is_a_clear_error(
+    canned: FakeGitHub,
+    launcher_for: LauncherFactory,
+    request_: RunRequest,
+    artifact: bytes,
+    message: str,
+):
+    canned.artifact_override = artifact
+    with pytest.raises(LauncherError, match=message):
+        await submit_and_follow(launcher_for(), request_, timeout=30)
+
+
+# --- re-attaching ---------------------------------------------------------------------------
+
+
+async def test_a_fresh_launcher_attaches_to_a_finished_run(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    handle = await launcher_for().submit(request_, "job-3-attempt-1", gpu=NVIDIA)
+    canned.wait_until(lambda: all(r.status == "completed" for r in canned.runs.values()))
+
+    by_id = launcher_for()  # as if the process had restarted
+    attached = by_id.attach(handle.external_id)
+    assert await by_id.states([attached]) == {handle.external_id: RunState.FINISHED}
+    assert await by_id.result(attached) == CANNED
+
+    by_key = launcher_for()  # a worker that died before learning the run id
+    keyed, unknown = by_key.attach("job-3-attempt-1"), by_key.attach("job-3-attempt-2")
+    assert await by_key.states([keyed, unknown]) == {
+        "job-3-attempt-1": RunState.FINISHED,
+        "job-3-attempt-2": RunState.LOST,
+    }
+    assert await by_key.result(keyed) == CANNED
+
+
+async def test_cancelling_a_finished_run_is_harmless(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+):
+    launcher = launcher_for()
+    handle = await launcher.submit(request_, "job-done", gpu=NVIDIA)
+    canned.wait_until(lambda: all(r.status == "completed" for r in canned.runs.values()))
+    await launcher.cancel(handle)
+    assert canned.requests("cancel")[0].status == 409
+
+
+def test_requests_without_a_token_are_refused(github: FakeGitHub):
+    reply = github.handle("GET", f"/repos/{github.full_name}/actions/runs", {}, b"")
+    assert reply.status == 401
+
+
+# --- the workflows --------------------------------------------------------------------------
+
+
+def _actionlint() -> str | None:
+    beside_python = Path(sys.executable).with_name("actionlint")
+    return str(beside_python) if beside_python.exists() else shutil.which("actionlint")
+
+
+def test_the_workflows_pass_actionlint():
+    binary = _actionlint()
+    if binary is None:
+        if os.environ.get("CI"):
+            pytest.fail("actionlint is missing: install the dev requirements")
+        pytest.skip("actionlint is not installed")
+    linted = subprocess.run(
+        [binary, "-no-color", *map(str, WORKFLOWS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert linted.returncode == 0, linted.stdout + linted.stderr
+
+
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_the_workflows_match_what_the_launcher_expects(path: Path):
+    text = path.read_text()
+    workflow = yaml.safe_load(text)
+    trigger = workflow.get("on", workflow.get(True))  # YAML 1.1 reads `on` as true
+    inputs = trigger["workflow_dispatch"]["inputs"]
+
+    assert set(inputs) == set(REQUIRED_INPUTS)
+    assert all(spec["required"] for spec in inputs.values())
+    assert workflow["run-name"] == RUN_NAME.format(key="${{ inputs.job_id }}")
+    steps = workflow["jobs"]["run"]["steps"]
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["with"]["name"] == RESULT_ARTIFACT and upload["if"] == "always()"
+    assert "inputs.payload" not in text  # read from the event file, never interpolated

@@ -1,0 +1,141 @@
+"""The local launcher: submit, follow with progress, re-attach from a new process, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.core.models import Mode, Verdict
+from cluster_manager.core.task import load_task
+from cluster_manager.launchers.base import RunState, RunTimedOutError
+from cluster_manager.launchers.local import LocalLauncher
+from tests.conftest import CORRECT, make_request, processes_with, write_task
+
+
+def test_submit_follow_and_progress(tmp_path: Path):
+    task = load_task(write_task(tmp_path / "t"))
+    launcher = LocalLauncher(tmp_path / "runs")
+    events = []
+
+    async def go():
+        handle = await launcher.submit(
+            make_request(task, CORRECT, Mode.BENCHMARK), uuid.uuid4().hex
+        )
+        return await launcher.follow(handle, timeout=120, on_progress=events.append)
+
+    result = asyncio.run(go())
+    assert result is not None and result.passed, result and result.message
+    phases = [e["phase"] for e in events if e["event"] == "phase"]
+    assert phases == ["test", "benchmark"]
+    assert [e["verdict"] for e in events if e["event"] == "phase_done"] == ["passed", "passed"]
+
+
+def test_a_new_launcher_reattaches_by_external_id(tmp_path: Path):
+    task = load_task(write_task(tmp_path / "t"))
+    runs = tmp_path / "runs"
+
+    async def start():
+        first = LocalLauncher(runs)
+        handle = await first.submit(make_request(task, CORRECT), "run-1")
+        await first.wait(handle)
+        return handle.external_id
+
+    external_id = asyncio.run(start())
+
+    async def reattach():
+        second = LocalLauncher(runs)  # as if the process had restarted
+        handle = second.attach(external_id)
+        states = await second.states([handle])
+        return states[external_id], await second.result(handle)
+
+    state, result = asyncio.run(reattach())
+    assert state is RunState.FINISHED
+    assert result.passed
+
+
+def _spinner(marker: str) -> str:
+    """A kernel that starts a marked child process and then never returns."""
+    return (
+        "import subprocess, sys\n"
+        "def custom_kernel(d):\n"
+        "    subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', "
+        f"{marker!r}])\n"
+        "    while True:\n"
+        "        pass\n"
+    )
+
+
+def test_cancel_kills_the_whole_tree_and_unknown_ids_are_lost(tmp_path: Path):
+    marker = f"cm-cancel-{uuid.uuid4().hex}"
+    task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 60}))
+    launcher = LocalLauncher(tmp_path / "runs")
+
+    async def go():
+        handle = await launcher.submit(make_request(task, _spinner(marker)), uuid.uuid4().hex)
+        for _ in range(100):  # until the kernel is spinning
+            await asyncio.sleep(0.2)
+            if processes_with(marker):
+                break
+        running = (await launcher.states([handle]))[handle.external_id]
+        await launcher.cancel(handle)
+        after = (await launcher.states([handle]))[handle.external_id]
+        ghost = launcher.attach("0" * 32)
+        return running, after, (await launcher.states([ghost]))[ghost.external_id]
+
+    running, after, ghost = asyncio.run(go())
+    assert running is RunState.RUNNING
+    assert after is RunState.LOST
+    assert ghost is RunState.LOST
+    time.sleep(0.3)
+    assert processes_with(marker) == []
+
+
+def test_follow_gives_up_and_cancels_after_its_timeout(tmp_path: Path):
+    task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 60}))
+    launcher = LocalLauncher(tmp_path / "runs")
+
+    async def go():
+        handle = await launcher.submit(
+            make_request(task, "def custom_kernel(d):\n    while True:\n        pass\n"),
+            uuid.uuid4().hex,
+        )
+        with pytest.raises(RunTimedOutError, match="no result within 2 s"):
+            await launcher.follow(handle, timeout=2)
+        return (await launcher.states([handle]))[handle.external_id]
+
+    assert asyncio.run(go()) is RunState.LOST
+
+
+def test_verdicts_arrive_through_the_launcher(tmp_path: Path):
+    task = load_task(write_task(tmp_path / "t"))
+    launcher = LocalLauncher(tmp_path / "runs")
+
+    async def go():
+        handle = await launcher.submit(
+            make_request(task, "def custom_kernel(d):\n    return d*2\n"), uuid.uuid4().hex
+        )
+        return await launcher.follow(handle, timeout=60)
+
+    result = asyncio.run(go())
+    assert result is not None and result.verdict is Verdict.WRONG_ANSWER
+
+
+def test_submitting_the_same_key_twice_starts_one_run(tmp_path: Path):
+    task = load_task(write_task(tmp_path / "t"))
+    launcher = LocalLauncher(tmp_path / "runs")
+
+    async def go():
+        request = make_request(task, CORRECT)
+        first = await launcher.submit(request, "job-7-1")
+        again = await LocalLauncher(tmp_path / "runs").submit(request, "job-7-1")
+        result = await launcher.follow(first, timeout=60)
+        return first, again, result
+
+    first, again, result = asyncio.run(go())
+    assert first == again
+    assert result is not None and result.passed
+    assert [p.name for p in (tmp_path / "runs").iterdir()] == ["job-7-1"]

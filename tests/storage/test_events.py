@@ -1,0 +1,187 @@
+"""Watching a submission: its current state first, then its own events, until every job ended."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from cluster_manager.core.records import JobEvent, JobState
+from cluster_manager.service import NotFoundError
+from cluster_manager.storage import jobs as job_store
+from tests.storage.helpers import (
+    BOB,
+    OWNER,
+    board_with_submission,
+    claim_submission,
+    finish_job,
+    finish_submission,
+    make_board,
+    submit,
+)
+
+
+async def next_event(watch: AsyncIterator[JobEvent], timeout: float = 10) -> JobEvent:
+    return await asyncio.wait_for(anext(watch), timeout)
+
+
+async def rest_of(watch: AsyncIterator[JobEvent], timeout: float = 15) -> list[JobEvent]:
+    async def drain() -> list[JobEvent]:
+        return [event async for event in watch]
+
+    return await asyncio.wait_for(drain(), timeout)
+
+
+def finished(job, verdict: str | None = "passed") -> JobEvent:
+    return JobEvent(job.id, job.submission_id, job.gpu, job.secret, "finished", verdict=verdict)
+
+
+async def test_watch_yields_the_state_then_own_events_until_done(service, pool):
+    await make_board(service)
+    other = await submit(service, user=BOB)  # two CPU jobs ahead of ours
+    receipt = await submit(service)
+    public, secret = sorted(receipt.jobs, key=lambda j: j.id)
+    watch = service.watch(receipt.submission_id)
+    try:
+        assert await next_event(watch) == JobEvent(
+            public.id, receipt.submission_id, "CPU", False, "queued", position=3
+        )
+        assert await next_event(watch) == JobEvent(
+            secret.id, receipt.submission_id, "CPU", True, "queued", position=4
+        )
+        # Another submission's events are not ours: the next event we get is our own.
+        for job in other.jobs:
+            await job_store.publish(
+                pool, JobEvent(job.id, other.submission_id, "CPU", job.secret, "running")
+            )
+        running = JobEvent(
+            public.id, receipt.submission_id, "CPU", False, "running", detail="test: 3 case(s)"
+        )
+        await job_store.publish(pool, running)
+        assert await next_event(watch) == running
+
+        assert await finish_job(pool, public, True, 1.0)
+        await job_store.publish(pool, finished(public))
+        await job_store.publish(pool, finished(other.jobs[0]))
+        assert await next_event(watch) == finished(public)
+
+        # The last job ends: the watch ends with it, without waiting for a re-read.
+        assert await finish_job(pool, secret, True, 1.0)
+        began = time.monotonic()
+        await job_store.publish(pool, finished(secret))
+        assert await rest_of(watch) == [finished(secret)]
+        assert time.monotonic() - began < 4
+    finally:
+        await watch.aclose()
+
+
+async def test_watch_ends_by_rereading_when_the_notification_is_missed(service, pool):
+    _, receipt = await board_with_submission(service, gpus=["CPU", "H100"])
+    jobs = sorted(receipt.jobs, key=lambda j: j.id)
+    watch = service.watch(receipt.submission_id)
+    try:
+        snapshot = [await next_event(watch) for _ in jobs]
+        assert [(e.job_id, e.state, e.position) for e in snapshot] == [
+            (jobs[0].id, "queued", 1),
+            (jobs[1].id, "queued", 2),
+            (jobs[2].id, "queued", 1),
+            (jobs[3].id, "queued", 2),
+        ]
+        # Everything ends in the database only; nobody publishes a word about it.
+        claimed = await claim_submission(pool, receipt.submission_id)
+        cpu_public = claimed[("CPU", False)]
+        await job_store.release(
+            pool, job_id=cpu_public.id, owner=OWNER, error="launcher gone", retry=False
+        )
+        for key, job in claimed.items():
+            if key != ("CPU", False):
+                assert await finish_job(pool, job, True, 1.0)
+        began = time.monotonic()
+        events = await rest_of(watch, timeout=15)
+        assert time.monotonic() - began < 9
+    finally:
+        await watch.aclose()
+    assert sorted(events, key=lambda e: e.job_id) == [
+        JobEvent(jobs[0].id, receipt.submission_id, "CPU", False, "failed", "launcher gone"),
+        JobEvent(jobs[1].id, receipt.submission_id, "CPU", True, "finished", verdict="passed"),
+        JobEvent(jobs[2].id, receipt.submission_id, "H100", False, "finished", verdict="passed"),
+        JobEvent(jobs[3].id, receipt.submission_id, "H100", True, "finished", verdict="passed"),
+    ]
+
+
+async def test_watch_of_a_finished_submission_ends_at_once(service, pool):
+    _, receipt = await board_with_submission(service)
+    await finish_submission(pool, receipt, 1.0, secret_passed=False)
+    began = time.monotonic()
+    events = await rest_of(service.watch(receipt.submission_id), timeout=4)
+    assert time.monotonic() - began < 3
+    by_secret = {e.secret: e for e in events}
+    assert len(events) == 2
+    assert (by_secret[False].state, by_secret[False].verdict) == ("finished", "passed")
+    assert (by_secret[True].state, by_secret[True].verdict) == ("finished", "wrong_answer")
+    assert all(e.position is None for e in events)
+
+
+async def test_watch_of_several_submissions(service, pool):
+    await make_board(service)
+    first = await submit(service)
+    second = await submit(service, user=BOB)
+    await finish_submission(pool, first, 1.0)
+    watch = service.watch(first.submission_id, second.submission_id)
+    try:
+        snapshot = [await next_event(watch) for _ in range(4)]
+        assert [(e.submission_id, e.state) for e in snapshot] == [
+            (first.submission_id, "finished"),
+            (first.submission_id, "finished"),
+            (second.submission_id, "queued"),
+            (second.submission_id, "queued"),
+        ]
+        assert [e.position for e in snapshot[2:]] == [1, 2]
+        for job in second.jobs:
+            assert await finish_job(pool, job, True, 2.0)
+            await job_store.publish(pool, finished(job))
+        assert await rest_of(watch, timeout=4) == [
+            finished(j) for j in sorted(second.jobs, key=lambda j: j.id)
+        ]
+    finally:
+        await watch.aclose()
+
+
+async def test_failed_event_ends_the_watch(service, pool):
+    _, receipt = await board_with_submission(service)
+    watch = service.watch(receipt.submission_id)
+    try:
+        for _ in receipt.jobs:
+            assert (await next_event(watch)).state == "queued"
+        claimed = await claim_submission(pool, receipt.submission_id)
+        for job in claimed.values():
+            state = await job_store.release(
+                pool, job_id=job.id, owner=OWNER, error="gave up", retry=False
+            )
+            assert state is JobState.FAILED
+            await job_store.publish(
+                pool,
+                JobEvent(job.id, job.submission_id, job.gpu, job.secret, "failed", "gave up"),
+            )
+        events = await rest_of(watch, timeout=4)
+        assert [(e.state, e.detail) for e in events] == [("failed", "gave up")] * 2
+    finally:
+        await watch.aclose()
+
+
+async def test_watch_of_an_unknown_submission_is_not_found(service):
+    await make_board(service)
+    with pytest.raises(NotFoundError):
+        await next_event(service.watch(999_999))
+
+
+async def test_closing_a_watch_early_gives_its_connection_back(service, pool):
+    _, receipt = await board_with_submission(service)
+    for _ in range(pool.get_max_size() + 2):
+        watch = service.watch(receipt.submission_id)
+        await next_event(watch)
+        await watch.aclose()
+    # Still usable: no connection was leaked by the abandoned watches.
+    assert await asyncio.wait_for(pool.fetchval("SELECT 1"), 5) == 1

@@ -1,0 +1,502 @@
+"""Leaderboards: creation rules, what is stored, listing, name search, deletion, task files."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from cluster_manager.core.records import InvalidNameError, check_leaderboard_name
+from cluster_manager.core.task import load_task
+from cluster_manager.errors import ClusterManagerError
+from cluster_manager.gpus import UnknownGpuError
+from cluster_manager.service import (
+    AlreadyExistsError,
+    GpuNotAllowedError,
+    InvalidDeadlineError,
+    NotFoundError,
+    PermissionDeniedError,
+    Submitter,
+    parse_deadline,
+)
+from cluster_manager.storage import leaderboards as lb_store
+from tests.conftest import EXAMPLES, write_task
+from tests.storage.helpers import (
+    ALICE,
+    BOB,
+    CAROL,
+    DEADLINE,
+    TABLES,
+    count_rows,
+    finish_submission,
+    identity_task,
+    make_board,
+    rows_of_board,
+    submit,
+)
+
+# --- names ------------------------------------------------------------------------------------
+
+
+BAD_NAMES = [
+    "a" * 65,
+    "Upper",
+    "has space",
+    "a/b",
+    "..",
+    "",
+    "-leading",
+    "_leading",
+    "dot.name",
+    "tab\tname",
+    "trailing\n",
+    "ümlaut",
+    "a%b",
+]
+
+
+async def test_create_refuses_bad_names_and_stores_nothing(service, pool):
+    for name in BAD_NAMES:
+        with pytest.raises(InvalidNameError):
+            await make_board(service, name)
+    assert await count_rows(pool, "leaderboards", "leaderboard_gpus", "templates") == {
+        "leaderboards": 0,
+        "leaderboard_gpus": 0,
+        "templates": 0,
+    }
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_bad_names_are_refused_by_the_name_check(name):
+    with pytest.raises(InvalidNameError):
+        check_leaderboard_name(name)
+
+
+async def test_create_accepts_good_names(service):
+    names = ["a", "a" * 64, "0-start", "snake_case-and-dash", "x1_2-3"]
+    for name in names:
+        board = await make_board(service, name)
+        assert board.name == name
+        assert (await service.leaderboard(name)).id == board.id
+    assert sorted(await service.leaderboard_names()) == sorted(names)
+
+
+def test_name_length_message_gives_the_limit():
+    with pytest.raises(InvalidNameError, match="65 characters long; the limit is 64"):
+        check_leaderboard_name("a" * 65)
+
+
+@given(st.from_regex(r"[a-z0-9][a-z0-9_\-]{0,63}", fullmatch=True))
+def test_every_name_of_the_allowed_alphabet_is_accepted(name):
+    assert check_leaderboard_name(name) == name
+
+
+@given(
+    st.text(min_size=1, max_size=64).filter(
+        lambda s: any(c not in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in s)
+    )
+)
+def test_every_name_with_another_character_is_refused(name):
+    with pytest.raises(InvalidNameError):
+        check_leaderboard_name(name)
+
+
+# --- creation rules -------------------------------------------------------------------------
+
+
+async def test_duplicate_name_is_refused_and_the_first_is_untouched(service, pool, tmp_path):
+    first = await make_board(service, "dup", gpus=["CPU"], rate_limit_per_hour=5)
+    before = await count_rows(pool)
+    other_task = load_task(write_task(tmp_path / "other"))
+    with pytest.raises(AlreadyExistsError, match="dup"):
+        await make_board(
+            service,
+            "dup",
+            gpus=["H100", "CPU"],
+            task=other_task,
+            creator=BOB,
+            rate_limit_per_hour=9,
+        )
+    assert await count_rows(pool) == before  # not even the creator was stored
+    again = await service.leaderboard("dup")
+    assert again == first
+    assert again.gpus == ("CPU",)
+    assert again.task == identity_task()
+    assert await service.templates("dup") == identity_task().templates
+
+
+async def test_concurrent_creation_of_one_name_stores_it_once(service, pool):
+    outcomes = await asyncio.gather(
+        *(make_board(service, "race", gpus=["CPU"]) for _ in range(5)),
+        return_exceptions=True,
+    )
+    created = [o for o in outcomes if not isinstance(o, BaseException)]
+    refused = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(created) == 1
+    assert len(refused) == 4
+    assert all(isinstance(e, AlreadyExistsError) for e in refused)
+    assert await count_rows(pool, "leaderboards", "leaderboard_gpus") == {
+        "leaderboards": 1,
+        "leaderboard_gpus": 1,
+    }
+
+
+async def test_deadline_in_the_past_is_refused(service, pool):
+    for deadline in [
+        datetime(2030, 1, 1, 11, 59, tzinfo=UTC),
+        datetime(2030, 1, 1, 12, 0, tzinfo=UTC),  # exactly now is not in the future
+        datetime(2029, 6, 1, tzinfo=UTC),
+        # 13:00 at +02:00 is 11:00 UTC: already past although the wall time looks later.
+        datetime(2030, 1, 1, 13, 0, tzinfo=timezone(timedelta(hours=2))),
+    ]:
+        with pytest.raises(InvalidDeadlineError, match="already passed"):
+            await make_board(service, deadline=deadline)
+    assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
+
+
+async def test_deadline_just_after_now_is_accepted(service, clock):
+    board = await make_board(service, deadline=clock.now + timedelta(seconds=1))
+    assert board.deadline == clock.now + timedelta(seconds=1)
+
+
+async def test_naive_deadline_is_refused(service, pool):
+    with pytest.raises(InvalidDeadlineError, match="time zone"):
+        await make_board(service, deadline=datetime(2031, 1, 1))
+    assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
+
+
+async def test_unknown_gpu_is_refused(service, pool):
+    with pytest.raises(UnknownGpuError, match="A100"):
+        await make_board(service, gpus=["CPU", "A100"])
+    assert await count_rows(pool, "leaderboards", "leaderboard_gpus") == {
+        "leaderboards": 0,
+        "leaderboard_gpus": 0,
+    }
+
+
+async def test_gpu_listed_twice_is_refused(service, pool):
+    with pytest.raises(GpuNotAllowedError, match="twice"):
+        await make_board(service, gpus=["CPU", "H100", "CPU"])
+    assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
+
+
+async def test_zero_gpus_are_refused(service, pool):
+    with pytest.raises(GpuNotAllowedError, match="at least one GPU"):
+        await make_board(service, gpus=[])
+    assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
+
+
+async def test_rate_limit_must_be_positive(service, pool):
+    for limit in (0, -1, -30):
+        with pytest.raises(ClusterManagerError, match="rate limit"):
+            await make_board(service, rate_limit_per_hour=limit)
+    assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
+
+
+# --- what is stored ---------------------------------------------------------------------------
+
+
+async def test_created_leaderboard_round_trips(service, pool, clock):
+    task = identity_task()
+    board = await make_board(
+        service, "ident", gpus=["H100", "CPU"], creator=ALICE, rate_limit_per_hour=7
+    )
+    assert board.name == "ident"
+    assert board.deadline == DEADLINE
+    assert board.task == task
+    assert board.description == task.description != ""
+    assert board.gpus == ("CPU", "H100")
+    assert board.creator == "alice"
+    assert board.rate_limit_per_hour == 7
+    assert board.is_open(clock.now)
+    assert not board.is_open(DEADLINE)
+    # Read back through every path, it is the same leaderboard.
+    assert await lb_store.get_leaderboard_by_id(pool, board.id) == board
+    assert await service.leaderboard("ident") == board
+    rows = await pool.fetch(
+        "SELECT gpu FROM leaderboard_gpus WHERE leaderboard_id = $1 ORDER BY gpu", board.id
+    )
+    assert [r["gpu"] for r in rows] == ["CPU", "H100"]
+    templates = await pool.fetch(
+        "SELECT language, code FROM templates WHERE leaderboard_id = $1", board.id
+    )
+    assert {r["language"]: r["code"] for r in templates} == task.templates
+    assert task.templates["Python"] == (EXAMPLES / "identity_py" / "template.py").read_text()
+    creator = await pool.fetchrow("SELECT external_id, name FROM users")
+    assert (creator["external_id"], creator["name"]) == ("alice", "Alice")
+
+
+async def test_every_example_task_round_trips(service):
+    examples = ["identity_py", "vectoradd_py", "vectoradd_cu", "softmax_py", "allreduce_py"]
+    for example in examples:
+        task = load_task(EXAMPLES / example)
+        name = example.replace("_", "-")
+        await make_board(service, name, task=task)
+        stored = (await service.leaderboard(name)).task
+        assert stored == task, example
+        assert stored.lang == task.lang
+    cuda = (await service.leaderboard("vectoradd-cu")).task.cuda
+    assert cuda is not None
+    assert cuda.sources == ("eval.cu", "submission.cu")
+    assert (await service.leaderboard("allreduce-py")).task.multi_gpu
+
+
+async def test_secret_seed_is_stored_and_differs_between_leaderboards(service, pool):
+    first = await make_board(service, "one")
+    second = await make_board(service, "two")
+    seeds = {
+        await lb_store.secret_seed(pool, first.id),
+        await lb_store.secret_seed(pool, second.id),
+    }
+    assert all(0 <= s < 2**31 for s in seeds)
+    assert len(seeds) == 2  # 1 in 2**31 to collide
+
+
+async def test_default_rate_limit_is_null(service, pool):
+    board = await make_board(service)
+    assert board.rate_limit_per_hour is None
+    assert board.creator is None
+    stored = await pool.fetchval("SELECT rate_limit_per_hour FROM leaderboards")
+    assert stored is None
+
+
+async def test_task_without_templates_stores_none(service, pool, tmp_path):
+    task = load_task(write_task(tmp_path / "plain"))
+    assert task.templates == {}
+    await make_board(service, "plain", task=task)
+    assert await service.templates("plain") == {}
+    assert await count_rows(pool, "templates") == {"templates": 0}
+
+
+async def test_unknown_leaderboard_is_not_found(service):
+    with pytest.raises(NotFoundError, match="nope"):
+        await service.leaderboard("nope")
+    for call in (
+        service.templates,
+        service.task_files,
+        service.ranking,
+        service.delete_leaderboard,
+    ):
+        with pytest.raises(NotFoundError):
+            await call("nope")
+
+
+# --- listing and name search ------------------------------------------------------------------
+
+
+async def test_list_orders_by_deadline_and_counts_submissions(service, clock):
+    await make_board(service, "late", deadline=datetime(2032, 1, 1, tzinfo=UTC), gpus=["H100"])
+    await make_board(service, "early", deadline=datetime(2030, 6, 1, tzinfo=UTC))
+    await make_board(service, "b-middle", deadline=datetime(2031, 1, 1, tzinfo=UTC))
+    await make_board(
+        service, "a-middle", deadline=datetime(2031, 1, 1, tzinfo=UTC), gpus=["H100", "CPU"]
+    )
+    await submit(service, "early", ALICE)
+    await submit(service, "early", BOB)
+    await submit(service, "a-middle", ALICE, gpus=["CPU", "H100"])
+    summaries = await service.list_leaderboards()
+    assert [s.name for s in summaries] == ["early", "a-middle", "b-middle", "late"]
+    by_name = {s.name: s for s in summaries}
+    assert by_name["early"].submissions == 2
+    assert by_name["a-middle"].submissions == 1  # one submission, however many GPUs
+    assert by_name["b-middle"].submissions == 0
+    assert by_name["late"].submissions == 0
+    assert by_name["a-middle"].gpus == ("CPU", "H100")
+    assert by_name["late"].gpus == ("H100",)
+    assert by_name["early"].deadline == datetime(2030, 6, 1, tzinfo=UTC)
+
+
+async def test_list_is_empty_without_leaderboards(service):
+    assert await service.list_leaderboards() == []
+    assert await service.leaderboard_names() == []
+
+
+async def test_names_by_prefix(service):
+    for name in ["abc", "abd", "ab", "b-ab", "xyz"]:
+        await make_board(service, name)
+    assert await service.leaderboard_names() == ["ab", "abc", "abd", "b-ab", "xyz"]
+    assert await service.leaderboard_names("ab") == ["ab", "abc", "abd"]
+    assert await service.leaderboard_names("abc") == ["abc"]
+    assert await service.leaderboard_names("abcd") == []
+    assert await service.leaderboard_names("b") == ["b-ab"]
+
+
+async def test_names_treat_underscore_and_percent_literally(service):
+    for name in ["ab_1", "abx1", "ab-1", "a_"]:
+        await make_board(service, name)
+    assert await service.leaderboard_names("ab_") == ["ab_1"]
+    assert await service.leaderboard_names("a_") == ["a_"]
+    assert await service.leaderboard_names("%") == []
+    assert await service.leaderboard_names("a%") == []
+    assert await service.leaderboard_names("_") == []
+    assert await service.leaderboard_names("\\") == []
+
+
+async def test_names_are_limited(service, pool):
+    names = [f"board-{i:02d}" for i in range(30)]
+    for name in names:
+        await make_board(service, name)
+    assert await service.leaderboard_names("board") == names[:25]
+    assert await lb_store.leaderboard_names(pool, "board-2", limit=3) == names[20:23]
+
+
+# --- deletion ---------------------------------------------------------------------------------
+
+
+async def _two_busy_boards(service, pool):
+    keep = await make_board(service, "keep", gpus=["CPU", "H100"])
+    gone = await make_board(service, "gone", gpus=["CPU", "H100"], creator=CAROL)
+    shared_code = "def custom_kernel(data):\n    return data.clone()  # shared\n"
+    for board in ("keep", "gone"):
+        for user, score in ((ALICE, 1.0), (BOB, 2.0)):
+            receipt = await submit(service, board, user, gpus=["CPU", "H100"])
+            await finish_submission(pool, receipt, score)
+        await submit(service, board, ALICE, gpus=["CPU"], code=shared_code)  # left queued
+    return keep, gone
+
+
+async def test_delete_removes_everything_of_that_leaderboard_only(service, pool):
+    keep, gone = await _two_busy_boards(service, pool)
+    before_total = await count_rows(pool)
+    before_keep = await rows_of_board(pool, keep.id)
+    before_gone = await rows_of_board(pool, gone.id)
+    assert before_gone == {
+        "leaderboards": 1,
+        "leaderboard_gpus": 2,
+        "templates": 1,
+        "submissions": 3,
+        "jobs": 2 * 4 + 2,
+        "runs": 2 * 4,
+        "rankings": 2 * 2,
+    }
+    assert before_keep == before_gone
+
+    await service.delete_leaderboard("gone")
+
+    assert await rows_of_board(pool, gone.id) == dict.fromkeys(before_gone, 0)
+    assert await rows_of_board(pool, keep.id) == before_keep
+    after_total = await count_rows(pool)
+    expected = {t: before_total[t] - before_gone.get(t, 0) for t in TABLES}
+    expected["users"] = before_total["users"]  # people stay
+    expected["code_files"] = before_total["code_files"]  # files may be shared
+    assert after_total == expected
+    with pytest.raises(NotFoundError):
+        await service.leaderboard("gone")
+    assert [s.name for s in await service.list_leaderboards()] == ["keep"]
+    ranking = await service.ranking("keep")
+    assert [e.user for e in ranking["CPU"]] == ["alice", "bob"]
+    assert [e.user for e in ranking["H100"]] == ["alice", "bob"]
+
+
+async def test_name_is_free_again_after_delete(service, pool):
+    await make_board(service, "again", gpus=["CPU"])
+    await service.delete_leaderboard("again")
+    board = await make_board(service, "again", gpus=["H100"])
+    assert board.gpus == ("H100",)
+    assert await count_rows(pool, "leaderboard_gpus") == {"leaderboard_gpus": 1}
+
+
+async def test_non_admin_creator_may_delete(service):
+    await make_board(service, "mine", creator=ALICE)
+    await service.delete_leaderboard("mine", actor=Submitter("alice", "renamed"), admin=False)
+    with pytest.raises(NotFoundError):
+        await service.leaderboard("mine")
+
+
+async def test_other_non_admin_may_not_delete(service, pool):
+    await make_board(service, "mine", creator=ALICE)
+    await submit(service, "mine", ALICE)
+    before = await count_rows(pool)
+    for actor in (BOB, None, Submitter("Alice", "Alice")):
+        with pytest.raises(PermissionDeniedError):
+            await service.delete_leaderboard("mine", actor=actor, admin=False)
+    assert await count_rows(pool) == before
+    assert (await service.leaderboard("mine")).creator == "alice"
+
+
+async def test_non_admin_may_not_delete_a_leaderboard_without_creator(service):
+    await make_board(service, "orphan")
+    with pytest.raises(PermissionDeniedError):
+        await service.delete_leaderboard("orphan", actor=ALICE, admin=False)
+    await service.leaderboard("orphan")
+
+
+async def test_admin_may_delete_what_others_created(service):
+    await make_board(service, "theirs", creator=ALICE)
+    await service.delete_leaderboard("theirs", actor=BOB, admin=True)
+    with pytest.raises(NotFoundError):
+        await service.leaderboard("theirs")
+
+
+# --- task files and templates -----------------------------------------------------------------
+
+
+async def test_task_files_exclude_the_submission_slot(service):
+    task = identity_task()
+    await make_board(service, "files")
+    files = await service.task_files("files")
+    assert task.submission_name == "submission.py"
+    assert set(files) == {"task.py", "reference.py", "utils.py"}
+    assert files["task.py"] == (EXAMPLES / "identity_py" / "task.py").read_text()
+    assert files["utils.py"] == (EXAMPLES / "utils.py").read_text()
+    assert files == {f.name: f.content for f in task.files if not f.is_submission}
+
+
+async def test_templates_come_from_the_task(service, tmp_path: Path):
+    task = load_task(write_task(tmp_path / "tmpl", extra={"templates": {"Python": "reference.py"}}))
+    await make_board(service, "tmpl", task=task)
+    templates = await service.templates("tmpl")
+    assert templates == {"Python": (tmp_path / "tmpl" / "reference.py").read_text()}
+    templates["Python"] = "changed"  # a copy: the stored task is not touched
+    assert (await service.templates("tmpl"))["Python"] != "changed"
+
+
+# --- parse_deadline ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("2031-05-06T07:08:09+00:00", datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)),
+        ("2031-05-06T07:08:09+02:00", datetime(2031, 5, 6, 5, 8, 9, tzinfo=UTC)),
+        ("2031-05-06T07:08:09-05:30", datetime(2031, 5, 6, 12, 38, 9, tzinfo=UTC)),
+        ("2031-05-06T07:08:09Z", datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)),
+        ("2031-05-06T07:08:09", datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)),
+        ("2031-05-06 07:08", datetime(2031, 5, 6, 7, 8, tzinfo=UTC)),
+        ("2031-05-06", datetime(2031, 5, 6, tzinfo=UTC)),
+        ("  2031-05-06T07:08:09Z\n", datetime(2031, 5, 6, 7, 8, 9, tzinfo=UTC)),
+    ],
+)
+def test_parse_deadline(raw, expected):
+    parsed = parse_deadline(raw)
+    assert parsed == expected
+    assert parsed.tzinfo is not None
+
+
+def test_parse_deadline_keeps_the_given_offset():
+    parsed = parse_deadline("2031-05-06T07:08:09+02:00")
+    assert parsed.utcoffset() == timedelta(hours=2)
+    assert parse_deadline("2031-05-06T07:08:09").utcoffset() == timedelta(0)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["", "   ", "tomorrow", "2031-13-01", "2031-02-30T00:00", "31/12/2031", "2031-05-06T25:00"],
+)
+def test_parse_deadline_refuses_garbage(raw):
+    with pytest.raises(InvalidDeadlineError, match="ISO 8601"):
+        parse_deadline(raw)
+
+
+@given(st.datetimes(timezones=st.just(UTC)))
+def test_parse_deadline_reads_its_own_iso_format(moment):
+    assert parse_deadline(moment.isoformat()) == moment
+
+
+async def test_parsed_deadline_creates_a_leaderboard(service):
+    board = await make_board(service, deadline=parse_deadline("2030-01-02T00:00:00Z"))
+    assert board.deadline == datetime(2030, 1, 2, tzinfo=UTC)

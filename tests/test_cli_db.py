@@ -1,0 +1,237 @@
+"""The database commands as users run them: real processes, real Postgres, real exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests import database
+from tests.conftest import EXAMPLES, write_task
+
+IDENTITY = EXAMPLES / "identity_py"
+FUTURE = "2099-01-01T00:00:00+00:00"
+
+
+@pytest.fixture
+def cm(db_url: str, tmp_path: Path):
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data"),
+    }
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "cluster_manager", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=env,
+            cwd=tmp_path,
+        )
+
+    return run
+
+
+def test_db_migrate_applies_once(pg_server: str, tmp_path: Path):
+    name = "cm_migrate_" + os.urandom(4).hex()
+    with database._admin(pg_server) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = {**os.environ, "DATABASE_URL": database._with_database(pg_server, name)}
+        command = [sys.executable, "-m", "cluster_manager", "db", "migrate"]
+        first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        again = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+        assert first.returncode == 0, first.stderr
+        assert "applied: 0001.initial" in first.stdout
+        assert again.returncode == 0 and "up to date" in again.stdout
+    finally:
+        database.drop(pg_server, name)
+
+
+def test_commands_refuse_an_unmigrated_database(pg_server: str, tmp_path: Path):
+    name = "cm_bare_" + os.urandom(4).hex()
+    with database._admin(pg_server) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        env = {**os.environ, "DATABASE_URL": database._with_database(pg_server, name)}
+        done = subprocess.run(
+            [sys.executable, "-m", "cluster_manager", "leaderboard", "list"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=60,
+        )
+        assert done.returncode == 2
+        assert "run `cluster-manager db migrate`" in done.stderr
+    finally:
+        database.drop(pg_server, name)
+
+
+def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
+    created = cm(
+        "leaderboard",
+        "create",
+        "identity",
+        "--task",
+        str(IDENTITY),
+        "--deadline",
+        FUTURE,
+        "--gpu",
+        "CPU",
+    )
+    assert created.returncode == 0, created.stderr
+    assert "created identity on CPU" in created.stdout
+
+    listed = cm("leaderboard", "list")
+    assert listed.returncode == 0
+    assert "identity" in listed.stdout and "2099-01-01 00:00 UTC" in listed.stdout
+
+    submitted = cm("submit", "identity", str(IDENTITY / "submission.py"), "--user", "alice")
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    progress = submitted.stderr
+    assert "[CPU] queued (position" in progress
+    assert "[CPU] dispatched to local" in progress
+    assert "[CPU] running test:" in progress and "[CPU] running leaderboard:" in progress
+    assert "[CPU secret] ✅ passed" in progress
+    assert "Tests (test phase)" in submitted.stdout
+    assert "secret re-run: passed" in submitted.stdout
+    assert "🏆 rank #1" in submitted.stdout and "new personal best" in submitted.stdout
+
+    shown = cm("leaderboard", "show", "identity")
+    assert shown.returncode == 0
+    assert "identity on CPU" in shown.stdout and "alice" in shown.stdout and "#1" in shown.stdout
+
+    wrong = cm(
+        "submit",
+        "identity",
+        str(IDENTITY / "wrong" / "wrong_answer.py"),
+        "--user",
+        "bob",
+        "--mode",
+        "test",
+    )
+    assert wrong.returncode == 1
+    assert "wrong_answer" in wrong.stdout
+
+    refused = cm("leaderboard", "delete", "identity")
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    deleted = cm("leaderboard", "delete", "identity", "--yes")
+    assert deleted.returncode == 0
+    assert "identity" not in cm("leaderboard", "list").stdout
+
+
+def test_bad_input_gets_one_line_and_exit_2(cm, tmp_path: Path):
+    task = write_task(tmp_path / "task")
+    ok = cm(
+        "leaderboard", "create", "board", "--task", str(task), "--deadline", FUTURE, "--gpu", "CPU"
+    )
+    assert ok.returncode == 0, ok.stderr
+    sub = str(IDENTITY / "submission.py")
+    cases = [
+        (
+            [
+                "leaderboard",
+                "create",
+                "board",
+                "--task",
+                str(task),
+                "--deadline",
+                FUTURE,
+                "--gpu",
+                "CPU",
+            ],
+            "already exists",
+        ),
+        (
+            [
+                "leaderboard",
+                "create",
+                "x" * 65,
+                "--task",
+                str(task),
+                "--deadline",
+                FUTURE,
+                "--gpu",
+                "CPU",
+            ],
+            "the limit is 64",
+        ),
+        (
+            [
+                "leaderboard",
+                "create",
+                "Bad Name!",
+                "--task",
+                str(task),
+                "--deadline",
+                FUTURE,
+                "--gpu",
+                "CPU",
+            ],
+            "may only hold lower-case letters",
+        ),
+        (
+            [
+                "leaderboard",
+                "create",
+                "b2",
+                "--task",
+                str(task),
+                "--deadline",
+                "next tuesday",
+                "--gpu",
+                "CPU",
+            ],
+            "cannot read deadline",
+        ),
+        (
+            [
+                "leaderboard",
+                "create",
+                "b3",
+                "--task",
+                str(task),
+                "--deadline",
+                "2001-01-01T00:00:00Z",
+                "--gpu",
+                "CPU",
+            ],
+            "has already passed",
+        ),
+        (
+            [
+                "leaderboard",
+                "create",
+                "b4",
+                "--task",
+                str(task),
+                "--deadline",
+                FUTURE,
+                "--gpu",
+                "TPU",
+            ],
+            "unknown GPU type 'TPU'",
+        ),
+        (["submit", "nope", sub], "no leaderboard named 'nope'"),
+        (["submit", "board", sub, "--gpu", "H100"], "does not run on 'H100'"),
+        (["leaderboard", "show", "nope"], "no leaderboard named 'nope'"),
+    ]
+    for args, expected in cases:
+        done = cm(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert expected in done.stderr, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    listed = cm("leaderboard", "list").stdout
+    assert "board" in listed and "b2" not in listed and "b3" not in listed
+
+
+def test_demo_runs_on_the_database(cm):
+    done = cm("demo", "--examples", str(EXAMPLES))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Every verdict was as expected." in done.stdout
+    assert "demo-identity on CPU" in done.stdout and "demo-softmax on CPU" in done.stdout

@@ -1,0 +1,117 @@
+"""A submission end to end through GitHub Actions: service -> queue -> scheduler -> GitHub
+launcher (real PyGithub over HTTP) -> fake GitHub whose runner executes the entrypoint ->
+result artifact -> database -> ranking; and faults at the fake that must never lose a job."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from cluster_manager.core.models import Mode, Verdict
+from cluster_manager.core.records import JobState
+from cluster_manager.gpus import GpuRegistry, GpuType
+from cluster_manager.launchers.github import GitHubLauncher
+from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.service import Service, Submitter
+from tests.conftest import CORRECT, load_task, write_task
+from tests.fake_github import FakeGitHub
+
+REGISTRY = GpuRegistry(
+    {
+        "B200": GpuType(
+            "B200",
+            "github",
+            max_concurrent=4,
+            params={"workflow": "nvidia_workflow.yml", "runner_labels": ["self-hosted", "b200"]},
+        )
+    }
+)
+CONFIG = SchedulerConfig(lease_s=30, heartbeat_s=5, poll_s=0.1)
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGitHub]:
+    with FakeGitHub() as fake:
+        yield fake
+
+
+@pytest.fixture
+def launcher(github: FakeGitHub) -> Iterator[GitHubLauncher]:
+    made = GitHubLauncher(
+        github.full_name,
+        ["t1", "t2"],
+        base_url=github.base_url,
+        poll_interval=0.3,
+        write_interval=0.0,
+    )
+    yield made
+    made.close()
+
+
+async def _board(pool, clock, tmp_path, **task_options) -> Service:
+    service = Service(pool, REGISTRY, clock=clock)
+    task = load_task(write_task(tmp_path / "task", extra=task_options or None))
+    await service.create_leaderboard("gh", task, clock.now + timedelta(days=1), ["B200"])
+    return service
+
+
+async def _serve(pool, launcher, job_ids, timeout=120) -> None:
+    scheduler = Scheduler(pool, REGISTRY, {"github": launcher}, config=CONFIG)
+    await asyncio.wait_for(scheduler.run_until_idle(job_ids), timeout)
+
+
+async def test_ranked_submission_through_github_lands_in_the_ranking(
+    pool, clock, tmp_path, github, launcher
+):
+    service = await _board(pool, clock, tmp_path)
+    receipt = await service.submit("gh", Submitter("alice", "alice"), "s.py", CORRECT.encode())
+    await _serve(pool, launcher, {j.id for j in receipt.jobs})
+
+    report = await service.report(receipt.submission_id)
+    assert [j.state for j in report.jobs] == [JobState.FINISHED, JobState.FINISHED]
+    assert all(r.passed and r.score for r in report.runs)
+    # The stored external ids are GitHub's run ids, not the dispatch keys.
+    assert all(j.external_id and j.external_id.isdigit() for j in report.jobs)
+    assert len(github.runs) == 2  # public and secret: one run each, never twice
+    ranking = await service.ranking("gh")
+    assert [(e.rank, e.user) for e in ranking["B200"]] == [(1, "alice")]
+
+
+async def test_faults_at_github_end_in_results_never_lost_jobs(
+    pool, clock, tmp_path, github, launcher
+):
+    service = await _board(pool, clock, tmp_path)
+    github.canned = None
+    receipts = [
+        await service.submit(
+            "gh", Submitter(f"u{i}", f"u{i}"), "s.py", CORRECT.encode(), mode=Mode.TEST
+        )
+        for i in range(3)
+    ]
+    github.fail_next(3, status=502)  # a 5xx burst on whatever comes first
+    github.rate_limit_for(1.5, token="t1")  # and one token rate-limited for a while
+    await _serve(pool, launcher, {j.id for r in receipts for j in r.jobs})
+    for receipt in receipts:
+        report = await service.report(receipt.submission_id)
+        assert [r.verdict for r in report.runs] == [Verdict.PASSED]
+
+
+async def test_a_run_stuck_in_the_queue_ends_as_a_clear_timeout(
+    pool, clock, tmp_path, github, launcher, monkeypatch
+):
+    import cluster_manager.core.plan as plan
+
+    monkeypatch.setattr(plan, "RUN_OVERHEAD_S", 0.0)
+    service = await _board(pool, clock, tmp_path, test_timeout=2)
+    github.stuck = True
+    receipt = await service.submit(
+        "gh", Submitter("a", "a"), "s.py", CORRECT.encode(), mode=Mode.TEST
+    )
+    await _serve(pool, launcher, {j.id for j in receipt.jobs}, timeout=60)
+    report = await service.report(receipt.submission_id)
+    assert [r.verdict for r in report.runs] == [Verdict.TIMEOUT]
+    assert "no result within" in report.runs[0].result["message"]
+    assert github.count("cancel") == 1

@@ -1,0 +1,42 @@
+"""A ranked submission end to end through Slurm on the real one-node cluster: service ->
+queue -> scheduler -> sbatch -> runner on the node -> result file -> database -> ranking."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+from cluster_manager.core.records import JobState
+from cluster_manager.gpus import GpuRegistry, GpuType
+from cluster_manager.launchers.slurm import SlurmLauncher
+from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.service import Service, Submitter
+from tests.conftest import CORRECT, load_task, write_task
+from tests.slurm_cluster import slurm_cluster  # noqa: F401 - the fixture
+
+REGISTRY = GpuRegistry(
+    {"LAB": GpuType("LAB", "slurm", max_concurrent=2, params={"cpus_per_task": 1})}
+)
+
+
+@pytest.mark.usefixtures("slurm_cluster")
+async def test_ranked_submission_through_slurm_lands_in_the_ranking(pool, clock, tmp_path):
+    service = Service(pool, REGISTRY, clock=clock)
+    task = load_task(write_task(tmp_path / "task"))
+    await service.create_leaderboard("lab", task, clock.now + timedelta(days=1), ["LAB"])
+    receipt = await service.submit("lab", Submitter("alice", "alice"), "s.py", CORRECT.encode())
+
+    launcher = SlurmLauncher(tmp_path / "shared", poll_interval=0.3)
+    config = SchedulerConfig(lease_s=30, heartbeat_s=5, poll_s=0.1)
+    scheduler = Scheduler(pool, REGISTRY, {"slurm": launcher}, config=config)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 240)
+
+    report = await service.report(receipt.submission_id)
+    assert [j.state for j in report.jobs] == [JobState.FINISHED, JobState.FINISHED]
+    assert all(r.passed and r.score for r in report.runs), [r.verdict for r in report.runs]
+    # External ids are Slurm job ids once dispatched.
+    assert all(j.external_id and j.external_id.isdigit() for j in report.jobs)
+    ranking = await service.ranking("lab")
+    assert [(e.rank, e.user) for e in ranking["LAB"]] == [(1, "alice")]

@@ -1,0 +1,79 @@
+"""The GPU registry file: the shipped default and every way an entry can be wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.gpus import (
+    DEFAULT_REGISTRY_FILE,
+    InvalidRegistryError,
+    UnknownGpuError,
+    load_registry,
+    parse_registry,
+)
+
+
+def test_shipped_registry_has_the_promised_gpu_types():
+    registry = load_registry(DEFAULT_REGISTRY_FILE)
+    assert set(registry.names) == {"B200", "H100", "A100", "L4", "T4", "MI300X", "MI250", "CPU"}
+    assert registry.get("CPU").launcher == "local"
+    assert registry.get("B200").params["workflow"] == "nvidia_workflow.yml"
+    assert registry.get("MI300X").params["workflow"] == "amd_workflow.yml"
+    assert "self-hosted" in registry.get("MI250").params["runner_labels"]
+    assert {registry.get(g).params["modal_gpu"] for g in ("H100", "A100", "L4", "T4")} == {
+        "H100",
+        "A100",
+        "L4",
+        "T4",
+    }
+    workflows = Path(DEFAULT_REGISTRY_FILE).parents[1] / ".github" / "workflows"
+    for gpu in registry.types.values():
+        if gpu.launcher == "github":
+            assert (workflows / gpu.params["workflow"]).is_file(), gpu.params["workflow"]
+
+
+def test_unknown_gpu_names_the_known_ones():
+    registry = load_registry(DEFAULT_REGISTRY_FILE)
+    with pytest.raises(UnknownGpuError, match="unknown GPU type 'TPU' \\(known: A100, B200"):
+        registry.get("TPU")
+
+
+def test_concurrency_override_touches_only_that_launcher():
+    registry = load_registry(DEFAULT_REGISTRY_FILE).with_concurrency("local", 5)
+    assert registry.get("CPU").max_concurrent == 5
+    assert registry.get("B200").max_concurrent == 4
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (None, "gpus: must map GPU type names"),
+        ({"gpus": {}}, "gpus: must map GPU type names"),
+        ({"gpus": {"X": "local"}}, "gpus.X: must be a mapping"),
+        ({"gpus": {"X": {"launcher": "ssh"}}}, "gpus.X.launcher: must be one of"),
+        ({"gpus": {"bad name": {"launcher": "local"}}}, "gpus.bad name: a GPU type name"),
+        ({"gpus": {"X": {"launcher": "local", "max_concurrent": 0}}}, "max_concurrent"),
+        ({"gpus": {"X": {"launcher": "local", "max_concurrent": True}}}, "max_concurrent"),
+        ({"gpus": {"X": {"launcher": "github", "runner_labels": ["a"]}}}, "needs `workflow`"),
+        ({"gpus": {"X": {"launcher": "modal"}}}, "needs `modal_gpu`"),
+        (
+            {"gpus": {"X": {"launcher": "github", "workflow": "w.yml", "runner_labels": "a"}}},
+            "runner_labels: must be a non-empty list",
+        ),
+    ],
+)
+def test_invalid_entries_are_named(data, message):
+    with pytest.raises(InvalidRegistryError, match="invalid GPU registry") as caught:
+        parse_registry(data)
+    assert message in str(caught.value)
+
+
+def test_unreadable_or_invalid_files(tmp_path: Path):
+    with pytest.raises(InvalidRegistryError, match="cannot read the GPU registry"):
+        load_registry(tmp_path / "missing.yml")
+    broken = tmp_path / "gpus.yml"
+    broken.write_text("gpus: [unclosed")
+    with pytest.raises(InvalidRegistryError, match="not valid YAML"):
+        load_registry(broken)

@@ -1,0 +1,170 @@
+"""The scheduler against the real Postgres: claims, dispatch, faults, take-over, exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+
+import cluster_manager.core.plan as plan
+from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
+from cluster_manager.core.records import JobState
+from cluster_manager.gpus import GpuRegistry, GpuType
+from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.service import Service, Submitter
+from cluster_manager.storage import jobs as job_store
+from tests.conftest import CORRECT, load_task, write_task
+from tests.fakes import FakeLauncher
+
+FAST = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05, max_attempts=3)
+
+
+@pytest.fixture
+def fake_registry() -> GpuRegistry:
+    return GpuRegistry({"H100": GpuType("H100", "fake", max_concurrent=2)})
+
+
+@pytest.fixture
+async def board(pool, fake_registry, clock, tmp_path):
+    service = Service(pool, fake_registry, clock=clock)
+    await service.create_leaderboard(
+        "board", load_task(write_task(tmp_path / "t")), clock.now + timedelta(days=1), ["H100"]
+    )
+    return service
+
+
+async def submit(service: Service, user: str, mode: Mode = Mode.LEADERBOARD):
+    return await service.submit("board", Submitter(user, user), "s.py", CORRECT.encode(), mode=mode)
+
+
+async def test_ranked_submission_runs_public_and_secret_jobs_and_ranks(pool, board, fake_registry):
+    launcher = FakeLauncher(polls=2)
+    receipt = await submit(board, "alice")
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
+
+    report = await board.report(receipt.submission_id)
+    assert [j.state for j in report.jobs] == [JobState.FINISHED, JobState.FINISHED]
+    assert sorted(r.secret for r in report.runs) == [False, True]
+    # Only the secret job's request carries the leaderboard's secret seed.
+    requests = {k: r.request for k, r in launcher.runs.items()}
+    seeds = sorted((r.secret_seed is not None) for r in requests.values())
+    assert seeds == [False, True]
+    ranking = await board.ranking("board")
+    assert [e.user for e in ranking["H100"]] == ["alice"]
+    assert report.submission.status.value == "done"
+
+
+async def test_concurrency_limit_per_gpu_is_never_exceeded(pool, board, fake_registry):
+    launcher = FakeLauncher(polls=5)
+    receipts = [await submit(board, f"user{i}", Mode.TEST) for i in range(6)]
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    peak = 0
+
+    async def watch_active():
+        nonlocal peak
+        while True:
+            active = await pool.fetchval(
+                "SELECT count(*) FROM jobs WHERE state IN ('claimed', 'dispatched')"
+            )
+            peak = max(peak, active)
+            await asyncio.sleep(0.01)
+
+    watcher = asyncio.create_task(watch_active())
+    job_ids = {j.id for r in receipts for j in r.jobs}
+    await asyncio.wait_for(scheduler.run_until_idle(job_ids), 30)
+    watcher.cancel()
+    assert 1 <= peak <= 2
+    assert await pool.fetchval("SELECT count(*) FROM runs") == 6
+
+
+async def test_launcher_outage_is_retried_then_succeeds(pool, board, fake_registry):
+    launcher = FakeLauncher(submit_failures=2)
+    receipt = await submit(board, "alice", Mode.TEST)
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
+    report = await board.report(receipt.submission_id)
+    assert report.runs[0].passed
+    (key,) = launcher.submits
+    assert launcher.submits[key] == 3  # two failures, then the run: one key, one run
+
+
+async def test_persistent_outage_fails_the_job_after_its_attempts(pool, board, fake_registry):
+    launcher = FakeLauncher(submit_failures=1000)
+    receipt = await submit(board, "alice", Mode.TEST)
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
+    (job,) = (await board.report(receipt.submission_id)).jobs
+    assert job.state is JobState.FAILED
+    assert job.attempts == FAST.max_attempts
+    assert "down" in (job.error or "")
+    assert (await board.report(receipt.submission_id)).submission.status.value == "failed"
+
+
+async def test_lost_runs_are_dispatched_again_under_a_new_key(pool, board, fake_registry):
+    launcher = FakeLauncher(lose_runs=True)
+    receipt = await submit(board, "alice", Mode.TEST)
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
+    (job,) = (await board.report(receipt.submission_id)).jobs
+    assert job.state is JobState.FAILED
+    assert "lost" in (job.error or "")
+    assert len(launcher.submits) == FAST.max_attempts  # one key per attempt
+
+
+async def test_a_run_that_never_finishes_ends_as_a_timeout(pool, fake_registry, clock, tmp_path):
+    service = Service(pool, fake_registry, clock=clock)
+    task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 1}))
+    await service.create_leaderboard("slow", task, clock.now + timedelta(days=1), ["H100"])
+    receipt = await service.submit(
+        "slow", Submitter("a", "a"), "s.py", CORRECT.encode(), mode=Mode.TEST
+    )
+    launcher = FakeLauncher(polls=10**9)
+    config = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05)
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=config)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plan, "RUN_OVERHEAD_S", 0.5)  # the run may take test_timeout + 0.5 s
+        await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
+    report = await service.report(receipt.submission_id)
+    assert report.runs[0].verdict is Verdict.TIMEOUT
+    assert launcher.cancelled == list(launcher.runs)
+
+
+async def test_orphaned_jobs_are_taken_over_and_recorded_once(pool, board, fake_registry):
+    # A scheduler claims and dispatches, then "dies" (stops without finishing).
+    launcher = FakeLauncher(polls=10**9)
+    receipt = await submit(board, "alice", Mode.TEST)
+    config = SchedulerConfig(lease_s=0.5, heartbeat_s=10, poll_s=0.05)
+    dead = Scheduler(pool, fake_registry, {"fake": launcher}, config=config, owner="dead")
+    await dead.step()
+    await asyncio.sleep(0.3)
+    for task in list(dead._tasks.values()):
+        task.cancel()
+    (job,) = await job_store.jobs_of_submission(pool, receipt.submission_id)
+    assert job.state is JobState.DISPATCHED and job.lease_owner == "dead"
+
+    # Its successor adopts the job once the lease has expired, and re-attaches to the run.
+    await asyncio.sleep(0.6)
+    launcher.polls = 1
+    for run in launcher.runs.values():
+        run.polls_left = 1
+    heir = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST, owner="heir")
+    await asyncio.wait_for(heir.run_until_idle({job.id}), 30)
+    (job,) = await job_store.jobs_of_submission(pool, receipt.submission_id)
+    assert job.state is JobState.FINISHED
+    assert sum(launcher.submits.values()) == 1  # never dispatched twice
+    assert await pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", job.id) == 1
+
+
+async def test_result_of_a_failed_run_is_recorded_with_its_verdict(pool, board, fake_registry):
+    def wrong(request: RunRequest) -> RunResult:
+        return RunResult(False, Verdict.WRONG_ANSWER, request.mode, "test 0 failed")
+
+    launcher = FakeLauncher(outcome=wrong)
+    receipt = await submit(board, "alice")
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
+    report = await board.report(receipt.submission_id)
+    assert {r.verdict for r in report.runs} == {Verdict.WRONG_ANSWER}
+    assert (await board.ranking("board"))["H100"] == []
