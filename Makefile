@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint format bench clean slurm-up slurm-down
+.PHONY: setup demo test reliability lint format bench clean slurm-up slurm-down
 
 setup: $(STAMP)
 
@@ -21,12 +21,20 @@ demo: setup
 LOCAL_PG := postgresql://postgres@127.0.0.1:5432/postgres
 
 # The Slurm tests need the one-node cluster on loopback (root, Debian); CI must have it.
+SLURM_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$CI" ]; fi
+PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
+	$(BIN)/pytest -n 2 --dist loadgroup
+
 test: setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
-	if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$CI" ]; fi
-	DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
-		$(BIN)/pytest -n 2 --dist loadgroup
+	$(SLURM_UP)
+	$(PYTEST)
+
+# docs/RELIABILITY.md: every attack, bad input and fault the suite tries, and its outcome.
+reliability: setup
+	$(SLURM_UP)
+	$(PYTEST) -m reliability --reliability-report docs/RELIABILITY.md
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples

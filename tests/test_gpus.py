@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.models import Limits
 from cluster_manager.gpus import (
     DEFAULT_REGISTRY_FILE,
     InvalidRegistryError,
@@ -77,3 +78,36 @@ def test_unreadable_or_invalid_files(tmp_path: Path):
     broken.write_text("gpus: [unclosed")
     with pytest.raises(InvalidRegistryError, match="not valid YAML"):
         load_registry(broken)
+
+
+def test_limits_come_from_the_registry_and_the_memory_cap_stays_local():
+    registry = parse_registry(
+        {
+            "gpus": {
+                "CPU": {"launcher": "local"},
+                "H100": {"launcher": "modal", "modal_gpu": "H100"},
+                "LAB": {"launcher": "slurm", "limits": {"memory_mb": 2048, "processes": 99}},
+            }
+        }
+    )
+    settings = Limits(memory_bytes=8 << 30, compile_timeout=60)
+    assert registry.get("CPU").run_limits(settings).memory_bytes == 8 << 30
+    # GPU drivers map more address space than memory: the local cap must not follow the run.
+    h100 = registry.get("H100").run_limits(settings)
+    assert h100.memory_bytes is None and h100.compile_timeout == 60
+    lab = registry.get("LAB").run_limits(settings)
+    assert (lab.memory_bytes, lab.processes, lab.open_files) == (2048 << 20, 99, 4096)
+
+
+@pytest.mark.parametrize(
+    ("limits", "message"),
+    [
+        ([1], "gpus.X.limits: must map memory_mb"),
+        ({"gpu_mb": 1}, "gpus.X.limits.gpu_mb: unknown limit"),
+        ({"memory_mb": 0}, "gpus.X.limits.memory_mb: must be a positive whole number"),
+        ({"processes": "many"}, "gpus.X.limits.processes: must be a positive whole number"),
+    ],
+)
+def test_bad_limits_are_refused_by_name(limits, message):
+    with pytest.raises(InvalidRegistryError, match=message):
+        parse_registry({"gpus": {"X": {"launcher": "local", "limits": limits}}})

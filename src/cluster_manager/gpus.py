@@ -1,20 +1,23 @@
 """The GPU registry: which GPU types this deployment serves, and which launcher runs each.
 
 Read from one YAML file (`config/gpus.yml` by default): a mapping of GPU type name to its
-`launcher` (local | github | modal | slurm), `max_concurrent` jobs, and the launcher's own
-parameters (workflow and runner labels, Modal GPU, Slurm partition/account/gres).
+`launcher` (local | github | modal | slurm), `max_concurrent` jobs, optional resource `limits`
+for its runs, and the launcher's own parameters (workflow and runner labels, Modal GPU, Slurm
+partition/account/gres).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from cluster_manager.core.models import Limits
 from cluster_manager.errors import ClusterManagerError
 
 LAUNCHERS = ("local", "github", "modal", "slurm")
@@ -26,6 +29,14 @@ _REQUIRED = {
     "modal": ("modal_gpu",),
     "slurm": (),
     "local": (),
+}
+MIB = 1024 * 1024
+# Registry `limits:` keys -> (Limits field, unit).
+LIMIT_KEYS = {
+    "memory_mb": ("memory_bytes", MIB),
+    "file_mb": ("file_bytes", MIB),
+    "open_files": ("open_files", 1),
+    "processes": ("processes", 1),
 }
 
 
@@ -43,6 +54,16 @@ class GpuType:
     launcher: str  # local | github | modal | slurm
     max_concurrent: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)  # Limits fields, from `limits:`
+
+    def run_limits(self, base: Limits) -> Limits:
+        """The limits of a run on this type: `base` (the settings), then the registry's own.
+
+        The settings' address-space cap is meant for this machine: off it, GPU drivers map far
+        more address space than memory, so it applies only where the registry asks for one."""
+        if self.launcher != "local":
+            base = dataclasses.replace(base, memory_bytes=None)
+        return dataclasses.replace(base, **self.limits)
 
 
 @dataclass(frozen=True)
@@ -64,7 +85,7 @@ class GpuRegistry:
         """The same registry with every type of `launcher` limited to `max_concurrent`."""
         return GpuRegistry(
             {
-                name: GpuType(g.name, g.launcher, max_concurrent, g.params)
+                name: dataclasses.replace(g, max_concurrent=max_concurrent)
                 if g.launcher == launcher
                 else g
                 for name, g in self.types.items()
@@ -111,8 +132,25 @@ def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
             or not all(isinstance(x, str) for x in labels)
         ):
             raise bad(f"{key}.runner_labels", "must be a non-empty list of labels")
-        types[name] = GpuType(name, launcher, max_concurrent, params)
+        limits = _parse_limits(params.pop("limits", {}), f"{key}.limits", bad)
+        types[name] = GpuType(name, launcher, max_concurrent, params, limits)
     return GpuRegistry(types)
+
+
+def _parse_limits(
+    data: object, key: str, bad: Callable[[str, str], InvalidRegistryError]
+) -> dict[str, int]:
+    if not isinstance(data, dict):
+        raise bad(key, f"must map {', '.join(LIMIT_KEYS)} to whole numbers")
+    limits = {}
+    for name, value in data.items():
+        if name not in LIMIT_KEYS:
+            raise bad(f"{key}.{name}", f"unknown limit (known: {', '.join(LIMIT_KEYS)})")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad(f"{key}.{name}", "must be a positive whole number")
+        field_name, unit = LIMIT_KEYS[name]
+        limits[field_name] = value * unit
+    return limits
 
 
 def load_registry(path: Path = DEFAULT_REGISTRY_FILE) -> GpuRegistry:

@@ -89,8 +89,9 @@ class Scheduler:
             heartbeat = asyncio.create_task(self._heartbeat_loop())
             try:
                 while not stop.is_set():
-                    await self.step()
+                    # Cleared before the pass: a job finishing during it wakes the next one.
                     self._wake.clear()
+                    await self.step()
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(
                             _first(self._wake.wait(), stop.wait()), timeout=self.config.poll_s
@@ -208,7 +209,7 @@ class Scheduler:
             submission_code=submission.code,
             mode=job.mode,
             secret_seed=seed,
-            limits=self.config.limits,
+            limits=self.registry.get(job.gpu).run_limits(self.config.limits),
         )
 
     async def _publish(

@@ -194,8 +194,7 @@ class Service:
     ) -> None:
         """Deletes it with all its submissions. Non-admins may delete only what they created."""
         board = await self.leaderboard(name)
-        if not admin and (actor is None or board.creator != actor.external_id):
-            raise PermissionDeniedError(f"only admins or the creator of {name!r} may delete it")
+        check_may_delete(board, actor, admin=admin)
         async with self.pool.acquire() as conn, conn.transaction():
             await lb_store.delete_leaderboard(conn, board.id)
 
@@ -426,3 +425,9 @@ def _redact(run: RunRecord) -> RunRecord:
 def _human(seconds: int) -> str:
     minutes, secs = divmod(seconds, 60)
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def check_may_delete(board: Leaderboard, actor: Submitter | None, *, admin: bool) -> None:
+    """Admins may delete any leaderboard; anybody else only one they created."""
+    if not admin and (actor is None or board.creator != actor.external_id):
+        raise PermissionDeniedError(f"only admins or the creator of {board.name!r} may delete it")

@@ -147,6 +147,16 @@ def test_long_error_first_line_is_truncated() -> None:
     assert detail.endswith("…")
 
 
+def test_a_traceback_is_summed_up_by_its_exception_line() -> None:
+    trace = (
+        "Traceback (most recent call last):\\n"
+        '  File \\"submission.py\\", line 3, in custom_kernel\\n'
+        "OSError: [Errno 24] Too many open files\\n"
+    )
+    j = judge(exit_code=112, result=failing_test_result(**{"test.1.error": trace}))
+    assert j.message == "test: test 1 failed: OSError: [Errno 24] Too many open files"
+
+
 def test_killed_by_sigkill_without_check_is_memory_limit() -> None:
     j = judge(exit_code=-signal.SIGKILL)
     assert j.verdict is Verdict.MEMORY_LIMIT

@@ -6,6 +6,8 @@ import itertools
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from cluster_manager.harness import timing
 
@@ -42,6 +44,17 @@ def test_single_run_has_zero_spread_and_empty_is_refused():
     assert timing.calculate_stats([5.0]).std == 0.0
     with pytest.raises(ValueError):
         timing.calculate_stats([])
+
+
+@given(st.lists(st.floats(min_value=1.0, max_value=1e9), min_size=2, max_size=200))
+def test_running_moments_agree_with_the_batch_statistics(samples: list[float]):
+    moments = timing.RunningMoments()
+    for sample in samples:
+        moments.add(sample)
+    batch = timing.calculate_stats(samples)
+    assert moments.runs == batch.runs
+    assert moments.mean == pytest.approx(batch.mean, rel=1e-9)
+    assert moments.err == pytest.approx(batch.err, rel=1e-6, abs=1e-6 * batch.mean)
 
 
 def test_constant_durations_stop_at_the_minimum_run_count():

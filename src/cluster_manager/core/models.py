@@ -143,6 +143,9 @@ class Limits:
     compile_timeout: float = 120.0
     output_bytes: int = 16 * 1024
     memory_bytes: int | None = None  # address space; None on GPUs (drivers map huge ranges)
+    file_bytes: int = 1 << 30  # the largest file the task may write
+    open_files: int = 4096
+    processes: int | None = None  # threads included; None: the runner's default for the host
     # Extra seconds a phase may take beyond the task's timeout for process start-up.
     grace: float = 0.0
 

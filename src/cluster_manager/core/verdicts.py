@@ -23,7 +23,11 @@ class PhaseJudgement:
 
 
 def _first_line(text: str, limit: int = 300) -> str:
-    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    """The line that says what went wrong: the first, or a traceback's last (the exception)."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -335,10 +335,15 @@ def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.Li
     # CPU time grows at most `cpus` times as fast as wall time: an honest run under its
     # timeout never reaches this; anything that escaped the timeout still stops.
     cpu_seconds = math.ceil((timeout + CPU_MARGIN_S) * cpus)
+    # RLIMIT_NPROC counts every process of the user: it can only apply to a user of our own.
     # Threads count too: torch starts about one per core in every process.
-    processes = 256 + 64 * cpus if sandbox.isolation.user is not None else None
+    processes = None
+    if sandbox.isolation.user is not None:
+        processes = request.limits.processes or 256 + 64 * cpus
     return process.Limits(
         memory_bytes=request.limits.memory_bytes,
+        file_bytes=request.limits.file_bytes,
+        open_files=request.limits.open_files,
         cpu_seconds=cpu_seconds,
         processes=processes,
     )

@@ -21,7 +21,7 @@ from cluster_manager.discord.live import follow_submission
 from cluster_manager.discord.replies import answer, defer, text_file
 from cluster_manager.discord.roles import creators_only, is_admin, submitter
 from cluster_manager.discord.views import choose, confirm, show_pages
-from cluster_manager.service import NotFoundError, PermissionDeniedError, Service, parse_deadline
+from cluster_manager.service import NotFoundError, Service, check_may_delete, parse_deadline
 
 if TYPE_CHECKING:
     from cluster_manager.discord.bot import ClusterBot
@@ -177,9 +177,7 @@ class LeaderboardCog(
         await defer(interaction, ephemeral=True)
         actor, admin = submitter(interaction.user), is_admin(interaction.user)
         board = await self.service.leaderboard(name)
-        # Ask only those who may; the service checks again when deleting.
-        if not admin and board.creator != actor.external_id:
-            raise PermissionDeniedError(f"only admins or the creator of {name!r} may delete it")
+        check_may_delete(board, actor, admin=admin)  # ask only those who may
         prompt = f"Delete **{board.name}** with all its submissions and results? This is final."
         if not await confirm(interaction, prompt, timeout=self.bot.config.view_timeout):
             return

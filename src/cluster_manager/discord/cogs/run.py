@@ -48,10 +48,9 @@ class RunCog(commands.Cog):
         data = await read_attachment(
             script, max_bytes=MAX_SUBMISSION_BYTES, suffixes=(".py",), what="a script"
         )
-        request = script_request(
-            script.filename, data, timeout_s=time_limit, limits=local_limits(app.settings)
-        )
-        app.registry.get(gpu)  # an unknown GPU is refused before anything starts
+        gpu_type = app.registry.get(gpu)  # an unknown GPU is refused before anything starts
+        limits = gpu_type.run_limits(local_limits(app.settings))
+        request = script_request(script.filename, data, timeout_s=time_limit, limits=limits)
         await interaction.edit_original_response(
             content=f"⚙️ Running `{request.submission_name}` on **{gpu}**…"
         )

@@ -1,0 +1,160 @@
+"""Turns the tests marked `reliability` into `docs/RELIABILITY.md`.
+
+    @pytest.mark.reliability("Anti-cheat", "printing fake results to stdout", "wrong_answer")
+    def test_...(record_property):
+        ...
+        record_property("observed", f"{result.verdict}: {result.message}")  # optional
+
+Every marked test is one row: what was tried, the outcome the test asserts, and what happened
+in this run (the recorded observation when the test passed, the failure when it did not, the
+reason for a known gap when it is a strict xfail). `make reliability` runs them and writes the
+page; it works with xdist, since the marker travels to the controller in `user_properties`.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+CATEGORIES = ("Sandbox", "Anti-cheat", "Bad input", "Faults", "Access")
+MARKER = "reliability"
+PROPERTY = "reliability"
+OBSERVED = "observed"
+MAX_CELL = 240
+
+
+@dataclass
+class Row:
+    category: str
+    tried: str
+    expected: str
+    test: str
+    outcome: str = "not run"
+    observed: str = ""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--reliability-report",
+        metavar="PATH",
+        help="write the table of the tests marked `reliability` to PATH (markdown)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(category, tried, expected): a row of docs/RELIABILITY.md; "
+        f"category is one of {', '.join(CATEGORIES)}",
+    )
+    if config.getoption("--reliability-report") and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(_Collector(config), "reliability-collector")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        marker = item.get_closest_marker(MARKER)
+        if marker is None:
+            continue
+        category, tried, expected = marker.args
+        if category not in CATEGORIES:
+            raise pytest.UsageError(f"{item.nodeid}: unknown reliability category {category!r}")
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            tried = f"{tried} [{callspec.id}]"
+        row = {"category": category, "tried": tried, "expected": expected}
+        item.user_properties.append((PROPERTY, json.dumps(row)))
+
+
+class _Collector:
+    def __init__(self, config: pytest.Config) -> None:
+        self.path = Path(config.getoption("--reliability-report"))
+        self.rows: dict[str, Row] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        properties = dict(report.user_properties)
+        if PROPERTY not in properties:
+            return
+        row = self.rows.get(report.nodeid)
+        if row is None:
+            row = Row(**json.loads(properties[PROPERTY]), test=report.nodeid)
+            self.rows[report.nodeid] = row
+        observed = properties.get(OBSERVED)
+        if observed:
+            row.observed = str(observed)
+        if report.when == "call" or report.failed or report.skipped:
+            row.outcome, note = _outcome(report)
+            if note:
+                row.observed = note
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text(render(list(self.rows.values())), encoding="utf-8")
+
+
+def _outcome(report: pytest.TestReport) -> tuple[str, str]:
+    """The row's status and, unless the test passed, what happened instead."""
+    reason = getattr(report, "wasxfail", None)
+    if reason is not None:
+        return "known gap", reason
+    if report.passed:
+        return "as expected", ""
+    if report.skipped:
+        return "not run", _skip_reason(report)
+    return "FAILED", f"{report.when} failed: {_first_line(report.longreprtext)}"
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2]).removeprefix("Skipped: ")
+    return _first_line(str(longrepr))
+
+
+def _first_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("E ")]
+    return (lines[0][1:].strip() if lines else text.strip().splitlines()[-1:] or [""])[0]
+
+
+def _cell(text: str) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def render(rows: list[Row]) -> str:
+    counts = {status: sum(r.outcome == status for r in rows) for status in _STATUSES}
+    summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    lines = [
+        "# Reliability",
+        "",
+        "Every attack, bad input and fault the test suite tries, what the system must do, and",
+        "what it did in the run that wrote this page. Regenerate it with:",
+        "",
+        "    make reliability",
+        "",
+        f"Last run: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on {platform.system()} "
+        f"{platform.machine()}, Python {platform.python_version()}: {len(rows)} rows, "
+        f"{summary or 'none run'}.",
+        "",
+        "A *known gap* is a strict xfail: the attack still works, and the test fails the day it",
+        "stops working, so the row cannot silently go stale.",
+    ]
+    for category in CATEGORIES:
+        chosen = sorted((r for r in rows if r.category == category), key=lambda r: r.test)
+        if not chosen:
+            continue
+        lines += ["", f"## {category}", "", "| Tried | Expected | Observed | Status | Test |"]
+        lines.append("|---|---|---|---|---|")
+        for row in chosen:
+            observed = row.observed or row.expected
+            cells = (row.tried, row.expected, observed, row.outcome, f"`{row.test}`")
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_STATUSES = ("as expected", "known gap", "FAILED", "not run")
