@@ -19,7 +19,7 @@ from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
 from tests import database
 
-pytest_plugins = ["tests.reliability"]
+pytest_plugins = ["pytester", "tests.reliability"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"

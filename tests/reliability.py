@@ -35,7 +35,8 @@ class Row:
     expected: str
     test: str
     outcome: str = "not run"
-    observed: str = ""
+    recorded: str = ""  # what the test saw (`record_property("observed", ...)`)
+    failure: str = ""  # what happened instead, when the outcome is not "as expected"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -84,13 +85,11 @@ class _Collector:
         if row is None:
             row = Row(**json.loads(properties[PROPERTY]), test=report.nodeid)
             self.rows[report.nodeid] = row
-        observed = properties.get(OBSERVED)
-        if observed:
-            row.observed = str(observed)
-        if report.when == "call" or report.failed or report.skipped:
-            row.outcome, note = _outcome(report)
-            if note:
-                row.observed = note
+        if properties.get(OBSERVED):
+            row.recorded = str(properties[OBSERVED])
+        # A passing teardown must not hide a failed call: only the first failure sticks.
+        if (report.when == "call" or report.failed or report.skipped) and not row.failure:
+            row.outcome, row.failure = _outcome(report)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -117,8 +116,12 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 
 def _first_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("E ")]
-    return (lines[0][1:].strip() if lines else text.strip().splitlines()[-1:] or [""])[0]
+    """pytest's first `E ` line (the assertion), else the text's last line."""
+    errors = [ln.strip()[1:].strip() for ln in text.splitlines() if ln.strip().startswith("E ")]
+    if errors:
+        return errors[0]
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else ""
 
 
 def _cell(text: str) -> str:
@@ -151,7 +154,9 @@ def render(rows: list[Row]) -> str:
         lines += ["", f"## {category}", "", "| Tried | Expected | Observed | Status | Test |"]
         lines.append("|---|---|---|---|---|")
         for row in chosen:
-            observed = row.observed or row.expected
+            observed = row.failure or row.recorded or row.expected
+            if row.failure and row.recorded:
+                observed = f"{row.failure} (it saw: {row.recorded})"
             cells = (row.tried, row.expected, observed, row.outcome, f"`{row.test}`")
             lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return "\n".join(lines) + "\n"

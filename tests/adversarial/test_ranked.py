@@ -14,7 +14,12 @@ def _failed_in(result, phase: str) -> bool:
     return result.phases[-1].name == phase and result.verdict is Verdict.WRONG_ANSWER
 
 
-def test_caching_outputs_across_calls(any_identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "caching each output by input shape and returning it again for every later call",
+    "wrong_answer in the ranked phase (timed iterations re-checked), never ranked",
+)
+def test_caching_outputs_across_calls(any_identity, record_property):
     """Attack: remember each output and return it again for any input of the same shape (the
     strongest of id-, data_ptr- and shape-keyed caches: it always hits). Expected: the fresh
     inputs and re-check of every timed iteration catch the stale answer: wrong_answer."""
@@ -28,11 +33,17 @@ def test_caching_outputs_across_calls(any_identity):
         return cache[key]
     """
     result = attack(any_identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "leaderboard"), result.message
     assert not_ranked(result)
 
 
-def test_returning_a_view_of_the_input(negate):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "returning a view of the input, hoping the check compares the output with itself",
+    "wrong_answer in the test phase, never ranked",
+)
+def test_returning_a_view_of_the_input(negate, record_property):
     """Attack: return (a view of) the argument itself on a task whose output must differ from
     its input, hoping the check compares the output with itself. Expected: the kernel's argument
     is a clone, the check's inputs are not: wrong_answer."""
@@ -41,11 +52,17 @@ def test_returning_a_view_of_the_input(negate):
         return data.view_as(data)
     """
     result = attack(negate, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
-def test_mutating_the_inputs_so_the_check_passes(negate):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "zeroing the input tensor and returning it, so a check reading the input would pass",
+    "wrong_answer in the test phase (the check keeps its own copy), never ranked",
+)
+def test_mutating_the_inputs_so_the_check_passes(negate, record_property):
     """Attack: zero the input and return it (-0 == 0: a check reading the mutated input would
     pass). Expected: the check uses its own pristine copy: wrong_answer."""
     code = """
@@ -54,11 +71,17 @@ def test_mutating_the_inputs_so_the_check_passes(negate):
         return data
     """
     result = attack(negate, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
-def test_output_filled_by_a_thread_after_returning(identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "returning an empty tensor and filling it from a background thread 0.2 s later",
+    "wrong_answer in the test phase, never ranked",
+)
+def test_output_filled_by_a_thread_after_returning(identity, record_property):
     """Attack: return an empty tensor at once and fill it from a background thread a moment
     later, so the work happens after the timer stopped. Expected: the check runs right after the
     call and sees the unfilled tensor: wrong_answer."""
@@ -76,11 +99,17 @@ def test_output_filled_by_a_thread_after_returning(identity):
         return out
     """
     result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
-def test_output_filled_by_a_background_process(identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "returning shared memory that a forked child fills after the call returned",
+    "wrong_answer in the test phase, never ranked",
+)
+def test_output_filled_by_a_background_process(identity, record_property):
     """Attack: return a tensor over shared memory that a forked child fills after the call
     returned. Expected: wrong_answer, and the child does not outlive the run."""
     code = """
@@ -96,11 +125,17 @@ def test_output_filled_by_a_background_process(identity):
         return out
     """
     result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
-def test_output_that_computes_itself_when_read(identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "returning a lazy tensor subclass that computes the answer only when the check reads it",
+    "wrong_answer (outputs must be plain tensors), never ranked",
+)
+def test_output_that_computes_itself_when_read(identity, record_property):
     """Attack: return a tensor subclass that computes the real answer only when the check
     touches it (after the timer). Expected: outputs must be plain tensors: wrong_answer."""
     code = """
@@ -118,12 +153,18 @@ def test_output_that_computes_itself_when_read(identity):
         return out
     """
     result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "test"), result.message
     assert "plain tensors" in result.message
     assert not_ranked(result)
 
 
-def test_work_moved_off_the_clock_only_in_timed_iterations(identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "answering honestly when checked, then finishing the work in a thread in timed iterations",
+    "wrong_answer in the ranked phase (every timed iteration re-checked), never ranked",
+)
+def test_work_moved_off_the_clock_only_in_timed_iterations(identity, record_property):
     """Attack: answer honestly while tested and for the first checked calls, then (in the timed
     iterations) return at once and let a background thread finish the work. Expected: every
     timed iteration is re-checked on fresh inputs: wrong_answer in the ranked phase."""
@@ -148,6 +189,7 @@ def test_work_moved_off_the_clock_only_in_timed_iterations(identity):
         return out
     """
     result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert _failed_in(result, "leaderboard"), result.message
     assert not_ranked(result)
 
@@ -174,16 +216,27 @@ timing._perf_counter_ns = lambda: 0
 """
 
 
-def test_patching_the_clocks(identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "stubbing time.perf_counter(_ns), monotonic_ns, cuda.synchronize and the timing clock",
+    "passed with a real mean (within 2x of an honest 2 ms kernel's, at least 1.5 ms)",
+)
+def test_patching_the_clocks(identity, record_property):
     """Attack: replace time.perf_counter(_ns), monotonic_ns, process_time_ns,
     torch.cuda.synchronize and the timing module's clock with stubs, then run a 2 ms kernel.
     Expected: the harness's clock was bound before the submission loaded: the mean matches an
     honest twin's (within a factor of 2, and at least 1.5 ms)."""
     honest = attack(identity, HONEST)
     patched = attack(identity, PATCHED + HONEST)
+    record_property("observed", f"{patched.verdict.value}: {patched.message}")
     assert honest.passed and patched.passed, (honest.message, patched.message)
     honest_mean = honest.benchmarks[0].mean
     patched_mean = patched.benchmarks[0].mean
+    record_property(
+        "observed",
+        f"{patched.verdict.value}: mean {patched_mean / 1e6:.2f} ms patched vs "
+        f"{honest_mean / 1e6:.2f} ms honest",
+    )
     assert patched_mean >= 1.5e6, patched_mean
     assert 0.5 < patched_mean / honest_mean < 2, (patched_mean, honest_mean)
     assert patched.score is not None and patched.score >= 1.5e-3

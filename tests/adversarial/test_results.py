@@ -18,7 +18,12 @@ FAKE_LINES = (
 )
 
 
-def test_printing_fake_results_to_stdout(any_identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "printing popcorn result lines (a pass, a 1 ns benchmark) on stdout and stderr",
+    "wrong_answer, never ranked; the lines stay captured output",
+)
+def test_printing_fake_results_to_stdout(any_identity, record_property):
     """Attack: print popcorn result lines (`check: pass`, a 1 ns benchmark) on stdout and stderr.
     Expected: they are only captured output; the wrong answer is a wrong_answer, never ranked."""
     code = f"""
@@ -31,12 +36,18 @@ def test_printing_fake_results_to_stdout(any_identity):
         return data * 0
     """
     result = attack(any_identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.WRONG_ANSWER, result.message
     assert not_ranked(result)
     assert "check: pass" in stdout_of(result)
 
 
-def test_writing_to_inherited_file_descriptors(tmp_path: Path):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "writing fake result lines to every inherited fd, /proc/self/fd/* and the harness's fds",
+    "runtime_error or timeout (own queue corrupted), never a pass",
+)
+def test_writing_to_inherited_file_descriptors(tmp_path: Path, record_property):
     """Attack: write fake result lines to every fd 3..50, to /proc/self/fd/* and to the harness
     process's /proc/<ppid>/fd/*. Expected: the result pipe is not among them; the worker only
     corrupts its own queue to the harness (runtime_error, or a timeout when the garbage reads
@@ -65,12 +76,18 @@ def test_writing_to_inherited_file_descriptors(tmp_path: Path):
     """
     task = small_task(tmp_path / "t", test_timeout=8)
     result = attack(task, code, limits=dataclasses.replace(LIMITS, grace=0))
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     failed = (Verdict.WRONG_ANSWER, Verdict.RUNTIME_ERROR, Verdict.TIMEOUT)
     assert result.verdict in failed, result.message
     assert not_ranked(result)
 
 
-def test_code_smuggled_into_the_harness_through_the_result_queue(identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "putting an object on the result queue whose unpickling runs code in the harness",
+    "runtime_error; the harness refuses to unpickle it and the code never runs",
+)
+def test_code_smuggled_into_the_harness_through_the_result_queue(identity, record_property):
     """Attack: put an object on the worker's result queue whose unpickling runs code in the
     harness process (which holds the result pipe). Expected: the harness refuses to unpickle it
     (runtime_error) and the code never runs there."""
@@ -88,12 +105,19 @@ def test_code_smuggled_into_the_harness_through_the_result_queue(identity):
         return data.clone()
     """
     result = attack(identity, code)
+    ran = "RAN-IN-THE-HARNESS" in stdout_of(result)
+    record_property("observed", f"{result.verdict.value}: {result.message}; code ran: {ran}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
     assert not_ranked(result)
     assert "RAN-IN-THE-HARNESS" not in stdout_of(result)
 
 
-def test_exiting_with_status_zero_inside_the_kernel(any_identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "calling `os._exit(0)` inside custom_kernel, hoping a clean exit reads as success",
+    "runtime_error, never ranked",
+)
+def test_exiting_with_status_zero_inside_the_kernel(any_identity, record_property):
     """Attack: `os._exit(0)` inside custom_kernel, hoping a clean exit reads as success.
     Expected: runtime_error (the worker died before returning a result)."""
     code = """
@@ -103,11 +127,17 @@ def test_exiting_with_status_zero_inside_the_kernel(any_identity):
         os._exit(0)
     """
     result = attack(any_identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
     assert not_ranked(result)
 
 
-def test_exiting_with_status_zero_at_import(any_identity):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "calling `sys.exit(0)` while the submission is imported",
+    "runtime_error, never ranked",
+)
+def test_exiting_with_status_zero_at_import(any_identity, record_property):
     """Attack: `sys.exit(0)` while the submission is imported. Expected: runtime_error."""
     code = """
     import sys
@@ -117,6 +147,8 @@ def test_exiting_with_status_zero_at_import(any_identity):
         return data.clone()
     """
     result = attack(any_identity, code)
+    error = [line for t in result.tests for line in t.error.strip().splitlines()[-1:]]
+    record_property("observed", f"{result.verdict.value}: {' '.join(error[:1]) or result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
     assert not_ranked(result)
 
@@ -129,6 +161,11 @@ GAP = (
 )
 
 
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "patching `reference.check_implementation` in the worker to accept anything",
+    "wrong_answer",
+)
 @pytest.mark.xfail(strict=True, reason=GAP)
 def test_patching_the_reference_check_in_the_worker(identity):
     """Attack: replace `reference.check_implementation` in the worker with one that accepts
@@ -144,6 +181,11 @@ def test_patching_the_reference_check_in_the_worker(identity):
     assert result.verdict is Verdict.WRONG_ANSWER, result.message
 
 
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "replacing the worker's `timing.measure` with one that reports a 1 ns mean",
+    "passed with a real score (no 1 ns mean ranked)",
+)
 @pytest.mark.xfail(strict=True, reason=GAP)
 def test_patching_the_timing_loop_in_the_worker(identity):
     """Attack: replace the worker's `timing.measure` with one that reports a 1 ns mean without

@@ -63,18 +63,29 @@ def test_import_error_in_submission_is_a_runtime_error(identity_task):
     assert "no_such_module" in result.tests[0].error
 
 
-def test_exiting_early_with_status_zero_is_not_a_pass(identity_task):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "calling `os._exit(0)` inside the kernel, hoping a clean exit reads as a pass",
+    "runtime_error: exited before returning a result",
+)
+def test_exiting_early_with_status_zero_is_not_a_pass(identity_task, record_property):
     code = """
     import os
     def custom_kernel(data):
         os._exit(0)
     """
     result = run_code(identity_task, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR
     assert "exited before returning a result" in result.tests[0].error
 
 
-def test_printing_fake_results_changes_nothing(identity_task):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "printing `check: pass` and per-test pass lines on stdout and stderr, returning zeros",
+    "wrong_answer; the lines are captured output, never believed",
+)
+def test_printing_fake_results_changes_nothing(identity_task, record_property):
     code = """
     import sys
     def custom_kernel(data):
@@ -83,21 +94,33 @@ def test_printing_fake_results_changes_nothing(identity_task):
         return data * 0
     """
     result = run_code(identity_task, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.WRONG_ANSWER
     assert "check: pass" in result.phases[0].stdout  # captured, but never believed
 
 
-def test_mutating_inputs_cannot_make_the_check_pass(identity_task):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "zeroing the input tensor in place and returning it",
+    "wrong_answer (the kernel only gets a clone)",
+)
+def test_mutating_inputs_cannot_make_the_check_pass(identity_task, record_property):
     code = """
     def custom_kernel(data):
         data.zero_()          # the kernel only ever gets a clone
         return data
     """
     result = run_code(identity_task, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.WRONG_ANSWER
 
 
-def test_submission_never_sees_the_pipe_or_the_secret_seed(tmp_path: Path):
+@pytest.mark.reliability(
+    "Sandbox",
+    "reading every POPCORN_* variable (result pipe, secret seed) from the kernel's environment",
+    "passed; the kernel sees no POPCORN_* variable",
+)
+def test_submission_never_sees_the_pipe_or_the_secret_seed(tmp_path: Path, record_property):
     seen = tmp_path / "seen.jsonl"
     task = load_task(write_task(tmp_path / "t"))
     code = f"""
@@ -110,10 +133,21 @@ def test_submission_never_sees_the_pipe_or_the_secret_seed(tmp_path: Path):
     result = run_code(task, code, Mode.LEADERBOARD, seed=987654)
     assert result.passed, result.message
     envs = [json.loads(line) for line in seen.read_text().splitlines()]
+    leaked = sorted({key for env in envs for key in env})
+    record_property(
+        "observed",
+        f"{result.verdict.value}; POPCORN_* variables seen in {len(envs)} kernel calls: "
+        f"{leaked or 'none'}",
+    )
     assert envs and all(env == {} for env in envs)
 
 
-def test_ranked_mode_mixes_the_secret_into_every_case_seed(tmp_path: Path):
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "predicting ranked inputs from the task's public seeds",
+    "ranked inputs use the secret-mixed seed, and a fresh one for every timed iteration",
+)
+def test_ranked_mode_mixes_the_secret_into_every_case_seed(tmp_path: Path, record_property):
     seeds = tmp_path / "seeds.txt"
     reference = f"""
     import torch
@@ -134,6 +168,11 @@ def test_ranked_mode_mixes_the_secret_into_every_case_seed(tmp_path: Path):
     public = {1, 2, 3}
     base = protocol.combine_seed(3, secret)
     ranked = [s for s in seen if s not in public]
+    record_property(
+        "observed",
+        f"{result.verdict.value}; {len(set(ranked))} distinct ranked seeds, "
+        f"first is the secret-mixed one: {bool(ranked) and ranked[0] == base}",
+    )
     # First the ranked case's own seed, then a fresh one for every timed iteration.
     assert ranked[0] == base
     assert len(set(ranked)) > 3
@@ -173,7 +212,12 @@ def test_profile_mode_returns_a_profiler_table(identity_task):
     assert "Self CPU" in report and "aten::clone" in report
 
 
-def test_memory_bomb_is_a_memory_limit(identity_task):
+@pytest.mark.reliability(
+    "Sandbox",
+    "allocating 64 GiB in the kernel (6 GiB memory limit)",
+    "memory_limit",
+)
+def test_memory_bomb_is_a_memory_limit(identity_task, record_property):
     code = """
     import torch
     def custom_kernel(data):
@@ -181,10 +225,17 @@ def test_memory_bomb_is_a_memory_limit(identity_task):
         return data.clone()
     """
     result = run_code(identity_task, code, limits=Limits(memory_bytes=6 << 30))
+    error = [line for t in result.tests for line in t.error.strip().splitlines()[-1:]]
+    record_property("observed", f"{result.verdict.value}: {' '.join(error[:1]) or result.message}")
     assert result.verdict is Verdict.MEMORY_LIMIT, result.message
 
 
-def test_output_is_captured_but_capped(identity_task):
+@pytest.mark.reliability(
+    "Sandbox",
+    "writing 2 MB to stdout from the kernel",
+    "passed; captured stdout capped under 17 KiB, keeping its end",
+)
+def test_output_is_captured_but_capped(identity_task, record_property):
     code = """
     import sys
     def custom_kernel(data):
@@ -194,6 +245,11 @@ def test_output_is_captured_but_capped(identity_task):
     result = run_code(identity_task, code)
     assert result.passed
     stdout = result.phases[0].stdout
+    record_property(
+        "observed",
+        f"{result.verdict.value}; {len(stdout.encode())} bytes of stdout kept, "
+        f"ends with THE-END: {stdout.endswith('THE-END')}",
+    )
     assert len(stdout.encode()) < 17 * 1024
     assert "bytes omitted" in stdout and stdout.endswith("THE-END")
 
@@ -226,7 +282,14 @@ def _run_entrypoint(request, tmp_path: Path) -> tuple[RunResult, float]:
     return RunResult.from_json(json.loads(done.stdout)), time.monotonic() - began
 
 
-def test_kernel_that_never_returns_times_out_and_leaves_nothing_behind(tmp_path: Path):
+@pytest.mark.reliability(
+    "Sandbox",
+    "spinning forever after starting a grandchild in its own session (4 s test timeout)",
+    "timeout within timeout + 5 s; the grandchild is killed too",
+)
+def test_kernel_that_never_returns_times_out_and_leaves_nothing_behind(
+    tmp_path: Path, record_property
+):
     marker = f"cm-test-marker-{os.getpid()}-{time.time_ns()}"
     task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 4}))
     code = f"""
@@ -239,6 +302,7 @@ def test_kernel_that_never_returns_times_out_and_leaves_nothing_behind(tmp_path:
             pass
     """
     result, elapsed = _run_entrypoint(make_request(task, textwrap.dedent(code)), tmp_path)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.TIMEOUT, result.message
     assert "4 s" in result.message
     # The phase is killed within timeout + 5 s; the whole entrypoint process adds only its
@@ -246,10 +310,21 @@ def test_kernel_that_never_returns_times_out_and_leaves_nothing_behind(tmp_path:
     assert result.phases[0].duration_s < 4 + 5, result.phases[0].duration_s
     assert elapsed < 4 + 5 + 10, elapsed
     time.sleep(0.2)
-    assert processes_with(marker) == []
+    leftovers = processes_with(marker)
+    record_property(
+        "observed",
+        f"{result.verdict.value}: {result.message}; phase killed after "
+        f"{result.phases[0].duration_s:.1f} s, {len(leftovers)} processes left",
+    )
+    assert leftovers == []
 
 
-def test_background_process_started_by_a_passing_kernel_is_killed(tmp_path: Path):
+@pytest.mark.reliability(
+    "Sandbox",
+    "leaving a 10-minute background process in its own session behind a passing kernel",
+    "passed; the background process is killed when the run ends",
+)
+def test_background_process_started_by_a_passing_kernel_is_killed(tmp_path: Path, record_property):
     marker = f"cm-test-daemon-{os.getpid()}-{time.time_ns()}"
     task = load_task(write_task(tmp_path / "t"))
     code = f"""
@@ -261,9 +336,12 @@ def test_background_process_started_by_a_passing_kernel_is_killed(tmp_path: Path
         return data.clone()
     """
     result, _ = _run_entrypoint(make_request(task, textwrap.dedent(code)), tmp_path)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.passed, result.message
     time.sleep(0.2)
-    assert processes_with(marker) == []
+    leftovers = processes_with(marker)
+    record_property("observed", f"{result.verdict.value}; {len(leftovers)} processes left")
+    assert leftovers == []
 
 
 def test_script_mode_runs_the_file_as_is_and_keeps_its_output():

@@ -69,7 +69,12 @@ def _spinner(marker: str) -> str:
     )
 
 
-def test_cancel_kills_the_whole_tree_and_unknown_ids_are_lost(tmp_path: Path):
+@pytest.mark.reliability(
+    "Sandbox",
+    "cancelling a run whose kernel spins forever after starting a child process",
+    "the run is lost and its whole process tree killed",
+)
+def test_cancel_kills_the_whole_tree_and_unknown_ids_are_lost(tmp_path: Path, record_property):
     marker = f"cm-cancel-{uuid.uuid4().hex}"
     task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 60}))
     launcher = LocalLauncher(tmp_path / "runs")
@@ -91,10 +96,20 @@ def test_cancel_kills_the_whole_tree_and_unknown_ids_are_lost(tmp_path: Path):
     assert after is RunState.LOST
     assert ghost is RunState.LOST
     time.sleep(0.3)
-    assert processes_with(marker) == []
+    leftovers = processes_with(marker)
+    record_property(
+        "observed",
+        f"{running.value} before cancel, {after.value} after; {len(leftovers)} processes left",
+    )
+    assert leftovers == []
 
 
-def test_follow_gives_up_and_cancels_after_its_timeout(tmp_path: Path):
+@pytest.mark.reliability(
+    "Sandbox",
+    "following a run whose kernel never returns, with a 2 s follow timeout",
+    "RunTimedOutError after 2 s and the run is cancelled (lost)",
+)
+def test_follow_gives_up_and_cancels_after_its_timeout(tmp_path: Path, record_property):
     task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 60}))
     launcher = LocalLauncher(tmp_path / "runs")
 
@@ -103,9 +118,16 @@ def test_follow_gives_up_and_cancels_after_its_timeout(tmp_path: Path):
             make_request(task, "def custom_kernel(d):\n    while True:\n        pass\n"),
             uuid.uuid4().hex,
         )
-        with pytest.raises(RunTimedOutError, match="no result within 2 s"):
+        began = time.monotonic()
+        with pytest.raises(RunTimedOutError, match="no result within 2 s") as raised:
             await launcher.follow(handle, timeout=2)
-        return (await launcher.states([handle]))[handle.external_id]
+        waited = time.monotonic() - began
+        state = (await launcher.states([handle]))[handle.external_id]
+        record_property(
+            "observed",
+            f"{raised.typename} after {waited:.1f} s ({raised.value}); run {state.value}",
+        )
+        return state
 
     assert asyncio.run(go()) is RunState.LOST
 
