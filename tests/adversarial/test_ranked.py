@@ -219,13 +219,13 @@ timing._perf_counter_ns = lambda: 0
 @pytest.mark.reliability(
     "Anti-cheat",
     "stubbing time.perf_counter(_ns), monotonic_ns, cuda.synchronize and the timing clock",
-    "passed with a real mean (within 2x of an honest 2 ms kernel's, at least 1.5 ms)",
+    "passed with a real mean: at least 1.5 ms for a 2 ms kernel, like its honest twin",
 )
 def test_patching_the_clocks(identity, record_property):
     """Attack: replace time.perf_counter(_ns), monotonic_ns, process_time_ns,
     torch.cuda.synchronize and the timing module's clock with stubs, then run a 2 ms kernel.
-    Expected: the harness's clock was bound before the submission loaded: the mean matches an
-    honest twin's (within a factor of 2, and at least 1.5 ms)."""
+    Expected: the harness's clock was bound before the submission loaded: the mean is a real
+    one (at least 1.5 ms), like an honest twin's."""
     honest = attack(identity, HONEST)
     patched = attack(identity, PATCHED + HONEST)
     record_property("observed", f"{patched.verdict.value}: {patched.message}")
@@ -237,6 +237,6 @@ def test_patching_the_clocks(identity, record_property):
         f"{patched.verdict.value}: mean {patched_mean / 1e6:.2f} ms patched vs "
         f"{honest_mean / 1e6:.2f} ms honest",
     )
-    assert patched_mean >= 1.5e6, patched_mean
-    assert 0.5 < patched_mean / honest_mean < 2, (patched_mean, honest_mean)
+    # Only the floor is firm: load can stretch either twin's sleep, never shrink it.
+    assert patched_mean >= 1.5e6, (patched_mean, honest_mean)
     assert patched.score is not None and patched.score >= 1.5e-3

@@ -197,7 +197,8 @@ def test_fork_bomb(tmp_path: Path, record_property):
     original returns a wrong answer. Expected: the sandbox user's process limit refuses forks
     long before that, the run ends (wrong_answer) and no process of its user is left."""
     marker = f"cm-adv-bomb-{uuid.uuid4().hex}"
-    task = small_task(tmp_path / "t")
+    # Hundreds of forks of an interpreter holding torch take a while on a busy machine.
+    task = small_task(tmp_path / "t", test_timeout=60)
     code = f"""
     import os, time
     MARKER = {marker!r}
