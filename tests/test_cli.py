@@ -8,6 +8,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import EXAMPLES, write_task
 
 IDENTITY = EXAMPLES / "identity_py"
@@ -74,7 +76,13 @@ def test_same_seed_gives_the_same_ranked_inputs(tmp_path: Path):
     assert ranked.count(ranked[0]) == 2
 
 
-def test_bad_inputs_exit_2_with_one_line(tmp_path: Path):
+@pytest.mark.reliability(
+    "Bad input",
+    "`cluster-manager eval` with 7 bad inputs: no task, unreadable file, .txt, no entry point, "
+    "bad task.yml, `../` zip, bad --mode",
+    "each exits 2 with its error on stderr (ours in one line) and nothing on stdout",
+)
+def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, record_property):
     not_python = tmp_path / "kernel.txt"
     not_python.write_text("def custom_kernel(d): return d\n")
     no_entry = tmp_path / "empty_kernel.py"
@@ -95,8 +103,15 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path):
         (["eval", str(zipped), sub], "escapes the archive root"),
         (["eval", str(IDENTITY), sub, "--mode", "fast"], "Invalid value for '--mode'"),
     ]
+    seen: list[str] = []
+    codes: set[int] = set()
     for args, expected in cases:
         done = cli(*args)
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "(no stderr)"
+        last = last.replace(str(tmp_path), "…").removeprefix("error: ")
+        seen.append(last.removeprefix("Error: "))
+        codes.add(done.returncode)
+        record_property("observed", f"exit codes {sorted(codes)}: " + " | ".join(seen))
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert expected in done.stderr, (args, done.stderr)
         assert done.stdout == ""

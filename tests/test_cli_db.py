@@ -125,7 +125,13 @@ def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
     assert "identity" not in cm("leaderboard", "list").stdout
 
 
-def test_bad_input_gets_one_line_and_exit_2(cm, tmp_path: Path):
+@pytest.mark.reliability(
+    "Bad input",
+    "CLI leaderboard create/submit/show with 9 bad inputs: taken, too long or odd name, "
+    "unparseable or past deadline, unknown GPU or leaderboard",
+    "each exits 2 with one line on stderr naming the problem; bad-deadline boards not stored",
+)
+def test_bad_input_gets_one_line_and_exit_2(cm, tmp_path: Path, record_property):
     task = write_task(tmp_path / "task")
     ok = cm(
         "leaderboard", "create", "board", "--task", str(task), "--deadline", FUTURE, "--gpu", "CPU"
@@ -221,8 +227,15 @@ def test_bad_input_gets_one_line_and_exit_2(cm, tmp_path: Path):
         (["submit", "board", sub, "--gpu", "H100"], "does not run on 'H100'"),
         (["leaderboard", "show", "nope"], "no leaderboard named 'nope'"),
     ]
+    seen: list[str] = []
+    codes: set[int] = set()
     for args, expected in cases:
         done = cm(*args)
+        last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "(no stderr)"
+        last = last.replace(str(tmp_path), "…").removeprefix("error: ")
+        seen.append(last.removeprefix("Error: "))
+        codes.add(done.returncode)
+        record_property("observed", f"exit codes {sorted(codes)}: " + " | ".join(seen))
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert expected in done.stderr, (args, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr

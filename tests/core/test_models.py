@@ -169,15 +169,21 @@ def test_run_request_round_trip_defaults() -> None:
     assert again.gpu_count == 1
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "run request JSON without a version or with another one (None, 0, 2, '1')",
+    "refused: ValueError 'unsupported run request version'",
+)
 @pytest.mark.parametrize("version", [None, 0, 2, "1"])
-def test_run_request_wrong_version_is_refused(version: Any) -> None:
+def test_run_request_wrong_version_is_refused(version: Any, record_property) -> None:
     data = request(py_task(), Mode.TEST).to_json()
     if version is None:
         del data["version"]
     else:
         data["version"] = version
-    with pytest.raises(ValueError, match="unsupported run request version"):
+    with pytest.raises(ValueError, match="unsupported run request version") as info:
         RunRequest.from_json(data)
+    record_property("observed", str(info.value))
 
 
 # --- RunResult --------------------------------------------------------------------------------
@@ -263,22 +269,34 @@ def test_run_result_flattens_tests_and_benchmarks() -> None:
     assert [b.passed for b in result.benchmarks] == [True, False]
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "run result JSON without a version or with another one (None, 0, 2, '1')",
+    "refused: ValueError 'unsupported run result version'",
+)
 @pytest.mark.parametrize("version", [None, 0, 2, "1"])
-def test_run_result_wrong_version_is_refused(version: Any) -> None:
+def test_run_result_wrong_version_is_refused(version: Any, record_property) -> None:
     data = full_result().to_json()
     if version is None:
         del data["version"]
     else:
         data["version"] = version
-    with pytest.raises(ValueError, match="unsupported run result version"):
+    with pytest.raises(ValueError, match="unsupported run result version") as info:
         RunResult.from_json(data)
+    record_property("observed", str(info.value))
 
 
-def test_run_result_unknown_verdict_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "run result JSON with an unknown verdict ('great')",
+    "refused with a ValueError, never read as a pass",
+)
+def test_run_result_unknown_verdict_is_refused(record_property) -> None:
     data = full_result().to_json()
     data["verdict"] = "great"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError) as info:
         RunResult.from_json(data)
+    record_property("observed", str(info.value))
 
 
 # --- plan -------------------------------------------------------------------------------------

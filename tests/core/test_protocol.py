@@ -114,15 +114,28 @@ def test_parse_tests_file_skips_blank_lines_and_keeps_specs() -> None:
         "size:: 1",
         "size: 0x10",
     ],
+    ids=repr,
 )
-def test_parse_case_rejects_malformed_parts(line: str) -> None:
-    with pytest.raises(ValueError, match="invalid test case"):
+@pytest.mark.reliability(
+    "Bad input",
+    "malformed test-case line (no colon, float, hex, two words, stray `;`, bad key)",
+    "refused: ValueError 'invalid test case' quoting the line",
+)
+def test_parse_case_rejects_malformed_parts(line: str, record_property) -> None:
+    with pytest.raises(ValueError, match="invalid test case") as info:
         parse_case(line)
+    record_property("observed", str(info.value))
 
 
-def test_parse_case_rejects_duplicate_keys() -> None:
-    with pytest.raises(ValueError, match="'size' given twice"):
+@pytest.mark.reliability(
+    "Bad input",
+    "test-case line naming a key twice (`size: 1; seed: 2; size: 3`)",
+    "refused: \"'size' given twice\"",
+)
+def test_parse_case_rejects_duplicate_keys(record_property) -> None:
+    with pytest.raises(ValueError, match="'size' given twice") as info:
         parse_case("size: 1; seed: 2; size: 3")
+    record_property("observed", str(info.value))
 
 
 def test_parse_tests_file_propagates_errors() -> None:
@@ -130,16 +143,30 @@ def test_parse_tests_file_propagates_errors() -> None:
         parse_tests_file("size: 1\nsize: oops!\n")
 
 
-@pytest.mark.parametrize("key", ["", "size-x", "size2", "two words", "k:", "k;"])
-def test_format_case_rejects_bad_keys(key: str) -> None:
-    with pytest.raises(ValueError, match="case key"):
+@pytest.mark.parametrize("key", ["", "size-x", "size2", "two words", "k:", "k;"], ids=repr)
+@pytest.mark.reliability(
+    "Bad input",
+    "test case with a key that cannot be written (empty, dash, digit, space, `:` or `;`)",
+    "refused: ValueError naming the case key",
+)
+def test_format_case_rejects_bad_keys(key: str, record_property) -> None:
+    with pytest.raises(ValueError, match="case key") as info:
         format_case({key: 1})
+    record_property("observed", str(info.value))
 
 
-@pytest.mark.parametrize("value", [1.5, True, False, None, "", "float16", "two words", "a;b", [1]])
-def test_format_case_rejects_bad_values(value: object) -> None:
-    with pytest.raises(ValueError, match="must be an integer or a word"):
+@pytest.mark.parametrize(
+    "value", [1.5, True, False, None, "", "float16", "two words", "a;b", [1]], ids=repr
+)
+@pytest.mark.reliability(
+    "Bad input",
+    "test case with a value that is not an integer or a word (float, bool, None, `a;b`, list)",
+    "refused: 'must be an integer or a word'",
+)
+def test_format_case_rejects_bad_values(value: object, record_property) -> None:
+    with pytest.raises(ValueError, match="must be an integer or a word") as info:
         format_case({"size": value})
+    record_property("observed", str(info.value))
 
 
 def test_format_tests_file_rejects_bad_case() -> None:
@@ -293,6 +320,11 @@ def test_multiline_error_escaped_then_unescaped() -> None:
     assert read_tests(result)[0].error == error
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "harness result with a missing test status and a `test-count` of 'many' or -3",
+    "a missing status is a failed test; a bad count means no tests, never a crash",
+)
 def test_tests_from_result_missing_status_and_bad_counts() -> None:
     (outcome,) = read_tests({"test-count": "1", "test.0.spec": "size: 1"})
     assert outcome == CaseOutcome(0, "size: 1", False, "no result reported for this test", "")
@@ -340,11 +372,17 @@ def test_benchmarks_round_trip() -> None:
     assert failed.mean == 0.0 and failed.runs == 0
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "benchmark result missing one of its timing stats",
+    "benchmark not passed: 'no timings reported for this benchmark'",
+)
 @pytest.mark.parametrize("missing", BENCHMARK_STATS)
-def test_benchmark_with_missing_stat_is_not_passed(missing: str) -> None:
+def test_benchmark_with_missing_stat_is_not_passed(missing: str, record_property) -> None:
     stats = {k: v for k, v in FULL_STATS.items() if k != missing}
     result = pipe(("benchmark-count", 1), ("benchmark.0.spec", "s"), *bench_pairs(0, **stats))
     (outcome,) = benchmarks_from_result(result)
+    record_property("observed", f"passed={outcome.passed}: {outcome.error}")
     assert not outcome.passed
     assert outcome.error == "no timings reported for this benchmark"
 
@@ -355,9 +393,15 @@ def test_benchmark_with_no_stats_at_all_is_not_passed() -> None:
     assert "no timings reported" in outcome.error
 
 
-def test_benchmark_with_unparsable_stat_is_not_passed() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "benchmark result with a stat that is not a number (`std: fast`)",
+    "benchmark not passed, no timing half-read: 'no timings reported'",
+)
+def test_benchmark_with_unparsable_stat_is_not_passed(record_property) -> None:
     result = pipe(("benchmark-count", 1), *bench_pairs(0, **{**FULL_STATS, "std": "fast"}))
     (outcome,) = benchmarks_from_result(result)
+    record_property("observed", f"passed={outcome.passed}, mean={outcome.mean}: {outcome.error}")
     assert not outcome.passed
     assert outcome.mean == 0.0  # nothing half-read
     assert "no timings reported" in outcome.error
@@ -380,10 +424,16 @@ def test_benchmark_passed_is_a_bool_when_timings_are_missing() -> None:
     assert outcome.passed is False
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "benchmark result with `runs: nan` or `runs: inf`",
+    "benchmark not passed; no crash converting to int",
+)
 @pytest.mark.parametrize("runs", ["nan", "inf"])
-def test_benchmark_with_non_finite_runs_does_not_crash(runs: str) -> None:
+def test_benchmark_with_non_finite_runs_does_not_crash(runs: str, record_property) -> None:
     result = pipe(("benchmark-count", 1), *bench_pairs(0, **{**FULL_STATS, "runs": runs}))
     (outcome,) = benchmarks_from_result(result)
+    record_property("observed", f"passed={outcome.passed}: {outcome.error}")
     assert not outcome.passed
 
 
@@ -408,6 +458,11 @@ def test_encode_report_round_trip(text: str) -> None:
     assert benchmarks_from_result(result)[0].report == text
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "profile report that is not base64",
+    "kept as raw text, no decode error",
+)
 def test_report_that_is_not_base64_is_kept_raw() -> None:
     (outcome,) = benchmarks_from_result(
         {"benchmark-count": "1", "benchmark.0.report": "plain text, not base64!"}
@@ -426,6 +481,11 @@ def test_failed_profile_with_report_is_not_passed() -> None:
     assert outcome.report == "partial"
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "random text on the result pipe (property-based, hypothesis)",
+    "parse_result_lines never raises; it returns a dict of strings",
+)
 @given(st.text())
 def test_parse_result_lines_never_raises(text: str) -> None:
     result = parse_result_lines(text)
@@ -440,6 +500,11 @@ _KEYISH = st.sampled_from(
 )
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "random values for check/test/benchmark result keys (property-based, hypothesis)",
+    "test and benchmark outcomes are always built; nothing raises",
+)
 @given(
     st.lists(
         st.tuples(_KEYISH, st.one_of(st.integers(-3, 3).map(str), _NO_DIGITS)),

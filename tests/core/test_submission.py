@@ -95,45 +95,95 @@ def test_default_max_bytes() -> None:
 # --- refused ----------------------------------------------------------------------------------
 
 
-def test_empty_is_refused() -> None:
-    assert refused("s.py", b"") == "s.py: the file is empty"
+@pytest.mark.reliability(
+    "Bad input",
+    "empty submission file",
+    "refused: 's.py: the file is empty'",
+)
+def test_empty_is_refused(record_property) -> None:
+    msg = refused("s.py", b"")
+    record_property("observed", msg)
+    assert msg == "s.py: the file is empty"
 
 
-def test_too_large_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "submission over the size limit",
+    "refused: names the file, '<n> bytes is over the limit of <max> bytes'",
+)
+def test_too_large_is_refused(record_property) -> None:
     code = DEF_KERNEL + b"#" * 100
     msg = refused("s.py", code, max_bytes=50)
+    record_property("observed", msg)
     assert msg == f"s.py: {len(code)} bytes is over the limit of 50 bytes"
 
 
 @pytest.mark.parametrize("name", ["s.txt", "s.cu", "s", "s.py.txt", "s.pyc", ".py"])
-def test_wrong_extension_for_python(name: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "Python task given a file with the wrong extension",
+    "refused: '<name>: this task takes .py files (py task)'",
+)
+def test_wrong_extension_for_python(name: str, record_property) -> None:
     msg = refused(name, DEF_KERNEL, PY)
+    record_property("observed", msg)
     assert msg == f"{name}: this task takes .py files (py task)"
 
 
 @pytest.mark.parametrize("name", ["k.py", "k.c", "k.h", "k"])
-def test_wrong_extension_for_cuda(name: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "CUDA task given a file with the wrong extension",
+    "refused: '<name>: this task takes .cu or .cuh or .cpp or .cc files (cu task)'",
+)
+def test_wrong_extension_for_cuda(name: str, record_property) -> None:
     msg = refused(name, CU_KERNEL, CU)
+    record_property("observed", msg)
     assert msg == f"{name}: this task takes .cu or .cuh or .cpp or .cc files (cu task)"
 
 
-def test_nul_bytes_are_refused() -> None:
-    assert "binary file (contains NUL bytes)" in refused("s.py", DEF_KERNEL + b"\x00")
+@pytest.mark.reliability(
+    "Bad input",
+    "binary submission (a NUL byte in .py and in .cu)",
+    "refused: 'binary file (contains NUL bytes)'",
+)
+def test_nul_bytes_are_refused(record_property) -> None:
+    msg = refused("s.py", DEF_KERNEL + b"\x00")
+    record_property("observed", msg)
+    assert "binary file (contains NUL bytes)" in msg
     assert "NUL bytes" in refused("k.cu", CU_KERNEL + b"\x00", CU)
 
 
-def test_invalid_utf8_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "submission that is not UTF-8",
+    "refused: 's.py: not UTF-8 text (byte 34)'",
+)
+def test_invalid_utf8_is_refused(record_property) -> None:
     msg = refused("s.py", b"def custom_kernel(d):\n    return '\xff'\n")
+    record_property("observed", msg)
     assert msg == "s.py: not UTF-8 text (byte 34)"
 
 
-def test_syntax_error_names_the_line() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "Python submission with a syntax error",
+    "refused before running: 's.py: line 3: invalid Python syntax'",
+)
+def test_syntax_error_names_the_line(record_property) -> None:
     msg = refused("s.py", b"import torch\n\ndef custom_kernel(data)\n    return data\n")
+    record_property("observed", msg)
     assert msg.startswith("s.py: line 3: invalid Python syntax")
 
 
-def test_indentation_error_names_the_line() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "Python submission with an indentation error",
+    "refused: names line 2, 'invalid Python syntax'",
+)
+def test_indentation_error_names_the_line(record_property) -> None:
     msg = refused("s.py", b"def custom_kernel(d):\nreturn d\n")
+    record_property("observed", msg)
     assert "line 2" in msg and "invalid Python syntax" in msg
 
 
@@ -160,19 +210,38 @@ def test_indentation_error_names_the_line() -> None:
         "import-renamed-away",
     ],
 )
-def test_no_python_entry_point(code: bytes) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "Python submission without a top-level custom_kernel (other name, class, nested, in a string)",
+    "refused: 's.py: no top-level `def custom_kernel(data)` found'",
+)
+def test_no_python_entry_point(code: bytes, record_property) -> None:
     msg = refused("s.py", code)
+    record_property("observed", msg)
     assert msg == "s.py: no top-level `def custom_kernel(data)` found"
 
 
 @pytest.mark.parametrize(
     "code",
     [b"__global__ void kernel(float* x) {}\n", b"int custom_kernel_count = 3;\n"],
+    ids=["other-function", "only-a-variable"],
 )
-def test_cuda_without_custom_kernel(code: bytes) -> None:
-    assert refused("k.cu", code, CU) == "k.cu: no `custom_kernel(...)` definition found"
+@pytest.mark.reliability(
+    "Bad input",
+    "CUDA submission without a custom_kernel function",
+    "refused: 'k.cu: no `custom_kernel(...)` definition found'",
+)
+def test_cuda_without_custom_kernel(code: bytes, record_property) -> None:
+    msg = refused("k.cu", code, CU)
+    record_property("observed", msg)
+    assert msg == "k.cu: no `custom_kernel(...)` definition found"
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "submission with several problems at once (empty .txt, oversized .txt, binary .txt)",
+    "the cheapest check speaks first: empty, then size, then extension",
+)
 def test_checks_in_order() -> None:
     # Empty before extension, size before extension, extension before content.
     assert "empty" in refused("s.txt", b"")
@@ -211,7 +280,12 @@ def test_header_anywhere_first_wins_and_key_case_insensitive() -> None:
     assert (sub.leaderboard, sub.gpu) == ("first", "T4")
 
 
-def test_parse_headers_ignores_malformed_lines() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "malformed `#!POPCORN` header lines (two values, no value, wrong case, not at line start)",
+    "ignored; only well-formed `#!POPCORN key value` lines count",
+)
+def test_parse_headers_ignores_malformed_lines(record_property) -> None:
     code = "\n".join(
         [
             "#!POPCORN leaderboard two words",
@@ -223,12 +297,19 @@ def test_parse_headers_ignores_malformed_lines() -> None:
             "#!POPCORN extra value",
         ]
     )
-    assert parse_headers(code) == {"extra": "value"}
+    headers = parse_headers(code)
+    record_property("observed", f"headers read: {headers}")
+    assert headers == {"extra": "value"}
 
 
 # --- arbitrary input --------------------------------------------------------------------------
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "random bytes as a submission, under any file name (property-based, hypothesis)",
+    "accepted as its UTF-8 text or refused with InvalidSubmissionError; nothing else escapes",
+)
 @settings(max_examples=200, deadline=None)
 @given(st.binary(max_size=300), st.sampled_from(["s.py", "k.cu", "x.txt", ""]))
 def test_arbitrary_bytes_never_raise_anything_else(data: bytes, name: str) -> None:
@@ -242,6 +323,11 @@ def test_arbitrary_bytes_never_raise_anything_else(data: bytes, name: str) -> No
             assert sub.code == data.decode("utf-8")
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "random text as a .py and as a .cu submission (property-based, hypothesis)",
+    "accepted only with a custom_kernel, else refused with a message naming the file",
+)
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_arbitrary_text_never_raises_anything_else(text: str) -> None:
@@ -265,6 +351,12 @@ def test_arbitrary_text_never_raises_anything_else(text: str) -> None:
     ],
     ids=["parens", "brackets", "unary"],
 )
-def test_pathological_python_is_refused_not_crashed(code: bytes) -> None:
-    with pytest.raises(InvalidSubmissionError, match=r"^s\.py: "):
+@pytest.mark.reliability(
+    "Bad input",
+    "Python that crashes naive parsers: 300 nested parens, 1000 nested brackets, 100k unary minus",
+    "refused with a message naming the file, not a RecursionError or MemoryError",
+)
+def test_pathological_python_is_refused_not_crashed(code: bytes, record_property) -> None:
+    with pytest.raises(InvalidSubmissionError, match=r"^s\.py: ") as info:
         validate_submission("s.py", code, PY)
+    record_property("observed", str(info.value))

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cluster_manager.core.models import (
     SUBMISSION_SOURCE,
@@ -299,47 +301,83 @@ def test_sibling_source_of_problem_set_loads(tmp_path: Path) -> None:
     assert task.name == "task1"
 
 
-def test_source_escaping_problem_set_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml source `../../x.py` leading out of the problem-set folder",
+    "refused: names task.yml, key files[1].source and 'leaves the problem set's folder'",
+)
+def test_source_escaping_problem_set_is_refused(tmp_path: Path, record_property) -> None:
     (tmp_path / "x.py").write_text("secret = 1\n")  # exists: refusal is about the path
     err = invalid(load_task, problem_set(tmp_path, "../../x.py"))
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, "files[1].source")
     assert "leaves the problem set's folder" in err.reason
     assert "../../x.py" in err.reason
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml source given as an absolute path",
+    "refused: names task.yml, key files[1].source and 'absolute path … is not allowed'",
+)
 @pytest.mark.parametrize("source", ["/etc/hostname", "\\evil.py", "C:/evil.py", "c:evil.py"])
-def test_absolute_source_is_refused(tmp_path: Path, source: str) -> None:
+def test_absolute_source_is_refused(tmp_path: Path, source: str, record_property) -> None:
     err = invalid(load_task, problem_set(tmp_path, source))
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, "files[1].source")
     assert "absolute path" in err.reason
 
 
-def test_backslash_source_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml source with a backslash separator (`..\\\\eval.py`)",
+    "refused: key files[1].source, 'may only use '/' as separator'",
+)
+def test_backslash_source_is_refused(tmp_path: Path, record_property) -> None:
     err = invalid(load_task, problem_set(tmp_path, "..\\eval.py"))
+    record_property("observed", str(err))
     assert err.key == "files[1].source"
     assert "may only use '/'" in err.reason
 
 
 @pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
-def test_symlink_leaving_problem_set_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task folder file that is a symlink to a file outside the problem set",
+    "refused: key files[1].source, 'leaves the problem set's folder'; the target is not read",
+)
+def test_symlink_leaving_problem_set_is_refused(tmp_path: Path, record_property) -> None:
     outside = tmp_path / "outside.py"
     outside.write_text("secret = 1\n")
     folder = problem_set(tmp_path, "link.py")
     (folder / "link.py").symlink_to(outside)
     err = invalid(load_task, folder)
+    record_property("observed", str(err))
     assert err.key == "files[1].source"
     assert "leaves the problem set's folder" in err.reason
 
 
-def test_source_over_file_size_cap_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task file over the per-file size cap (2000 bytes, cap 1000)",
+    "refused: names reference.py, '2000 bytes is over the limit of 1000'",
+)
+def test_source_over_file_size_cap_is_refused(tmp_path: Path, record_property) -> None:
     folder = write_task(tmp_path / "t", py_spec(), {**PY_FILES, "reference.py": "x" * 2000})
     err = invalid(load_task, folder, limits=TaskLimits(file_bytes=1000))
+    record_property("observed", str(err))
     assert err.file == "reference.py"
     assert "2000 bytes is over the limit of 1000" in err.reason
 
 
-def test_missing_path_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task path that does not exist",
+    "refused: names the path, 'no such file or folder'",
+)
+def test_missing_path_is_refused(tmp_path: Path, record_property) -> None:
     err = invalid(load_task, tmp_path / "nope")
+    record_property("observed", str(err))
     assert "no such file or folder" in err.reason
 
 
@@ -408,14 +446,28 @@ def test_cuda_task_minimal_config(tmp_path: Path) -> None:
         ),
     ],
 )
-def test_invalid_cuda_config(tmp_path: Path, config: Any, key: str, reason: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "CUDA task.yml with a missing or wrongly typed `config` entry",
+    "refused: names task.yml, the config key and the reason",
+)
+def test_invalid_cuda_config(
+    tmp_path: Path, config: Any, key: str, reason: str, record_property
+) -> None:
     err = load_invalid_spec(tmp_path, cu_spec(config=config), CU_FILES)
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, key)
     assert reason in err.reason
 
 
-def test_cuda_task_missing_source_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "CUDA task.yml naming a header file that is not there",
+    "refused: key files[2].source, \"'kernel.h' does not exist\"",
+)
+def test_cuda_task_missing_source_file_is_refused(tmp_path: Path, record_property) -> None:
     err = load_invalid_spec(tmp_path, cu_spec(), {"main.cu": MAIN_CU})
+    record_property("observed", str(err))
     assert err.key == "files[2].source"
     assert "'kernel.h' does not exist" in err.reason
 
@@ -423,9 +475,15 @@ def test_cuda_task_missing_source_file_is_refused(tmp_path: Path) -> None:
 # --- invalid task.yml ---------------------------------------------------------------------------
 
 
-def test_missing_task_yml(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task folder without task.yml",
+    "refused: names task.yml, 'does not exist'",
+)
+def test_missing_task_yml(tmp_path: Path, record_property) -> None:
     folder = write_task(tmp_path / "t", None)
     err = invalid(load_task, folder)
+    record_property("observed", str(err))
     assert err.file == TASK_YAML
     assert "does not exist" in err.reason
 
@@ -440,14 +498,28 @@ def test_missing_task_yml(tmp_path: Path) -> None:
         pytest.param("", "must be a mapping", id="empty"),
     ],
 )
-def test_task_yml_not_a_yaml_mapping(tmp_path: Path, text: str, reason: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml that is broken YAML, or YAML but not a mapping (list, text, empty)",
+    "refused: names task.yml, 'not valid YAML' (with the position) or 'must be a mapping'",
+)
+def test_task_yml_not_a_yaml_mapping(
+    tmp_path: Path, text: str, reason: str, record_property
+) -> None:
     err = load_invalid_spec(tmp_path, text)
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, None)
     assert reason in err.reason
 
 
-def test_task_yml_not_utf8(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml that is not UTF-8",
+    "refused: names task.yml, 'not UTF-8 text' with the byte offset",
+)
+def test_task_yml_not_utf8(tmp_path: Path, record_property) -> None:
     err = load_invalid_spec(tmp_path, b"lang: py\ndescription: \xff\xfe\n")
+    record_property("observed", str(err))
     assert err.file == TASK_YAML
     assert "not UTF-8" in err.reason
 
@@ -643,14 +715,28 @@ _BAD_SPECS = [
 
 
 @pytest.mark.parametrize(("changes", "key", "reason"), _BAD_SPECS)
-def test_invalid_task_yml(tmp_path: Path, changes: dict[str, Any], key: str, reason: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml key missing, of the wrong type or with a bad value",
+    "refused: names task.yml, the key (e.g. `tests[1].size`) and the reason",
+)
+def test_invalid_task_yml(
+    tmp_path: Path, changes: dict[str, Any], key: str, reason: str, record_property
+) -> None:
     err = load_invalid_spec(tmp_path, py_spec(**changes))
+    record_property("observed", str(err))
     assert err.file == TASK_YAML
     assert err.key == key
     assert reason in err.reason
 
 
-def test_unsafe_file_names_are_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml file `name` that is unsafe: `../x.py`, `/abs.py`, `a/../../x.py`, backslash, '', '.'",
+    "each refused: key files[1].name, '<name> is not a safe file name'",
+)
+def test_unsafe_file_names_are_refused(tmp_path: Path, record_property) -> None:
+    seen: list[str] = []
     for bad in ["../x.py", "/abs.py", "a/../../x.py", "a\\b.py", "", "."]:
         spec = py_spec(
             files=[
@@ -660,20 +746,34 @@ def test_unsafe_file_names_are_refused(tmp_path: Path) -> None:
             config=None,
         )
         err = load_invalid_spec(tmp_path, spec)
+        seen.append(err.reason)
+        record_property("observed", "; ".join(seen))
         assert err.key == "files[1].name", bad
         assert "is not a safe file name" in err.reason, bad
         assert repr(bad) in err.reason
 
 
-def test_non_str_file_name_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml file `name` that is a number",
+    "refused: key files[0].name, '5 is not a safe file name'",
+)
+def test_non_str_file_name_is_refused(tmp_path: Path, record_property) -> None:
     spec = py_spec(files=[{"name": 5, "source": SUBMISSION_SOURCE}], config=None)
     err = load_invalid_spec(tmp_path, spec)
+    record_property("observed", str(err))
     assert err.key == "files[0].name"
     assert "5 is not a safe file name" in err.reason
 
 
-def test_non_utf8_source_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task source file that is not UTF-8",
+    "refused: names reference.py, 'not UTF-8 text (byte 5)'",
+)
+def test_non_utf8_source_file_is_refused(tmp_path: Path, record_property) -> None:
     err = load_invalid_spec(tmp_path, py_spec(), {**PY_FILES, "reference.py": b"x = '\xff'\n"})
+    record_property("observed", str(err))
     assert err.file == "reference.py"
     assert err.key is None
     assert "not UTF-8 text (byte 5)" in err.reason
@@ -681,10 +781,18 @@ def test_non_utf8_source_file_is_refused(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("key", ["test_timeout", "benchmark_timeout", "ranked_timeout"])
 @pytest.mark.parametrize(
-    "value", [-1, 0, 0.0, "60", True, False, 3601, 3600.5, float("nan"), float("inf"), None, [60]]
+    "value",
+    [-1, 0, 0.0, "60", True, False, 3601, 3600.5, float("nan"), float("inf"), None, [60]],
+    ids=repr,
 )
-def test_invalid_timeout(tmp_path: Path, key: str, value: Any) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml timeout outside (0, 3600] or not a number (string, bool, null, list)",
+    "refused: names task.yml, the timeout key, 'must be seconds in (0, 3600]'",
+)
+def test_invalid_timeout(tmp_path: Path, key: str, value: Any, record_property) -> None:
     err = load_invalid_spec(tmp_path, py_spec(**{key: value}))
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, key)
     assert "must be seconds in (0, 3600]" in err.reason
 
@@ -697,11 +805,17 @@ def test_timeout_bounds_accepted(tmp_path: Path, value: float, expected: float) 
     assert task.test_timeout == 180.0
 
 
-def test_task_yml_over_size_cap(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml one byte over its size cap",
+    "refused before parsing: names task.yml, '<size> bytes is over the limit of <cap>'",
+)
+def test_task_yml_over_size_cap(tmp_path: Path, record_property) -> None:
     text = dump(py_spec())
     size = len(text.encode())
     folder = write_task(tmp_path / "t", text)
     err = invalid(load_task, folder, limits=TaskLimits(yaml_bytes=size - 1))
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, None)
     assert f"{size} bytes is over the limit of {size - 1}" in err.reason
     # Exactly at the cap is fine.
@@ -727,25 +841,43 @@ lang: py
 """
 
 
-def test_yaml_alias_bomb_is_refused_quickly(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "YAML alias bomb ('billion laughs', 9^9 strings) as task.yml",
+    "refused in under 2 s: names task.yml, 'not valid YAML: aliases are not allowed'",
+)
+def test_yaml_alias_bomb_is_refused_quickly(tmp_path: Path, record_property) -> None:
     folder = write_task(tmp_path / "t", BILLION_LAUGHS)
     began = time.monotonic()
     err = invalid(load_task, folder)
+    record_property("observed", f"{err} ({time.monotonic() - began:.3f} s)")
     assert time.monotonic() - began < 2.0
     assert (err.file, err.key) == (TASK_YAML, None)
     assert "not valid YAML" in err.reason
     assert "aliases are not allowed" in err.reason
 
 
-def test_yaml_merge_key_alias_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "YAML merge key (`<<: *base`) in task.yml",
+    "refused: 'aliases are not allowed'",
+)
+def test_yaml_merge_key_alias_is_refused(record_property) -> None:
     text = b"base: &base {size: 1}\ntests:\n  - <<: *base\n    seed: 2\n"
-    with pytest.raises(InvalidTaskError, match="aliases are not allowed"):
+    with pytest.raises(InvalidTaskError, match="aliases are not allowed") as info:
         parse_task_yaml(text)
+    record_property("observed", str(info.value))
 
 
-def test_yaml_python_tags_are_refused() -> None:
-    with pytest.raises(InvalidTaskError, match="not valid YAML"):
+@pytest.mark.reliability(
+    "Bad input",
+    "`!!python/object/apply:os.system` tag in task.yml",
+    "refused as 'not valid YAML'; nothing is constructed or run",
+)
+def test_yaml_python_tags_are_refused(record_property) -> None:
+    with pytest.raises(InvalidTaskError, match="not valid YAML") as info:
         parse_task_yaml(b"lang: !!python/object/apply:os.system ['true']\n")
+    record_property("observed", str(info.value))
 
 
 # --- known bugs: failures that escape as something other than InvalidTaskError ----------------
@@ -756,16 +888,35 @@ def test_yaml_python_tags_are_refused() -> None:
     [{"lang": ["py"]}, {"lang": {"py": 1}}, {"ranking_by": ["last"]}],
     ids=["lang-list", "lang-map", "ranking-list"],
 )
-def test_unhashable_enum_values_are_invalid_task(tmp_path: Path, changes: dict[str, Any]) -> None:
-    load_invalid_spec(tmp_path, py_spec(**changes))
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml `lang` or `ranking_by` given as a list or a mapping",
+    "refused as an invalid task naming the key, not a TypeError",
+)
+def test_unhashable_enum_values_are_invalid_task(
+    tmp_path: Path, changes: dict[str, Any], record_property
+) -> None:
+    err = load_invalid_spec(tmp_path, py_spec(**changes))
+    record_property("observed", str(err))
 
 
-def test_deeply_nested_yaml_is_invalid_task() -> None:
-    with pytest.raises(InvalidTaskError):
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml of 1000 nested `[`",
+    "refused as an invalid task, not a RecursionError",
+)
+def test_deeply_nested_yaml_is_invalid_task(record_property) -> None:
+    with pytest.raises(InvalidTaskError) as info:
         parse_task_yaml(b"[" * 1000)
+    record_property("observed", str(info.value))
 
 
-def test_names_equal_after_normalisation_are_duplicates(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml files `submission.py` and `./submission.py` (the same file twice)",
+    "refused: \"'./submission.py' appears twice\"",
+)
+def test_names_equal_after_normalisation_are_duplicates(tmp_path: Path, record_property) -> None:
     spec = py_spec(
         files=[
             {"name": "submission.py", "source": SUBMISSION_SOURCE},
@@ -774,6 +925,7 @@ def test_names_equal_after_normalisation_are_duplicates(tmp_path: Path) -> None:
         config=None,
     )
     err = load_invalid_spec(tmp_path, spec)
+    record_property("observed", str(err))
     assert "appears twice" in err.reason
 
 
@@ -831,7 +983,12 @@ def test_zip_sibling_of_task_folder_loads() -> None:
     assert file_content(task, "eval.py") == "# shared\n"
 
 
-def test_zip_source_leaving_archive_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip whose task.yml names `../../eval.py`, outside the archive",
+    "refused: key files[1].source, 'leaves the archive'",
+)
+def test_zip_source_leaving_archive_is_refused(record_property) -> None:
     spec = py_spec(
         files=[
             {"name": "submission.py", "source": SUBMISSION_SOURCE},
@@ -839,11 +996,17 @@ def test_zip_source_leaving_archive_is_refused() -> None:
         ]
     )
     err = invalid(load_task_zip_bytes, zip_bytes({"task1/task.yml": dump(spec)}), "set.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, "files[1].source")
     assert "leaves the archive" in err.reason
 
 
-def test_zip_problem_set_two_levels_deep_is_not_found() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip with task.yml two folders deep (set/task1/task.yml)",
+    "refused: names the zip, 'no task.yml at the root or in one folder'",
+)
+def test_zip_problem_set_two_levels_deep_is_not_found(record_property) -> None:
     """The loader only looks for task.yml at depth <= 1: set/task1/task.yml is not found."""
     spec = py_spec(
         files=[
@@ -853,6 +1016,7 @@ def test_zip_problem_set_two_levels_deep_is_not_found() -> None:
     )
     data = zip_bytes({"set/eval.py": "# shared\n", "set/task1/task.yml": dump(spec)})
     err = invalid(load_task_zip_bytes, data, "set.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("set.zip", None)
     assert "no task.yml at the root or in one folder" in err.reason
 
@@ -864,89 +1028,155 @@ def test_zip_root_task_yml_wins_over_folder_one() -> None:
     assert task.main == "eval.py"
 
 
-def test_zip_with_several_task_yml_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip holding two tasks (a/task.yml and b/task.yml)",
+    "refused: names the zip, 'several task.yml files' and both paths",
+)
+def test_zip_with_several_task_yml_is_refused(record_property) -> None:
     entries = {**task_entries("a/"), **task_entries("b/")}
     err = invalid(load_task_zip_bytes, zip_bytes(entries), "t.zip")
+    record_property("observed", str(err))
     assert err.file == "t.zip"
     assert "several task.yml files" in err.reason
     assert "a/task.yml" in err.reason and "b/task.yml" in err.reason
 
 
-def test_zip_without_task_yml_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip without task.yml",
+    "refused: names the zip, 'no task.yml at the root or in one folder'",
+)
+def test_zip_without_task_yml_is_refused(record_property) -> None:
     err = invalid(load_task_zip_bytes, zip_bytes({"eval.py": EVAL}), "t.zip")
+    record_property("observed", str(err))
     assert "no task.yml" in err.reason
 
 
-def test_zip_missing_referenced_file_names_it() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip missing a file its task.yml names",
+    "refused: key files[1].source, \"file 'reference.py' is not in t.zip\"",
+)
+def test_zip_missing_referenced_file_names_it(record_property) -> None:
     entries = task_entries()
     del entries["reference.py"]
     err = invalid(load_task_zip_bytes, zip_bytes(entries), "t.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, "files[1].source")
     assert "file 'reference.py' is not in t.zip" in err.reason
 
 
 @pytest.mark.parametrize("name", ["../evil.py", "a/../../evil.py", "..\\evil.py"])
-def test_zip_entry_with_dotdot_is_refused(name: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip entry with a path traversal (`../evil.py`)",
+    "refused before anything is read: names the entry, 'escapes the archive root'",
+)
+def test_zip_entry_with_dotdot_is_refused(name: str, record_property) -> None:
     data = zip_bytes({**task_entries(), name: "x"})
     err = invalid(load_task_zip_bytes, data, "t.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("t.zip", name)
     assert "escapes the archive root" in err.reason
 
 
 @pytest.mark.parametrize("name", ["/abs.py", "\\abs.py", "C:/abs.py"])
-def test_zip_absolute_entry_is_refused(name: str) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip entry with an absolute path (`/abs.py`, `C:/abs.py`)",
+    "refused: names the entry, 'absolute paths are not allowed in a task zip'",
+)
+def test_zip_absolute_entry_is_refused(name: str, record_property) -> None:
     data = zip_bytes({**task_entries(), name: "x"})
     assert name in zipfile.ZipFile(io.BytesIO(data)).namelist()
     err = invalid(load_task_zip_bytes, data, "t.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("t.zip", name)
     assert "absolute paths are not allowed" in err.reason
 
 
-def test_zip_symlink_entry_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip with a symlink entry pointing at /etc/passwd",
+    "refused: names the entry, 'symbolic links are not allowed in a task zip'",
+)
+def test_zip_symlink_entry_is_refused(record_property) -> None:
     link = zipfile.ZipInfo("link.py")
     link.create_system = 3
     link.external_attr = 0o120777 << 16
     data = zip_bytes([*task_entries().items(), (link, "/etc/passwd")])
     err = invalid(load_task_zip_bytes, data, "t.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("t.zip", "link.py")
     assert "symbolic links are not allowed" in err.reason
 
 
-def test_zip_too_many_entries_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip with more entries than allowed (6, limit 5)",
+    "refused before reading: '6 entries is over the limit of 5'",
+)
+def test_zip_too_many_entries_is_refused(record_property) -> None:
     entries = {**task_entries(), **{f"extra{i}.txt": "x" for i in range(3)}}
     assert len(entries) == 6
     data = zip_bytes(entries)
     err = invalid(load_task_zip_bytes, data, "t.zip", limits=TaskLimits(zip_entries=5))
+    record_property("observed", str(err))
     assert "6 entries is over the limit of 5" in err.reason
     assert load_task_zip_bytes(data, "t.zip", limits=TaskLimits(zip_entries=6)).name == "t"
 
 
-def test_zip_declared_total_size_over_cap_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip whose declared uncompressed size is over the total cap",
+    "refused before reading: 'uncompressed size <n> bytes is over the limit of 4000'",
+)
+def test_zip_declared_total_size_over_cap_is_refused(record_property) -> None:
     entries = {**task_entries(), "data.bin": b"\0" * 5000}
     data = zip_bytes(entries)
     declared = sum(i.file_size for i in zipfile.ZipFile(io.BytesIO(data)).infolist())
     err = invalid(load_task_zip_bytes, data, "t.zip", limits=TaskLimits(total_bytes=4000))
+    record_property("observed", str(err))
     assert err.file == "t.zip"
     assert f"uncompressed size {declared} bytes is over the limit of 4000" in err.reason
 
 
-def test_zip_task_yml_over_cap_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip whose task.yml is over its size cap",
+    "refused: names task.yml, 'over the limit of 50'",
+)
+def test_zip_task_yml_over_cap_is_refused(record_property) -> None:
     data = zip_bytes(task_entries())
     err = invalid(load_task_zip_bytes, data, "t.zip", limits=TaskLimits(yaml_bytes=50))
+    record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, None)
     assert "over the limit of 50" in err.reason
 
 
-def test_zip_file_over_file_cap_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip member over the per-file cap",
+    "refused: names the entry, 'uncompresses to more than the size limit (zip bomb?)'",
+)
+def test_zip_file_over_file_cap_is_refused(record_property) -> None:
     data = zip_bytes({**task_entries(), "reference.py": "x" * 3000})
     err = invalid(load_task_zip_bytes, data, "t.zip", limits=TaskLimits(file_bytes=2000))
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("t.zip", "reference.py")
     assert "uncompresses to more than the size limit (zip bomb?)" in err.reason
 
 
-def test_zip_non_utf8_file_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip member that is not UTF-8",
+    "refused: names reference.py, 'not UTF-8 text'",
+)
+def test_zip_non_utf8_file_is_refused(record_property) -> None:
     data = zip_bytes({**task_entries(), "reference.py": b"\xc3\x28"})
     err = invalid(load_task_zip_bytes, data, "t.zip")
+    record_property("observed", str(err))
     assert err.file == "reference.py"
     assert "not UTF-8" in err.reason
 
@@ -968,12 +1198,25 @@ def zip_bomb() -> bytes:
     return data
 
 
-def test_zip_bomb_refused_by_declared_size(zip_bomb: bytes) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "zip bomb: ~50 KB zip inflating to 50 MB",
+    "refused by its declared size, before inflating",
+)
+def test_zip_bomb_refused_by_declared_size(zip_bomb: bytes, record_property) -> None:
     err = invalid(load_task_zip_bytes, zip_bomb, "bomb.zip", limits=TaskLimits(file_bytes=MiB))
+    record_property("observed", str(err))
     assert "uncompressed size" in err.reason and "over the limit" in err.reason
 
 
-def test_zip_bomb_refused_by_bounded_read(zip_bomb: bytes, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "zip bomb under a generous total cap (only the 1 MiB per-file cap applies)",
+    "refused in under 2 s, reading no more than the file cap: 'size limit (zip bomb?)'",
+)
+def test_zip_bomb_refused_by_bounded_read(
+    zip_bomb: bytes, monkeypatch: pytest.MonkeyPatch, record_property
+) -> None:
     """Even with a generous total cap, the entry is read no further than the file cap."""
     requested: list[int] = []
     original = zipfile.ZipExtFile.read
@@ -987,6 +1230,8 @@ def test_zip_bomb_refused_by_bounded_read(zip_bomb: bytes, monkeypatch: pytest.M
     began = time.monotonic()
     err = invalid(load_task_zip_bytes, zip_bomb, "bomb.zip", limits=limits)
     elapsed = time.monotonic() - began
+    largest = max(requested, default=0)
+    record_property("observed", f"{err} ({elapsed:.3f} s, largest read {largest} bytes)")
     assert elapsed < 2.0
     assert (err.file, err.key) == ("bomb.zip", "data.bin")
     assert "size limit" in err.reason and "zip bomb" in err.reason
@@ -1012,7 +1257,12 @@ def _lie_about_size(data: bytes, member: str, declared: int) -> bytes:
     return bytes(out)
 
 
-def test_zip_header_lying_about_size_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "zip whose headers claim 100 bytes for a 3 MiB member",
+    "refused in under 2 s: names the entry, 'cannot be read'",
+)
+def test_zip_header_lying_about_size_is_refused(record_property) -> None:
     spec = py_spec(
         files=[
             {"name": "submission.py", "source": SUBMISSION_SOURCE},
@@ -1025,29 +1275,48 @@ def test_zip_header_lying_about_size_is_refused() -> None:
     assert zipfile.ZipFile(io.BytesIO(data)).getinfo("data.bin").file_size == 100
     began = time.monotonic()
     err = invalid(load_task_zip_bytes, data, "liar.zip", limits=TaskLimits(file_bytes=MiB))
+    record_property("observed", str(err))
     assert time.monotonic() - began < 2.0
     assert (err.file, err.key) == ("liar.zip", "data.bin")
     assert "cannot be read" in err.reason
 
 
-def test_not_a_zip_file_is_refused(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task.zip that is really a text file",
+    "refused: names task.zip, 'not a folder and not a zip archive'",
+)
+def test_not_a_zip_file_is_refused(tmp_path: Path, record_property) -> None:
     path = tmp_path / "task.zip"
     path.write_text("lang: py\n")
     err = invalid(load_task, path)
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("task.zip", None)
     assert "not a folder and not a zip archive" in err.reason
 
 
-def test_not_a_zip_bytes_is_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "uploaded task bytes that are not a zip",
+    "refused: names up.zip, 'not a valid zip archive'",
+)
+def test_not_a_zip_bytes_is_refused(record_property) -> None:
     err = invalid(load_task_zip_bytes, b"definitely not a zip", "up.zip")
+    record_property("observed", str(err))
     assert (err.file, err.key) == ("up.zip", None)
     assert "not a valid zip archive" in err.reason
 
 
-def test_truncated_zip_bytes_are_refused() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip cut in half",
+    "refused with our own error, not a zipfile exception",
+)
+def test_truncated_zip_bytes_are_refused(record_property) -> None:
     data = zip_bytes(task_entries())
-    with pytest.raises(ClusterManagerError):
+    with pytest.raises(ClusterManagerError) as info:
         load_task_zip_bytes(data[: len(data) // 2], "half.zip")
+    record_property("observed", str(info.value))
 
 
 def _corrupt_deflate_member(data: bytes, member: str) -> bytes:
@@ -1060,24 +1329,197 @@ def _corrupt_deflate_member(data: bytes, member: str) -> bytes:
     return bytes(out)
 
 
-def test_zip_with_corrupt_deflate_data_is_invalid_task() -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip member with a corrupt deflate stream",
+    "refused as an invalid task, not a zlib.error",
+)
+def test_zip_with_corrupt_deflate_data_is_invalid_task(record_property) -> None:
     data = _corrupt_deflate_member(zip_bytes(task_entries()), "reference.py")
-    with pytest.raises(InvalidTaskError):
+    with pytest.raises(InvalidTaskError) as info:
         load_task_zip_bytes(data, "t.zip")
+    record_property("observed", str(info.value))
 
 
-def test_zip_file_with_broken_central_directory_is_invalid_task(tmp_path: Path) -> None:
+@pytest.mark.reliability(
+    "Bad input",
+    "zip file whose end record announces an entry that is not there",
+    "refused as an invalid task by both the upload and the path loader",
+)
+def test_zip_file_with_broken_central_directory_is_invalid_task(
+    tmp_path: Path, record_property
+) -> None:
     # An end-of-central-directory record announcing one entry, and no real directory.
     eocd = b"PK\x05\x06" + struct.pack("<HHHHIIH", 0, 0, 1, 1, 46, 0, 0)
     path = tmp_path / "broken.zip"
     path.write_bytes(bytes(46) + eocd)
     assert zipfile.is_zipfile(path)
     # The in-memory loader handles it ...
-    with pytest.raises(InvalidTaskError, match="not a valid zip archive"):
+    with pytest.raises(InvalidTaskError, match="not a valid zip archive") as info:
         load_task_zip_bytes(path.read_bytes(), "broken.zip")
+    record_property("observed", str(info.value))
     # ... the path loader does not.
     with pytest.raises(InvalidTaskError):
         load_task(path)
+
+
+# --- arbitrary input --------------------------------------------------------------------------
+
+
+def _loads_or_refuses(data: bytes) -> None:
+    """The loader either returns a task or raises InvalidTaskError; nothing else escapes."""
+    try:
+        task = load_task_zip_bytes(data, "t.zip")
+    except InvalidTaskError as err:
+        assert str(err).startswith("invalid task: ")
+    else:
+        assert isinstance(task, Task)
+
+
+_YAML_CHARS = list("abcpyu:-[]{}&*!|>'\"#\n \t,?%@`0123456789.\\<~")
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "random text and random bytes as task.yml (property-based, hypothesis)",
+    "the loader only ever returns a task or raises InvalidTaskError",
+)
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.text(alphabet=st.sampled_from(_YAML_CHARS), max_size=200), st.binary()))
+def test_random_task_yml_never_crashes_the_loader(text: str | bytes) -> None:
+    data = text.encode() if isinstance(text, str) else text
+    _loads_or_refuses(zip_bytes({TASK_YAML: data, **PY_FILES}))
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=8),
+    st.sampled_from(["py", "cu", "eval.py", "../x.py", "/abs.py", SUBMISSION_SOURCE, "geom"]),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3),
+        st.dictionaries(
+            st.one_of(st.text(max_size=6), st.sampled_from(["name", "source", "size", "main"])),
+            inner,
+            max_size=3,
+        ),
+    ),
+    max_leaves=10,
+)
+_KEYS = [*py_spec(), "templates", "description", "ranking_by", "multi_gpu", "test_timeout"]
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "task.yml keys set to random values of any type (property-based, hypothesis)",
+    "the loader only ever returns a task or raises InvalidTaskError",
+)
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=4))
+def test_random_task_yml_values_never_crash_the_loader(changes: dict[str, Any]) -> None:
+    text = yaml.safe_dump({**py_spec(), **changes})
+    _loads_or_refuses(zip_bytes({TASK_YAML: text, **PY_FILES}))
+
+
+_NAME_PARTS = st.sampled_from(
+    [TASK_YAML, "eval.py", "reference.py", "a", "..", ".", "", "C:", "\\x", "\u00fc"]
+)
+_ENTRY_NAMES = st.lists(_NAME_PARTS, min_size=1, max_size=3).map("/".join).filter(bool)
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "random zips (hypothesis): names with `..`, `C:`, backslashes, non-ASCII; random contents",
+    "the loader only ever returns a task or raises InvalidTaskError",
+)
+@settings(max_examples=200, deadline=None)
+@given(
+    st.booleans(),
+    st.dictionaries(_ENTRY_NAMES, st.one_of(st.binary(max_size=64), st.text(max_size=64))),
+)
+def test_random_zips_never_crash_the_loader(
+    with_task: bool, entries: dict[str, str | bytes]
+) -> None:
+    base: dict[str, str | bytes] = dict(task_entries()) if with_task else {}
+    _loads_or_refuses(zip_bytes({**base, **entries}))
+
+
+def _central_header(data: bytes, member: str) -> int:
+    """Where `member`'s entry starts in the zip's central directory."""
+    pos = 0
+    while True:
+        pos = data.index(b"PK\x01\x02", pos)
+        name_len = struct.unpack_from("<H", data, pos + 28)[0]
+        if data[pos + 46 : pos + 46 + name_len] == member.encode():
+            return pos
+        pos += 4
+
+
+def _needs_zip_version_6_4(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[_central_header(data, TASK_YAML) + 6] = 64  # "version needed to extract": 6.4
+    return bytes(out)
+
+
+def _central_directory_offset_too_large(data: bytes) -> bytes:
+    out = bytearray(data)
+    end = data.rindex(b"PK\x05\x06")
+    offset = struct.unpack_from("<I", data, end + 16)[0]
+    struct.pack_into("<I", out, end + 16, offset + 1000)  # members now start at -1000
+    return bytes(out)
+
+
+def _local_name_not_utf8(data: bytes) -> bytes:
+    out = bytearray(data)
+    local = zipfile.ZipFile(io.BytesIO(data)).getinfo(TASK_YAML).header_offset
+    out[local + 7] |= 0x08  # flag bit 11: the name is UTF-8 ...
+    out[local + 30] = 0xFF  # ... and it is not
+    return bytes(out)
+
+
+def _name_starting_with_nul(data: bytes) -> bytes:
+    out = bytearray(data)
+    out[_central_header(data, "eval.py") + 46] = 0  # zipfile cuts the name at NUL: ""
+    return bytes(out)
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "task zip with one corrupted header field (found by fuzzing random byte flips)",
+    "refused as an invalid task naming the zip, like any other broken archive",
+)
+@pytest.mark.parametrize(
+    "corrupt",
+    [
+        pytest.param(
+            _needs_zip_version_6_4,
+            id="extract-version",
+        ),
+        pytest.param(
+            _central_directory_offset_too_large,
+            id="negative-offset",
+        ),
+        pytest.param(
+            _local_name_not_utf8,
+            id="name-not-utf8",
+        ),
+        pytest.param(
+            _name_starting_with_nul,
+            id="empty-name",
+        ),
+    ],
+)
+def test_zip_with_corrupt_header_is_invalid_task(corrupt: Any, record_property) -> None:
+    data = corrupt(zip_bytes(task_entries()))
+    with pytest.raises(InvalidTaskError) as info:
+        load_task_zip_bytes(data, "t.zip")
+    record_property("observed", str(info.value))
+    assert info.value.file == "t.zip"
 
 
 # --- JSON round trip --------------------------------------------------------------------------

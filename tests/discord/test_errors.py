@@ -21,64 +21,125 @@ def assert_private_error(reply, *texts: str) -> None:
     assert reply.acknowledged
 
 
-async def test_unknown_leaderboard(harness):
+def seen(reply) -> str:
+    """Everything the user was shown, for the reliability page."""
+    return " / ".join(m.text() for m in reply.messages)
+
+
+async def stored(app, table: str) -> int:
+    return await app.pool.fetchval(f"SELECT count(*) FROM {table}")
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit to an unknown leaderboard",
+    "private error naming the leaderboard ('no leaderboard named 'nope''); nothing stored",
+)
+async def test_unknown_leaderboard(harness, app, record_property):
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="nope")
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Not found", "there is no leaderboard named 'nope'")
+    assert await stored(app, "submissions") == 0
 
 
-async def test_unknown_leaderboard_in_a_public_command_stays_private(harness):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard show of an unknown leaderboard (a public command)",
+    "the public 'thinking…' message is removed; a private error names the leaderboard",
+)
+async def test_unknown_leaderboard_in_a_public_command_stays_private(harness, record_property):
     reply = await harness.command("leaderboard show", name="nope")
+    record_property("observed", seen(reply))
     # The public "thinking…" message is removed and the error is a private message.
     assert_private_error(reply, "Not found", "'nope'")
     assert harness.fake.calls("DELETE", r"/messages/@original$")
 
 
-async def test_deadline_passed(harness, app, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit after the leaderboard's deadline",
+    "private 'Deadline passed' error naming the leaderboard; nothing stored",
+)
+async def test_deadline_passed(harness, app, clock, record_property):
     await create_board(app, clock)
     clock.now += timedelta(days=4)
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Deadline passed", "the deadline of 'identity' passed")
+    assert await stored(app, "submissions") == 0
 
 
-async def test_gpu_not_allowed(harness, app, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit for a GPU the leaderboard does not run on",
+    "private 'GPU not allowed' error listing the GPUs to choose from; nothing stored",
+)
+async def test_gpu_not_allowed(harness, app, clock, record_property):
     await create_board(app, clock)
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command(
         "leaderboard submit", script=script, leaderboard="identity", gpu="H100"
     )
+    record_property("observed", seen(reply))
     assert_private_error(reply, "GPU not allowed", "does not run on 'H100'; choose from CPU")
+    assert await stored(app, "submissions") == 0
 
 
-async def test_wrong_file_type_is_refused_before_downloading(harness, app, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit with a .txt file",
+    "private 'Wrong file type' error naming the file; the file is never downloaded",
+)
+async def test_wrong_file_type_is_refused_before_downloading(harness, app, clock, record_property):
     await create_board(app, clock)
     script = harness.upload("kernel.txt", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Wrong file type", "kernel.txt")
     assert harness.fake.downloads() == []
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit with a 10 MB file",
+    "private 'File too large' error from its declared size; never downloaded",
+)
 async def test_a_file_over_the_limit_is_refused_by_its_size_without_downloading(
-    harness, app, clock
+    harness, app, clock, record_property
 ):
     await create_board(app, clock)
     script = harness.upload("submission.py", SOLUTION, size=10_000_000)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    record_property("observed", seen(reply))
     assert_private_error(reply, "File too large", "10000000 bytes is over the limit")
     assert harness.fake.downloads() == []
 
 
-async def test_an_invalid_submission_names_its_problem(harness, app, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit with a file lacking custom_kernel",
+    "private 'Invalid submission' error naming the problem; nothing stored",
+)
+async def test_an_invalid_submission_names_its_problem(harness, app, clock, record_property):
     await create_board(app, clock)
     script = harness.upload("submission.py", b"def kernel(data):\n    return data\n")
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Invalid submission", "no top-level `def custom_kernel(data)`")
+    assert await stored(app, "submissions") == 0
 
 
-async def test_no_leaderboard_named_anywhere(harness):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit naming no leaderboard, in the command or a header",
+    "private error explaining `#!POPCORN leaderboard NAME`",
+)
+async def test_no_leaderboard_named_anywhere(harness, record_property):
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script)
+    record_property("observed", seen(reply))
     assert_private_error(reply, "#!POPCORN leaderboard NAME")
 
 
@@ -97,33 +158,60 @@ async def test_rate_limited_with_the_time_to_wait(harness, app, clock):
         ({"name": "new-board", "deadline": "next tuesday"}, "Invalid deadline"),
         ({"name": "Bad Name!", "deadline": "2031-01-01"}, "Invalid name"),
     ],
+    ids=["deadline-next-tuesday", "name-Bad-Name!"],
 )
-async def test_bad_create_options(harness, options, expected):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard create with an unparseable deadline or a bad name",
+    "private 'Invalid deadline' / 'Invalid name' error; no leaderboard stored",
+)
+async def test_bad_create_options(harness, app, options, expected, record_property):
     task = harness.upload("task.zip", task_zip())
     reply = await harness.command("leaderboard create", CREATOR, task=task, **options)
+    record_property("observed", seen(reply))
     assert_private_error(reply, expected)
+    assert await stored(app, "leaderboards") == 0
 
 
-async def test_bad_zip(harness):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard create with a task.zip that is not a zip",
+    "private 'Invalid task' error, 'not a valid zip archive'; no leaderboard stored",
+)
+async def test_bad_zip(harness, app, record_property):
     task = harness.upload("task.zip", b"this is not a zip at all")
     reply = await harness.command(
         "leaderboard create", CREATOR, name="broken", deadline="2031-01-01", task=task
     )
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Invalid task", "not a valid zip archive")
+    assert await stored(app, "leaderboards") == 0
 
 
-async def test_a_task_that_is_not_a_zip_is_not_downloaded(harness):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard create with a task.tar.gz",
+    "private 'Wrong file type' error, 'must be a .zip file'; never downloaded",
+)
+async def test_a_task_that_is_not_a_zip_is_not_downloaded(harness, record_property):
     task = harness.upload("task.tar.gz", b"...")
     reply = await harness.command(
         "leaderboard create", CREATOR, name="broken", deadline="2031-01-01", task=task
     )
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Wrong file type", "must be a .zip file")
     assert harness.fake.downloads() == []
 
 
-async def test_unknown_gpu_for_a_quick_run(harness):
+@pytest.mark.reliability(
+    "Bad input",
+    "/run on an unknown GPU type (TPU)",
+    "private 'Unknown GPU' error: 'unknown GPU type 'TPU''",
+)
+async def test_unknown_gpu_for_a_quick_run(harness, record_property):
     script = harness.upload("hello.py", b"print('hi')\n")
     reply = await harness.command("run", script=script, gpu="TPU")
+    record_property("observed", seen(reply))
     assert_private_error(reply, "Unknown GPU", "unknown GPU type 'TPU'")
 
 

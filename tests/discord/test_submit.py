@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobState
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
@@ -82,11 +84,17 @@ async def test_a_menu_asks_for_the_gpu_when_the_leaderboard_has_several(
     assert len(fake_launcher.runs) == 1
 
 
-async def test_an_unanswered_gpu_menu_submits_nothing(make_harness, app, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "/leaderboard submit on a multi-GPU leaderboard, then no answer to the GPU menu",
+    "'No choice in time: nothing was done.'; the menu is removed; no submission stored",
+)
+async def test_an_unanswered_gpu_menu_submits_nothing(make_harness, app, clock, record_property):
     await create_board(app, clock, gpus=("CPU", "H100"))
     harness = await make_harness(view_timeout=0.3)
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    record_property("observed", " / ".join(m.content for m in reply.messages))
     message = reply.only
     assert message.ephemeral and "No choice in time: nothing was done." in message.content
     assert message.components == []

@@ -59,10 +59,18 @@ BAD_NAMES = [
 ]
 
 
-async def test_create_refuses_bad_names_and_stores_nothing(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating leaderboards with 13 bad names (too long, upper case, space, `/`, `..`, empty, ü)",
+    "each refused with InvalidNameError; no leaderboard, GPU or template rows",
+)
+async def test_create_refuses_bad_names_and_stores_nothing(service, pool, record_property):
+    seen: list[str] = []
     for name in BAD_NAMES:
-        with pytest.raises(InvalidNameError):
+        with pytest.raises(InvalidNameError) as info:
             await make_board(service, name)
+        seen.append(str(info.value))
+        record_property("observed", f"{len(seen)} refused, e.g. " + " | ".join(seen[:3]))
     assert await count_rows(pool, "leaderboards", "leaderboard_gpus", "templates") == {
         "leaderboards": 0,
         "leaderboard_gpus": 0,
@@ -70,10 +78,16 @@ async def test_create_refuses_bad_names_and_stores_nothing(service, pool):
     }
 
 
-@pytest.mark.parametrize("name", BAD_NAMES)
-def test_bad_names_are_refused_by_the_name_check(name):
-    with pytest.raises(InvalidNameError):
+@pytest.mark.reliability(
+    "Bad input",
+    "leaderboard name too long or with odd characters",
+    "refused: InvalidNameError saying what is allowed",
+)
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+def test_bad_names_are_refused_by_the_name_check(name, record_property):
+    with pytest.raises(InvalidNameError) as info:
         check_leaderboard_name(name)
+    record_property("observed", str(info.value))
 
 
 async def test_create_accepts_good_names(service):
@@ -85,9 +99,15 @@ async def test_create_accepts_good_names(service):
     assert sorted(await service.leaderboard_names()) == sorted(names)
 
 
-def test_name_length_message_gives_the_limit():
-    with pytest.raises(InvalidNameError, match="65 characters long; the limit is 64"):
+@pytest.mark.reliability(
+    "Bad input",
+    "leaderboard name of 65 characters",
+    "refused: '65 characters long; the limit is 64'",
+)
+def test_name_length_message_gives_the_limit(record_property):
+    with pytest.raises(InvalidNameError, match="65 characters long; the limit is 64") as info:
         check_leaderboard_name("a" * 65)
+    record_property("observed", str(info.value))
 
 
 @given(st.from_regex(r"[a-z0-9][a-z0-9_\-]{0,63}", fullmatch=True))
@@ -95,6 +115,11 @@ def test_every_name_of_the_allowed_alphabet_is_accepted(name):
     assert check_leaderboard_name(name) == name
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "random leaderboard names with a character outside [a-z0-9_-] (property-based, hypothesis)",
+    "every one refused with InvalidNameError",
+)
 @given(
     st.text(min_size=1, max_size=64).filter(
         lambda s: any(c not in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in s)
@@ -108,11 +133,18 @@ def test_every_name_with_another_character_is_refused(name):
 # --- creation rules -------------------------------------------------------------------------
 
 
-async def test_duplicate_name_is_refused_and_the_first_is_untouched(service, pool, tmp_path):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard whose name is taken (other task, GPUs, creator)",
+    "refused: 'a leaderboard named 'dup' already exists'; the first unchanged, nothing stored",
+)
+async def test_duplicate_name_is_refused_and_the_first_is_untouched(
+    service, pool, tmp_path, record_property
+):
     first = await make_board(service, "dup", gpus=["CPU"], rate_limit_per_hour=5)
     before = await count_rows(pool)
     other_task = load_task(write_task(tmp_path / "other"))
-    with pytest.raises(AlreadyExistsError, match="dup"):
+    with pytest.raises(AlreadyExistsError, match="dup") as info:
         await make_board(
             service,
             "dup",
@@ -121,6 +153,7 @@ async def test_duplicate_name_is_refused_and_the_first_is_untouched(service, poo
             creator=BOB,
             rate_limit_per_hour=9,
         )
+    record_property("observed", str(info.value))
     assert await count_rows(pool) == before  # not even the creator was stored
     again = await service.leaderboard("dup")
     assert again == first
@@ -129,13 +162,22 @@ async def test_duplicate_name_is_refused_and_the_first_is_untouched(service, poo
     assert await service.templates("dup") == identity_task().templates
 
 
-async def test_concurrent_creation_of_one_name_stores_it_once(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "5 concurrent creations of one leaderboard name",
+    "one created, 4 refused with AlreadyExistsError; stored once",
+)
+async def test_concurrent_creation_of_one_name_stores_it_once(service, pool, record_property):
     outcomes = await asyncio.gather(
         *(make_board(service, "race", gpus=["CPU"]) for _ in range(5)),
         return_exceptions=True,
     )
     created = [o for o in outcomes if not isinstance(o, BaseException)]
     refused = [o for o in outcomes if isinstance(o, BaseException)]
+    record_property(
+        "observed",
+        f"{len(created)} created, {len(refused)} refused: {refused[0] if refused else ''}",
+    )
     assert len(created) == 1
     assert len(refused) == 4
     assert all(isinstance(e, AlreadyExistsError) for e in refused)
@@ -145,7 +187,12 @@ async def test_concurrent_creation_of_one_name_stores_it_once(service, pool):
     }
 
 
-async def test_deadline_in_the_past_is_refused(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard with a deadline in the past (or exactly now, or past in another zone)",
+    "refused: 'the deadline … has already passed'; nothing stored",
+)
+async def test_deadline_in_the_past_is_refused(service, pool, record_property):
     for deadline in [
         datetime(2030, 1, 1, 11, 59, tzinfo=UTC),
         datetime(2030, 1, 1, 12, 0, tzinfo=UTC),  # exactly now is not in the future
@@ -153,8 +200,9 @@ async def test_deadline_in_the_past_is_refused(service, pool):
         # 13:00 at +02:00 is 11:00 UTC: already past although the wall time looks later.
         datetime(2030, 1, 1, 13, 0, tzinfo=timezone(timedelta(hours=2))),
     ]:
-        with pytest.raises(InvalidDeadlineError, match="already passed"):
+        with pytest.raises(InvalidDeadlineError, match="already passed") as info:
             await make_board(service, deadline=deadline)
+        record_property("observed", str(info.value))
     assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
 
 
@@ -163,37 +211,67 @@ async def test_deadline_just_after_now_is_accepted(service, clock):
     assert board.deadline == clock.now + timedelta(seconds=1)
 
 
-async def test_naive_deadline_is_refused(service, pool):
-    with pytest.raises(InvalidDeadlineError, match="time zone"):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard with a deadline without time zone",
+    "refused: 'the deadline needs a time zone'; nothing stored",
+)
+async def test_naive_deadline_is_refused(service, pool, record_property):
+    with pytest.raises(InvalidDeadlineError, match="time zone") as info:
         await make_board(service, deadline=datetime(2031, 1, 1))
+    record_property("observed", str(info.value))
     assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
 
 
-async def test_unknown_gpu_is_refused(service, pool):
-    with pytest.raises(UnknownGpuError, match="A100"):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard on an unknown GPU type (A100)",
+    "refused: error naming 'A100'; no leaderboard or GPU rows",
+)
+async def test_unknown_gpu_is_refused(service, pool, record_property):
+    with pytest.raises(UnknownGpuError, match="A100") as info:
         await make_board(service, gpus=["CPU", "A100"])
+    record_property("observed", str(info.value))
     assert await count_rows(pool, "leaderboards", "leaderboard_gpus") == {
         "leaderboards": 0,
         "leaderboard_gpus": 0,
     }
 
 
-async def test_gpu_listed_twice_is_refused(service, pool):
-    with pytest.raises(GpuNotAllowedError, match="twice"):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard with a GPU listed twice",
+    "refused: 'GPU types listed twice'; nothing stored",
+)
+async def test_gpu_listed_twice_is_refused(service, pool, record_property):
+    with pytest.raises(GpuNotAllowedError, match="twice") as info:
         await make_board(service, gpus=["CPU", "H100", "CPU"])
+    record_property("observed", str(info.value))
     assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
 
 
-async def test_zero_gpus_are_refused(service, pool):
-    with pytest.raises(GpuNotAllowedError, match="at least one GPU"):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard with no GPU",
+    "refused: 'a leaderboard needs at least one GPU type'; nothing stored",
+)
+async def test_zero_gpus_are_refused(service, pool, record_property):
+    with pytest.raises(GpuNotAllowedError, match="at least one GPU") as info:
         await make_board(service, gpus=[])
+    record_property("observed", str(info.value))
     assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
 
 
-async def test_rate_limit_must_be_positive(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "creating a leaderboard with a rate limit of 0 or below",
+    "refused: 'the rate limit must be a positive number'; nothing stored",
+)
+async def test_rate_limit_must_be_positive(service, pool, record_property):
     for limit in (0, -1, -30):
-        with pytest.raises(ClusterManagerError, match="rate limit"):
+        with pytest.raises(ClusterManagerError, match="rate limit") as info:
             await make_board(service, rate_limit_per_hour=limit)
+        record_property("observed", str(info.value))
     assert await count_rows(pool, "leaderboards") == {"leaderboards": 0}
 
 
@@ -272,9 +350,15 @@ async def test_task_without_templates_stores_none(service, pool, tmp_path):
     assert await count_rows(pool, "templates") == {"templates": 0}
 
 
-async def test_unknown_leaderboard_is_not_found(service):
-    with pytest.raises(NotFoundError, match="nope"):
+@pytest.mark.reliability(
+    "Bad input",
+    "show, templates, task files, ranking or delete of an unknown leaderboard",
+    "refused: NotFoundError 'there is no leaderboard named 'nope''",
+)
+async def test_unknown_leaderboard_is_not_found(service, record_property):
+    with pytest.raises(NotFoundError, match="nope") as info:
         await service.leaderboard("nope")
+    record_property("observed", str(info.value))
     for call in (
         service.templates,
         service.task_files,
@@ -325,6 +409,11 @@ async def test_names_by_prefix(service):
     assert await service.leaderboard_names("b") == ["b-ab"]
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "leaderboard name search with SQL LIKE wildcards (`%`, `_`, backslash)",
+    "matched literally: `%` finds nothing, `ab_` finds only 'ab_1'",
+)
 async def test_names_treat_underscore_and_percent_literally(service):
     for name in ["ab_1", "abx1", "ab-1", "a_"]:
         await make_board(service, name)
@@ -486,10 +575,17 @@ def test_parse_deadline_keeps_the_given_offset():
 @pytest.mark.parametrize(
     "raw",
     ["", "   ", "tomorrow", "2031-13-01", "2031-02-30T00:00", "31/12/2031", "2031-05-06T25:00"],
+    ids=repr,
 )
-def test_parse_deadline_refuses_garbage(raw):
-    with pytest.raises(InvalidDeadlineError, match="ISO 8601"):
+@pytest.mark.reliability(
+    "Bad input",
+    "unparseable deadline ('', 'tomorrow', month 13, Feb 30, 31/12/2031, hour 25)",
+    "refused: 'cannot read deadline …' asking for ISO 8601",
+)
+def test_parse_deadline_refuses_garbage(raw, record_property):
+    with pytest.raises(InvalidDeadlineError, match="ISO 8601") as info:
         parse_deadline(raw)
+    record_property("observed", str(info.value))
 
 
 @given(st.datetimes(timezones=st.just(UTC)))
@@ -500,3 +596,54 @@ def test_parse_deadline_reads_its_own_iso_format(moment):
 async def test_parsed_deadline_creates_a_leaderboard(service):
     board = await make_board(service, deadline=parse_deadline("2030-01-02T00:00:00Z"))
     assert board.deadline == datetime(2030, 1, 2, tzinfo=UTC)
+
+
+# --- nothing is half-stored -------------------------------------------------------------------
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "a crash right after the leaderboard, its GPUs and templates are written, before commit",
+    "the whole creation rolls back: no leaderboard, GPU, template or creator rows",
+)
+async def test_a_crash_midway_through_creation_stores_nothing(
+    service, pool, monkeypatch, record_property
+):
+    real_insert = lb_store.insert_leaderboard
+    written: list[dict[str, int]] = []
+
+    async def insert_then_crash(conn, **kwargs):
+        leaderboard_id = await real_insert(conn, **kwargs)
+        # Inside the transaction the rows are there ...
+        written.append({t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in TABLES[:4]})
+        raise RuntimeError(f"crash after writing leaderboard {leaderboard_id}")
+
+    monkeypatch.setattr(lb_store, "insert_leaderboard", insert_then_crash)
+    with pytest.raises(RuntimeError, match="crash after writing"):
+        await make_board(service, "half", gpus=["CPU", "H100"], creator=ALICE)
+    after = await count_rows(pool)
+    left = {t: n for t, n in after.items() if n} or "no rows in any table"
+    record_property("observed", f"in the transaction: {written[0]}; after the crash: {left}")
+    assert written == [{"users": 1, "leaderboards": 1, "leaderboard_gpus": 2, "templates": 1}]
+    # ... and after the crash none of them is.
+    assert after == dict.fromkeys(TABLES, 0)
+    with pytest.raises(NotFoundError):
+        await service.leaderboard("half")
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "task whose template file holds a NUL byte (Postgres text cannot store it)",
+    "refused with a clear error naming the file; nothing stored",
+)
+async def test_a_template_with_a_nul_byte_is_refused_cleanly(
+    service, pool, tmp_path, record_property
+):
+    folder = write_task(tmp_path / "nul", extra={"templates": {"Python": "reference.py"}})
+    with (folder / "reference.py").open("a") as fh:
+        fh.write("# \x00\n")
+    with pytest.raises(ClusterManagerError) as info:
+        await make_board(service, "nul", task=load_task(folder), creator=ALICE)
+    record_property("observed", str(info.value))
+    assert "reference.py" in str(info.value)
+    assert await count_rows(pool) == dict.fromkeys(TABLES, 0)

@@ -66,15 +66,26 @@ def _human(seconds: int) -> str:
 # --- refused submissions store nothing --------------------------------------------------------
 
 
-async def test_unknown_leaderboard_is_not_found(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "submitting to an unknown leaderboard",
+    "refused: 'there is no leaderboard named 'nope''; nothing stored",
+)
+async def test_unknown_leaderboard_is_not_found(service, pool, record_property):
     await make_board(service, "real")
     before = await count_rows(pool)
-    with pytest.raises(NotFoundError, match="nope"):
+    with pytest.raises(NotFoundError, match="nope") as info:
         await service.submit("nope", ALICE, "submission.py", KERNEL)
+    record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
 
-async def test_submission_after_the_deadline_is_refused(service, pool, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "submitting at, just after and days after the deadline (ranked and test mode)",
+    "refused: 'the deadline of 'board' passed at …'; nothing stored",
+)
+async def test_submission_after_the_deadline_is_refused(service, pool, clock, record_property):
     deadline = clock.now + timedelta(hours=1)
     await make_board(service, deadline=deadline)
     clock.now = deadline - timedelta(seconds=1)
@@ -82,28 +93,41 @@ async def test_submission_after_the_deadline_is_refused(service, pool, clock):
     before = await count_rows(pool)
     for now in (deadline, deadline + timedelta(microseconds=1), deadline + timedelta(days=3)):
         clock.now = now
-        with pytest.raises(DeadlinePassedError, match="deadline of 'board' passed"):
+        with pytest.raises(DeadlinePassedError, match="deadline of 'board' passed") as info:
             await submit(service, user=BOB)
+        record_property("observed", str(info.value))
         with pytest.raises(DeadlinePassedError):
             await submit(service, mode=Mode.TEST)
     assert await count_rows(pool) == before
 
 
-async def test_gpu_not_on_the_leaderboard_is_refused(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "submitting for a GPU the leaderboard does not run on (alone, or next to a valid one)",
+    "refused: 'does not run on 'H100'; choose from CPU'; nothing stored",
+)
+async def test_gpu_not_on_the_leaderboard_is_refused(service, pool, record_property):
     await make_board(service, gpus=["CPU"])
     before = await count_rows(pool)
-    with pytest.raises(GpuNotAllowedError, match="does not run on 'H100'; choose from CPU"):
+    with pytest.raises(GpuNotAllowedError, match="does not run on 'H100'; choose from CPU") as info:
         await submit(service, gpus=["H100"])
+    record_property("observed", str(info.value))
     with pytest.raises(GpuNotAllowedError, match="A100"):
         await submit(service, gpus=["CPU", "A100"])  # one bad GPU refuses the whole submission
     assert await count_rows(pool) == before
 
 
-async def test_several_gpus_need_a_choice(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "submitting without a GPU to a leaderboard with several",
+    "refused: 'runs on several GPUs; choose from CPU, H100'; nothing stored",
+)
+async def test_several_gpus_need_a_choice(service, pool, record_property):
     await make_board(service, gpus=["H100", "CPU"])
     before = await count_rows(pool)
-    with pytest.raises(GpuNotAllowedError, match="several GPUs; choose from CPU, H100"):
+    with pytest.raises(GpuNotAllowedError, match="several GPUs; choose from CPU, H100") as info:
         await submit(service)
+    record_property("observed", str(info.value))
     with pytest.raises(GpuNotAllowedError, match="several GPUs"):
         await submit(service, gpus=[])
     assert await count_rows(pool) == before
@@ -115,7 +139,12 @@ async def test_single_gpu_is_chosen_without_asking(service):
     assert [j.gpu for j in receipt.jobs] == ["H100"]
 
 
-async def test_popcorn_header_picks_the_gpu(service, pool):
+@pytest.mark.reliability(
+    "Bad input",
+    "`#!POPCORN gpu A100` header naming a GPU the leaderboard lacks",
+    "refused naming 'A100'; nothing stored",
+)
+async def test_popcorn_header_picks_the_gpu(service, pool, record_property):
     await make_board(service, gpus=["CPU", "H100"])
     code = "#!POPCORN gpu H100\n" + kernel_code()
     receipt = await submit(service, code=code)
@@ -124,8 +153,9 @@ async def test_popcorn_header_picks_the_gpu(service, pool):
     receipt = await submit(service, code=code, gpus=["CPU"])
     assert {j.gpu for j in receipt.jobs} == {"CPU"}
     before = await count_rows(pool)
-    with pytest.raises(GpuNotAllowedError, match="A100"):
+    with pytest.raises(GpuNotAllowedError, match="A100") as info:
         await submit(service, code="#!POPCORN gpu A100\n" + kernel_code())
+    record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
 
@@ -147,24 +177,73 @@ async def test_popcorn_header_picks_the_gpu(service, pool):
     ],
     ids=["empty", "too-large", "cuda-ext", "no-ext", "latin1", "nul", "no-entry", "syntax"],
 )
+@pytest.mark.reliability(
+    "Bad input",
+    "submitting a bad file to a leaderboard",
+    "refused naming the file and the problem; no user, code, submission or job stored",
+)
 async def test_invalid_files_are_refused_and_nothing_is_stored(
-    service, pool, file_name, data, message
+    service, pool, file_name, data, message, record_property
 ):
     await make_board(service)
     await submit(service)
     before = await count_rows(pool)
-    with pytest.raises(InvalidSubmissionError, match=message):
+    with pytest.raises(InvalidSubmissionError, match=message) as info:
         await service.submit("board", BOB, file_name, data)
+    record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
 
-async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock):
+@pytest.mark.reliability(
+    "Bad input",
+    "a file exactly at the size limit, then one byte over it",
+    "the first accepted, the second refused: 'over the limit of <n> bytes'",
+)
+async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock, record_property):
     service = Service(pool, registry, clock=clock, max_submission_bytes=len(KERNEL))
     await make_board(service)
     await service.submit("board", ALICE, "submission.py", KERNEL)
-    with pytest.raises(InvalidSubmissionError, match=f"over the limit of {len(KERNEL)} bytes"):
+    with pytest.raises(
+        InvalidSubmissionError, match=f"over the limit of {len(KERNEL)} bytes"
+    ) as info:
         await service.submit("board", ALICE, "submission.py", KERNEL + b"\n")
+    record_property("observed", str(info.value))
     assert await count_rows(pool, "submissions") == {"submissions": 1}
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "a crash right after the submission, its code and its jobs are written, before commit",
+    "the whole submission rolls back: no new user, code file, submission or job rows",
+)
+async def test_a_crash_midway_through_submitting_stores_nothing(
+    service, pool, monkeypatch, record_property
+):
+    await make_board(service, gpus=["CPU", "H100"])
+    before = await count_rows(pool)
+    real_enqueue = job_store.enqueue
+    written: list[dict[str, int]] = []
+
+    async def enqueue_then_crash(conn, submission_id, specs):
+        jobs = await real_enqueue(conn, submission_id, specs)
+        tables = ("users", "code_files", "submissions", "jobs")
+        # Inside the transaction the rows are there ...
+        written.append({t: await conn.fetchval(f"SELECT count(*) FROM {t}") for t in tables})
+        raise RuntimeError(f"crash after enqueuing {len(jobs)} jobs")
+
+    monkeypatch.setattr(job_store, "enqueue", enqueue_then_crash)
+    with pytest.raises(RuntimeError, match="crash after enqueuing 4 jobs"):
+        await submit(service, user=Submitter("newcomer", "New"), gpus=["CPU", "H100"])
+    after = await count_rows(pool)
+    changed = {t: (before[t], after[t]) for t in after if after[t] != before[t]}
+    record_property(
+        "observed",
+        f"in the transaction: {written[0]}; after the crash: "
+        + (f"changed {changed}" if changed else "same rows as before"),
+    )
+    assert written == [{"users": 1, "code_files": 1, "submissions": 1, "jobs": 4}]
+    # ... and after the crash none of them is.
+    assert after == before
 
 
 # --- what a submission enqueues ---------------------------------------------------------------

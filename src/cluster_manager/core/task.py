@@ -47,16 +47,17 @@ class TaskLimits:
 DEFAULT_LIMITS = TaskLimits()
 _TIMEOUT_KEYS = ("test_timeout", "benchmark_timeout", "ranked_timeout")
 _DRIVE = re.compile(r"^[A-Za-z]:")
-# What reading a damaged or exotic member can raise, from zipfile and its decompressors.
-_CORRUPT_MEMBER = (
+# What opening a damaged or exotic archive can raise from zipfile (a header asking for a zip
+# version it lacks, offsets pointing before the start, names flagged UTF-8 that are not).
+_CORRUPT_ARCHIVE = (
     zipfile.BadZipFile,
     OSError,
-    RuntimeError,
     EOFError,
     NotImplementedError,
-    zlib.error,
-    lzma.LZMAError,
+    ValueError,
 )
+# ... and what reading one of its members can raise, from zipfile and its decompressors.
+_CORRUPT_MEMBER = (*_CORRUPT_ARCHIVE, RuntimeError, zlib.error, lzma.LZMAError)
 
 
 class _Source(Protocol):
@@ -75,7 +76,7 @@ def load_task(path: str | Path, *, limits: TaskLimits = DEFAULT_LIMITS) -> Task:
             raise InvalidTaskError(path.name, None, "not a folder and not a zip archive")
         try:
             archive = zipfile.ZipFile(path)
-        except (zipfile.BadZipFile, OSError) as exc:
+        except _CORRUPT_ARCHIVE as exc:
             raise InvalidTaskError(path.name, None, f"not a valid zip archive ({exc})") from None
         with archive:
             return _load(_ZipSource(archive, path.name, limits), path.stem, limits)
@@ -88,7 +89,7 @@ def load_task_zip_bytes(data: bytes, name: str, *, limits: TaskLimits = DEFAULT_
 
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
+    except _CORRUPT_ARCHIVE as exc:
         raise InvalidTaskError(name, None, f"not a valid zip archive ({exc})") from None
     with archive:
         return _load(_ZipSource(archive, name, limits), PurePosixPath(name).stem, limits)
@@ -148,6 +149,8 @@ class _ZipSource:
         declared = 0
         for info in infos:
             name = info.filename
+            if not name:  # zipfile cuts a name at its first NUL byte
+                raise InvalidTaskError(label, None, "an entry has an empty name")
             if name.startswith(("/", "\\")) or _DRIVE.match(name):
                 raise InvalidTaskError(label, name, "absolute paths are not allowed in a task zip")
             parts = PurePosixPath(name.replace("\\", "/")).parts
@@ -232,9 +235,12 @@ def parse_task_yaml(data: bytes, *, limits: TaskLimits = DEFAULT_LIMITS) -> dict
 
 def _decode(data: bytes, file: str) -> str:
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidTaskError(file, None, f"not UTF-8 text (byte {exc.start})") from None
+    if "\x00" in text:  # never in source code, and Postgres text cannot hold it
+        raise InvalidTaskError(file, None, f"not text: a NUL byte at byte {data.index(0)}")
+    return text
 
 
 def _load(source: _Source, name: str, limits: TaskLimits) -> Task:
