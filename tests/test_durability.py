@@ -12,6 +12,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from cluster_manager.core.models import Mode
 from cluster_manager.gpus import default_registry
 from cluster_manager.service import Service, Submitter
@@ -48,7 +50,14 @@ async def wait_for(pool, query: str, expected: int, timeout: float) -> None:
         await asyncio.sleep(0.2)
 
 
-async def test_sigkill_with_five_jobs_in_flight_loses_nothing(pool, db_url, clock, tmp_path):
+@pytest.mark.reliability(
+    "Faults",
+    "the worker is killed (SIGKILL) with 5 jobs in flight, then a new worker starts",
+    "it re-attaches to the 5 runs: each result recorded exactly once, nothing dispatched twice",
+)
+async def test_sigkill_with_five_jobs_in_flight_loses_nothing(
+    pool, db_url, clock, tmp_path, record_property
+):
     service = Service(pool, default_registry(5))
     task = load_task(write_task(tmp_path / "task", tests=[{"size": 8, "seed": 1}]))
     await service.create_leaderboard("durable", task, clock.now + timedelta(days=3650), ["CPU"])
@@ -80,6 +89,11 @@ async def test_sigkill_with_five_jobs_in_flight_loses_nothing(pool, db_url, cloc
     rows = await pool.fetch(
         "SELECT j.id, j.attempts, count(r.id) AS runs, bool_and(r.passed) AS passed "
         "FROM jobs j LEFT JOIN runs r ON r.job_id = j.id GROUP BY j.id ORDER BY j.id"
+    )
+    record_property(
+        "observed",
+        f"run rows per job {[r['runs'] for r in rows]}, attempts {[r['attempts'] for r in rows]}, "
+        f"{len(list((data_dir / 'runs').iterdir()))} runner directories",
     )
     assert len(rows) == 5
     assert all(r["runs"] == 1 and r["passed"] for r in rows), log.read_text()[-3000:]

@@ -80,8 +80,13 @@ async def test_ranked_submission_through_github_lands_in_the_ranking(
     assert [(e.rank, e.user) for e in ranking["B200"]] == [(1, "alice")]
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "3 submissions through the scheduler while GitHub answers a 502 burst and one token is limited",
+    "every job ends with its passed result: none lost, none run twice",
+)
 async def test_faults_at_github_end_in_results_never_lost_jobs(
-    pool, clock, tmp_path, github, launcher
+    pool, clock, tmp_path, github, launcher, record_property
 ):
     service = await _board(pool, clock, tmp_path)
     github.canned = None
@@ -92,15 +97,26 @@ async def test_faults_at_github_end_in_results_never_lost_jobs(
         for i in range(3)
     ]
     github.fail_next(3, status=502)  # a 5xx burst on whatever comes first
-    github.rate_limit_for(1.5, token="t1")  # and one token rate-limited for a while
+    github.rate_limit_for(5, token="t1")  # and one token rate-limited for a while
     await _serve(pool, launcher, {j.id for r in receipts for j in r.jobs})
-    for receipt in receipts:
-        report = await service.report(receipt.submission_id)
+    reports = [await service.report(r.submission_id) for r in receipts]
+    record_property(
+        "observed",
+        f"verdicts {[[r.verdict.value for r in report.runs] for report in reports]}; "
+        f"{len(github.runs)} GitHub runs after {len(github.requests(status=502))} 502 and "
+        f"{len(github.requests(status=403))} 403 answers",
+    )
+    for report in reports:
         assert [r.verdict for r in report.runs] == [Verdict.PASSED]
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a submission whose GitHub run no runner ever picks up",
+    "a timeout verdict saying no result came in time; the run is cancelled on GitHub",
+)
 async def test_a_run_stuck_in_the_queue_ends_as_a_clear_timeout(
-    pool, clock, tmp_path, github, launcher, monkeypatch
+    pool, clock, tmp_path, github, launcher, monkeypatch, record_property
 ):
     import cluster_manager.core.plan as plan
 
@@ -112,6 +128,11 @@ async def test_a_run_stuck_in_the_queue_ends_as_a_clear_timeout(
     )
     await _serve(pool, launcher, {j.id for j in receipt.jobs}, timeout=60)
     report = await service.report(receipt.submission_id)
+    record_property(
+        "observed",
+        "; ".join(f"{r.verdict.value}: {r.result.get('message')}" for r in report.runs)
+        + f"; {github.count('cancel')} cancel sent",
+    )
     assert [r.verdict for r in report.runs] == [Verdict.TIMEOUT]
     assert "no result within" in report.runs[0].result["message"]
     assert github.count("cancel") == 1

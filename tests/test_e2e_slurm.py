@@ -15,13 +15,14 @@ from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from tests.conftest import CORRECT, load_task, write_task
 from tests.slurm_cluster import slurm_cluster  # noqa: F401 - the fixture
+from tests.slurm_lock import slurm_shared  # noqa: F401 - the fixture
 
 REGISTRY = GpuRegistry(
     {"LAB": GpuType("LAB", "slurm", max_concurrent=2, params={"cpus_per_task": 1})}
 )
 
 
-@pytest.mark.usefixtures("slurm_cluster")
+@pytest.mark.usefixtures("slurm_shared")
 async def test_ranked_submission_through_slurm_lands_in_the_ranking(pool, clock, tmp_path):
     service = Service(pool, REGISTRY, clock=clock)
     task = load_task(write_task(tmp_path / "task"))

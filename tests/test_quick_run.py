@@ -22,10 +22,16 @@ async def test_a_script_runs_and_its_output_comes_back(tmp_path):
     assert "hi there" in result.phases[0].stdout
 
 
-async def test_a_gpu_without_its_launcher_is_a_clear_error(tmp_path):
+@pytest.mark.reliability(
+    "Faults",
+    "a quick run on a GPU type whose launcher is not configured in this process",
+    "a clear LauncherError naming the missing launcher; nothing runs",
+)
+async def test_a_gpu_without_its_launcher_is_a_clear_error(tmp_path, record_property):
     request = script_request("x.py", b"print(1)\n", timeout_s=5, limits=Limits())
-    with pytest.raises(LauncherError, match="no modal launcher for H100"):
+    with pytest.raises(LauncherError, match="no modal launcher for H100") as raised:
         await run_script(REGISTRY, {"local": LocalLauncher(tmp_path)}, "H100", request)
+    record_property("observed", str(raised.value))
 
 
 @pytest.mark.parametrize(

@@ -79,41 +79,80 @@ async def test_concurrency_limit_per_gpu_is_never_exceeded(pool, board, fake_reg
     assert await pool.fetchval("SELECT count(*) FROM runs") == 6
 
 
-async def test_launcher_outage_is_retried_then_succeeds(pool, board, fake_registry):
+@pytest.mark.reliability(
+    "Faults",
+    "the launcher refuses the first 2 dispatches (an outage)",
+    "retried under the same key: one run, which passes",
+)
+async def test_launcher_outage_is_retried_then_succeeds(
+    pool, board, fake_registry, record_property
+):
     launcher = FakeLauncher(submit_failures=2)
     receipt = await submit(board, "alice", Mode.TEST)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
     report = await board.report(receipt.submission_id)
+    record_property(
+        "observed",
+        f"{sum(launcher.submits.values())} submits under {len(launcher.submits)} key; "
+        f"run {report.runs[0].verdict.value if report.runs else None}",
+    )
     assert report.runs[0].passed
     (key,) = launcher.submits
     assert launcher.submits[key] == 3  # two failures, then the run: one key, one run
 
 
-async def test_persistent_outage_fails_the_job_after_its_attempts(pool, board, fake_registry):
+@pytest.mark.reliability(
+    "Faults",
+    "the launcher is down for good",
+    "the job fails after its 3 attempts, with the launcher's error; the submission is failed",
+)
+async def test_persistent_outage_fails_the_job_after_its_attempts(
+    pool, board, fake_registry, record_property
+):
     launcher = FakeLauncher(submit_failures=1000)
     receipt = await submit(board, "alice", Mode.TEST)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
     (job,) = (await board.report(receipt.submission_id)).jobs
+    record_property("observed", f"job {job.state.value} after {job.attempts} attempts: {job.error}")
     assert job.state is JobState.FAILED
     assert job.attempts == FAST.max_attempts
     assert "down" in (job.error or "")
     assert (await board.report(receipt.submission_id)).submission.status.value == "failed"
 
 
-async def test_lost_runs_are_dispatched_again_under_a_new_key(pool, board, fake_registry):
+@pytest.mark.reliability(
+    "Faults",
+    "every run is lost by the launcher (it disappears without a result)",
+    "dispatched again under a new key each attempt, then the job fails saying the run was lost",
+)
+async def test_lost_runs_are_dispatched_again_under_a_new_key(
+    pool, board, fake_registry, record_property
+):
     launcher = FakeLauncher(lose_runs=True)
     receipt = await submit(board, "alice", Mode.TEST)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
     (job,) = (await board.report(receipt.submission_id)).jobs
+    record_property(
+        "observed",
+        f"{len(launcher.submits)} keys {sorted(launcher.submits)}; "
+        f"job {job.state.value}: {job.error}",
+    )
     assert job.state is JobState.FAILED
     assert "lost" in (job.error or "")
     assert len(launcher.submits) == FAST.max_attempts  # one key per attempt
 
 
-async def test_a_run_that_never_finishes_ends_as_a_timeout(pool, fake_registry, clock, tmp_path):
+@pytest.mark.reliability(
+    "Faults",
+    "a run that never finishes",
+    "a timeout verdict once the run's time is up, and the run is cancelled",
+)
+async def test_a_run_that_never_finishes_ends_as_a_timeout(
+    pool, fake_registry, clock, tmp_path, record_property
+):
     service = Service(pool, fake_registry, clock=clock)
     task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 1}))
     await service.create_leaderboard("slow", task, clock.now + timedelta(days=1), ["H100"])
@@ -127,11 +166,23 @@ async def test_a_run_that_never_finishes_ends_as_a_timeout(pool, fake_registry, 
         patch.setattr(plan, "RUN_OVERHEAD_S", 0.5)  # the run may take test_timeout + 0.5 s
         await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
     report = await service.report(receipt.submission_id)
+    record_property(
+        "observed",
+        f"{report.runs[0].verdict.value}: {report.runs[0].result.get('message')}; "
+        f"cancelled {len(launcher.cancelled)} of {len(launcher.runs)} run",
+    )
     assert report.runs[0].verdict is Verdict.TIMEOUT
     assert launcher.cancelled == list(launcher.runs)
 
 
-async def test_orphaned_jobs_are_taken_over_and_recorded_once(pool, board, fake_registry):
+@pytest.mark.reliability(
+    "Faults",
+    "a scheduler dies after dispatching a job (it stops renewing the lease)",
+    "a successor adopts the job, re-attaches to the same run, and records it once",
+)
+async def test_orphaned_jobs_are_taken_over_and_recorded_once(
+    pool, board, fake_registry, record_property
+):
     # A scheduler claims and dispatches, then "dies" (stops without finishing).
     launcher = FakeLauncher(polls=10**9)
     receipt = await submit(board, "alice", Mode.TEST)
@@ -152,9 +203,15 @@ async def test_orphaned_jobs_are_taken_over_and_recorded_once(pool, board, fake_
     heir = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST, owner="heir")
     await asyncio.wait_for(heir.run_until_idle({job.id}), 30)
     (job,) = await job_store.jobs_of_submission(pool, receipt.submission_id)
+    runs = await pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", job.id)
+    record_property(
+        "observed",
+        f"job {job.state.value} by the heir; "
+        f"{sum(launcher.submits.values())} dispatch, {runs} run row",
+    )
     assert job.state is JobState.FINISHED
     assert sum(launcher.submits.values()) == 1  # never dispatched twice
-    assert await pool.fetchval("SELECT count(*) FROM runs WHERE job_id = $1", job.id) == 1
+    assert runs == 1
 
 
 async def test_result_of_a_failed_run_is_recorded_with_its_verdict(pool, board, fake_registry):

@@ -36,6 +36,7 @@ from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
+from cluster_manager.storage.database import CONNECTION_ERRORS
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +92,18 @@ class Scheduler:
                 while not stop.is_set():
                     # Cleared before the pass: a job finishing during it wakes the next one.
                     self._wake.clear()
-                    await self.step()
+                    try:
+                        await self.step()
+                    except CONNECTION_ERRORS as exc:  # a database restart: try the next poll
+                        log.warning("scheduler pass failed (will retry): %s", exc)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(
                             _first(self._wake.wait(), stop.wait()), timeout=self.config.poll_s
                         )
             finally:
                 heartbeat.cancel()
-                await listener.remove_listener(job_store.NEW_JOBS_CHANNEL, self._on_new_jobs)
+                with contextlib.suppress(*CONNECTION_ERRORS):  # the server may have dropped it
+                    await listener.remove_listener(job_store.NEW_JOBS_CHANNEL, self._on_new_jobs)
                 for task in self._tasks.values():
                     task.cancel()
                 await asyncio.gather(*self._tasks.values(), return_exceptions=True)
@@ -164,20 +169,28 @@ class Scheduler:
     async def _heartbeat_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.heartbeat_s)
+            # Only these: a job started while the renewal is under way was not asked about.
+            asked = set(self._tasks)
             try:
                 held = await job_store.renew_leases(
-                    self.pool,
-                    owner=self.owner,
-                    job_ids=list(self._tasks),
-                    lease_s=self.config.lease_s,
+                    self.pool, owner=self.owner, job_ids=list(asked), lease_s=self.config.lease_s
                 )
-            except (OSError, asyncpg.PostgresError) as exc:
+            except CONNECTION_ERRORS as exc:
                 log.warning("heartbeat failed (will retry): %s", exc)
                 continue
-            for job_id in set(self._tasks) - held:
-                # Another scheduler owns it now: stop following, it will record the result.
-                log.warning("job %s: lease lost; leaving it to its new owner", job_id)
-                self._tasks[job_id].cancel()
+            for job_id in asked - held:
+                with contextlib.suppress(*CONNECTION_ERRORS):
+                    job = await job_store.get_job(self.pool, job_id)
+                    taken = job is None or (
+                        job.state in (JobState.CLAIMED, JobState.DISPATCHED)
+                        and job.lease_owner != self.owner
+                    )
+                    # Not held because it just ended: let its task publish that.
+                    if job_id not in self._tasks or not taken:
+                        continue
+                    # Another scheduler owns it now: stop following, it will record the result.
+                    log.warning("job %s: lease lost; leaving it to its new owner", job_id)
+                    self._tasks[job_id].cancel()
 
     async def _queue_empty(self) -> bool:
         count = await self.pool.fetchval(
@@ -218,21 +231,49 @@ class Scheduler:
         event = JobEvent(
             job.id, job.submission_id, job.gpu, job.secret, state, detail=detail, verdict=verdict
         )
-        with contextlib.suppress(OSError, asyncpg.PostgresError):
+        with contextlib.suppress(*CONNECTION_ERRORS):
             await job_store.publish(self.pool, event)
 
     async def _drive(self, job: Job) -> None:
-        try:
-            request = await self._request(job)
-            launcher = self.launchers[self.registry.get(job.gpu).launcher]
-            handle = await self._dispatch(job, launcher, request)
-            await self._publish(job, JobState.DISPATCHED.value, detail=launcher.name)
-            await self._follow_and_record(job, launcher, handle, request)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # one job's failure must never stop the scheduler
-            log.exception("job %s failed", job.id)
-            await self._give_up(job, f"{type(exc).__name__}: {exc}")
+        resumable: Job | None = job
+        while resumable is not None:
+            job = resumable
+            try:
+                request = await self._request(job)
+                launcher = self.launchers[self.registry.get(job.gpu).launcher]
+                handle = await self._dispatch(job, launcher, request)
+                await self._publish(job, JobState.DISPATCHED.value, detail=launcher.name)
+                await self._follow_and_record(job, launcher, handle, request)
+                return
+            except asyncio.CancelledError:
+                raise
+            except CONNECTION_ERRORS as exc:
+                # The database went away (a restart, say): the job is still ours under its
+                # lease. Carry on from what the database recorded once it answers again.
+                log.warning("job %s: database unavailable (%s); resuming", job.id, exc)
+                resumable = await self._resume_point(job)
+            except Exception as exc:  # one job's failure must never stop the scheduler
+                log.exception("job %s failed", job.id)
+                # If the database is gone too, the lease runs out and the job is adopted.
+                with contextlib.suppress(*CONNECTION_ERRORS):
+                    await self._give_up(job, f"{type(exc).__name__}: {exc}")
+                return
+
+    async def _resume_point(self, job: Job) -> Job | None:
+        """The job as last recorded, while it is still ours and in flight; None otherwise
+        (finished, given to another owner, or the database away for a whole lease)."""
+        deadline = asyncio.get_running_loop().time() + self.config.lease_s
+        while asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(self.config.poll_s)
+            try:
+                fresh = await job_store.get_job(self.pool, job.id)
+            except CONNECTION_ERRORS:
+                continue
+            in_flight = (JobState.CLAIMED, JobState.DISPATCHED)
+            if fresh is None or fresh.lease_owner != self.owner or fresh.state not in in_flight:
+                return None
+            return fresh
+        return None
 
     async def _dispatch(self, job: Job, launcher: Launcher, request: RunRequest) -> RunHandle:
         """Dispatches once per attempt; an adopted job with an external id is re-attached."""

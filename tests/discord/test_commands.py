@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from cluster_manager.cli import cli
@@ -122,13 +123,23 @@ def test_print_commands_needs_no_token_network_or_database(tmp_path: Path):
     assert not (tmp_path / "data").exists()  # no embedded database was started
 
 
-def test_a_missing_token_is_a_one_line_error(tmp_path: Path):
+@pytest.mark.reliability(
+    "Access",
+    "starting the bot without its token; in --debug mode with only the other token set",
+    "a one-line error; the token that was set is never echoed",
+)
+def test_a_missing_token_is_a_one_line_error(tmp_path: Path, record_property):
     done = run_cli(tmp_path)
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: DISCORD_TOKEN is not set (environment or .env)"
     ]
     debug = run_cli(tmp_path, "--debug", DISCORD_TOKEN="not-the-debug-one")
+    record_property(
+        "observed",
+        f"{done.stderr.strip()!r}; --debug: {debug.stderr.strip().splitlines()[-1:]!r}, "
+        f"token echoed: {'not-the-debug-one' in debug.stderr}",
+    )
     assert debug.returncode == 2
     assert "DISCORD_DEBUG_TOKEN is not set" in debug.stderr
     assert "not-the-debug-one" not in debug.stderr

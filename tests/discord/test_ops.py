@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from cluster_manager.discord import health
 from tests.discord.conftest import ADMIN
 
@@ -48,9 +50,15 @@ async def test_verifydb_times_a_round_trip_and_checks_migrations(harness):
     assert "✅ The schema is up to date: no pending migrations." in text
 
 
-async def test_verifydb_reports_pending_migrations(harness, monkeypatch):
+@pytest.mark.reliability(
+    "Faults",
+    "the database schema is behind the code (a migration is pending)",
+    "/verifydb names the pending migration and how to apply it",
+)
+async def test_verifydb_reports_pending_migrations(harness, monkeypatch, record_property):
     monkeypatch.setattr(health, "pending_migrations", lambda url: ["0002.something"])
     reply = await harness.command("verifydb")
+    record_property("observed", reply.only.content)
     assert "❌ Pending migrations: 0002.something" in reply.only.content
 
 

@@ -8,12 +8,22 @@ from cluster_manager.service import NotFoundError
 from tests.discord.conftest import ADMIN, ALICE, BOB, CREATOR, GUILD_ID, create_board, task_zip
 
 
-async def test_create_without_a_role_is_refused_at_once(harness):
+@pytest.mark.reliability(
+    "Access",
+    "/leaderboard create by a member without the Admin or Creator role",
+    "refused before anything runs (private 'Missing role'); the task is never downloaded",
+)
+async def test_create_without_a_role_is_refused_at_once(harness, record_property):
     task = harness.upload("task.zip", task_zip())
     reply = await harness.command(
         "leaderboard create", ALICE, name="mine", deadline="2031-01-01", task=task
     )
     message = reply.only
+    record_property(
+        "observed",
+        f"{message.content!r} (ephemeral: {message.ephemeral}); "
+        f"{len(harness.fake.downloads())} download",
+    )
     assert message.ephemeral
     assert "Missing role" in message.content
     assert "Leaderboard Admin" in message.content and "Leaderboard Creator" in message.content
@@ -42,17 +52,30 @@ async def test_a_creator_creates_a_leaderboard_choosing_its_gpus(harness, app):
     assert message.components == []  # the menu is gone
 
 
-async def test_delete_by_someone_else_is_refused(harness, app, clock):
+@pytest.mark.reliability(
+    "Access",
+    "/leaderboard delete of someone else's leaderboard by a member who is not an admin",
+    "refused ('Not allowed'), no confirmation offered; the leaderboard stays",
+)
+async def test_delete_by_someone_else_is_refused(harness, app, clock, record_property):
     await create_board(app, clock, creator=ALICE)
     reply = await harness.command("leaderboard delete", BOB, name="identity")
     message = reply.only
+    record_property("observed", f"{message.content!r} (ephemeral: {message.ephemeral})")
     assert message.ephemeral and "Not allowed" in message.content
     assert not message.components  # no confirmation was offered
     await app.service.leaderboard("identity")  # still there
 
 
+@pytest.mark.reliability(
+    "Access",
+    "another member clicks Confirm on someone's delete prompt",
+    "refused ('someone else'), privately; only the asker's Confirm deletes",
+)
 @pytest.mark.parametrize("member", [ALICE, ADMIN], ids=["creator", "admin"])
-async def test_the_creator_or_an_admin_deletes_after_confirming(harness, app, clock, member):
+async def test_the_creator_or_an_admin_deletes_after_confirming(
+    harness, app, clock, member, record_property
+):
     await create_board(app, clock, creator=ALICE)
     reply, tasks = harness.start("leaderboard delete", member, name="identity")
     (prompt,) = await harness.fake.wait_for(lambda: [m for m in reply.messages if m.components])
@@ -60,6 +83,11 @@ async def test_the_creator_or_an_admin_deletes_after_confirming(harness, app, cl
 
     # Only the one who asked can confirm.
     intruder = await harness.click(prompt, "Confirm", BOB)
+    record_property(
+        "observed",
+        f"{intruder.only.content!r} (ephemeral: {intruder.only.ephemeral}); board kept until "
+        "the asker confirmed",
+    )
     assert "someone else" in intruder.only.content and intruder.only.ephemeral
     await app.service.leaderboard("identity")
 
@@ -80,8 +108,17 @@ async def test_cancel_keeps_the_leaderboard(harness, app, clock):
     await app.service.leaderboard("identity")
 
 
-async def test_resync_is_for_admins_only(harness):
+@pytest.mark.reliability(
+    "Access",
+    "/resync by a Leaderboard Creator (not an Admin)",
+    "refused ('Missing role'); no commands are synced",
+)
+async def test_resync_is_for_admins_only(harness, record_property):
     refused = await harness.command("resync", CREATOR)
+    record_property(
+        "observed",
+        f"{refused.only.content!r}; {len(harness.fake.calls('PUT', r'/commands$'))} sync request",
+    )
     assert refused.only.ephemeral and "Missing role" in refused.only.content
     assert "Leaderboard Admin" in refused.only.content
     assert not harness.fake.calls("PUT", r"/commands$")
@@ -99,6 +136,12 @@ async def test_resync_is_for_admins_only(harness):
     assert reply.only.ephemeral and "Synced 6 commands to this server" in reply.only.content
 
 
-async def test_verifyruns_is_for_admins_only(harness):
+@pytest.mark.reliability(
+    "Access",
+    "/verifyruns by a member without the Admin role",
+    "refused ('Missing role'); nothing is run",
+)
+async def test_verifyruns_is_for_admins_only(harness, record_property):
     reply = await harness.command("verifyruns", ALICE)
+    record_property("observed", f"{reply.only.content!r} (ephemeral: {reply.only.ephemeral})")
     assert reply.only.ephemeral and "Missing role" in reply.only.content

@@ -136,14 +136,24 @@ async def test_a_dispatch_answered_without_run_details_finds_the_run_by_name(
     assert await launcher.follow(handle, timeout=30) == CANNED
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "two successor workers dispatch the same key to GitHub again while the first run is queued",
+    "one dispatch, one run; every worker gets the same run id",
+)
 async def test_the_same_key_submitted_twice_starts_one_run(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     canned.queue_delay = 1.0
     first = await launcher_for().submit(request_, "job-1-attempt-1", gpu=NVIDIA)
     again = await launcher_for().submit(request_, "job-1-attempt-1", gpu=NVIDIA)  # a successor
     same = await launcher_for().submit(request_, "job-1-attempt-1", gpu=NVIDIA)
 
+    record_property(
+        "observed",
+        f"{canned.count('dispatch')} dispatch, {len(canned.runs)} run; "
+        f"run ids {sorted({first.external_id, again.external_id, same.external_id})}",
+    )
     assert first == again == same
     assert canned.count("dispatch") == 1 and len(canned.runs) == 1
 
@@ -205,18 +215,31 @@ async def test_a_run_missing_from_the_first_page_is_fetched_on_its_own(
     assert canned.count("run") >= 1
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a GitHub run fails without uploading its result artifact",
+    "the run is lost (no result), for the scheduler to retry",
+)
 async def test_a_run_that_fails_without_a_result_is_lost(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     canned.fail_runs = True
-    assert await submit_and_follow(launcher_for(), request_, timeout=30) is None
+    result = await submit_and_follow(launcher_for(), request_, timeout=30)
+    conclusions = [run.conclusion for run in canned.runs.values()]
+    record_property("observed", f"run conclusion {conclusions}; follow returned {result!r} (lost)")
+    assert result is None
 
 
 # --- faults ---------------------------------------------------------------------------------
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "GitHub 5xx bursts: 2× 502 on dispatch, 3× 503 on the runs list, 1× 500 on the artifact zip",
+    "retried: one run, and its result comes back",
+)
 async def test_5xx_bursts_during_dispatch_and_polling_are_survived(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     canned.queue_delay = 0.5
     canned.fail_next(2, 502, route="dispatch")
@@ -225,54 +248,146 @@ async def test_5xx_bursts_during_dispatch_and_polling_are_survived(
     canned.fail_next(3, 503, route="runs")
     canned.fail_next(1, 500, route="zip")
 
-    assert await launcher.follow(handle, timeout=60) == CANNED
+    result = await launcher.follow(handle, timeout=60)
+    failed = len([r for r in canned.requests() if r.status >= 500])
+    record_property(
+        "observed",
+        f"{failed} 5xx answers retried; {len(canned.runs)} run; "
+        f"result {result.verdict.value if result else None}",
+    )
+    assert result == CANNED
     assert canned.count("dispatch", status=502) == 2 and len(canned.runs) == 1
     assert canned.count("runs", status=503) == 3 and canned.count("zip", status=500) == 1
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "GitHub starts the run but answers the dispatch only after the 1 s request timeout",
+    "the timed-out dispatch is retried after looking again: one run, and its result comes back",
+)
+async def test_a_dispatch_answered_after_the_timeout_starts_one_run(
+    canned: FakeGitHub,
+    launcher_for: LauncherFactory,
+    request_: RunRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    record_property,
+):
+    delay = 4.0
+    answer = canned.handle
+    slowed: list[str] = []
+
+    def late_dispatch(method: str, path: str, headers: dict[str, str], body: bytes):
+        reply = answer(method, path, headers, body)  # the run starts here...
+        if path.endswith("/dispatches") and not slowed:
+            slowed.append(path)
+            time.sleep(delay)  # ...and the answer leaves long after the client gave up
+        return reply
+
+    monkeypatch.setattr(canned, "handle", late_dispatch)
+    # The late answer meets a closed connection: no broken-pipe traceback on stderr, even after
+    # the test has ended.
+    assert canned._server is not None
+    canned._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+    launcher = launcher_for(request_timeout=1.0)
+    began = time.monotonic()
+    handle = await launcher.submit(request_, "job-late", gpu=NVIDIA)
+    submitted = time.monotonic() - began
+    result = await launcher.follow(handle, timeout=60)
+
+    record_property(
+        "observed",
+        f"gave up on the answer and found the run after {submitted:.1f} s; "
+        f"{canned.count('dispatch')} dispatch, {len(canned.runs)} run; "
+        f"result {result.verdict.value if result else None}",
+    )
+    assert slowed, "the dispatch was never slowed down"
+    assert submitted < delay  # it did not wait for the late answer
+    assert result == CANNED
+    assert canned.count("dispatch") == 1 and len(canned.runs) == 1
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "one of two GitHub tokens is rate-limited for 30 s",
+    "the other token carries on; the limited one is not asked again before its reset",
+)
 async def test_a_rate_limited_token_is_set_aside_for_the_next(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     canned.rate_limit_for(30, token="t1")
     result = await submit_and_follow(launcher_for(("t1", "t2")), request_, timeout=30)
 
+    answered = sorted({r.token for r in canned.requests() if r.status < 400})
+    record_property(
+        "observed",
+        f"{len(canned.requests(status=403))} 403 on t1, then every answered request on "
+        f"{', '.join(map(str, answered))}; result {result.verdict.value if result else None}",
+    )
     assert result == CANNED
     assert len(canned.requests(status=403)) == 1  # t1 is not asked again before its reset
     assert {r.token for r in canned.requests() if r.status < 400} == {"t2"}
 
 
 @pytest.mark.parametrize("secondary", [False, True], ids=["primary", "secondary"])
+@pytest.mark.reliability(
+    "Faults",
+    "the only GitHub token is rate-limited for 1.2 s",
+    "waits for the reset (at most 2 refusals), then the run completes",
+)
 async def test_a_single_rate_limited_token_waits_for_the_reset(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, secondary: bool
+    canned: FakeGitHub,
+    launcher_for: LauncherFactory,
+    request_: RunRequest,
+    secondary: bool,
+    record_property,
 ):
     canned.rate_limit_for(1.2, secondary=secondary)
     began = time.monotonic()
     result = await submit_and_follow(launcher_for(("t1",)), request_, timeout=30)
 
+    record_property(
+        "observed",
+        f"{len(canned.requests(status=403))} 403, waited; run completed after "
+        f"{time.monotonic() - began:.1f} s with {result.verdict.value if result else None}",
+    )
     assert result == CANNED
     assert time.monotonic() - began >= 1.0
     assert len(canned.requests(status=403)) <= 2  # waited instead of hammering
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a rate-limit storm: every GitHub token limited for 10 min, more than the 5 s it may wait",
+    "a clear error at once, one refusal per token, no hammering",
+)
 async def test_every_token_limited_for_too_long_is_an_error(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     canned.rate_limit_for(600)
     launcher = launcher_for(("t1", "t2"), max_rate_limit_wait=5)
-    with pytest.raises(LauncherError, match="rate-limited for another"):
+    with pytest.raises(LauncherError, match="rate-limited for another") as raised:
         await launcher.submit(request_, "job-limited", gpu=NVIDIA)
+    record_property(
+        "observed", f"{raised.value} ({len(canned.requests(status=403))} requests refused)"
+    )
     assert len(canned.requests(status=403)) == 2
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "no runner ever picks the GitHub run up (stuck queued)",
+    "RunTimedOutError at the timeout, and the run is cancelled on GitHub",
+)
 async def test_a_run_stuck_in_the_queue_is_cancelled_at_the_timeout(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     canned.stuck = True
-    with pytest.raises(RunTimedOutError):
+    with pytest.raises(RunTimedOutError) as raised:
         await submit_and_follow(launcher_for(), request_, timeout=1.0)
 
-    assert canned.count("cancel") == 1
     (run,) = canned.runs.values()
+    record_property("observed", f"{raised.value}; run {run.status}/{run.conclusion}")
+    assert canned.count("cancel") == 1
     assert (run.status, run.conclusion) == ("completed", "cancelled")
 
 
@@ -286,23 +401,35 @@ async def test_a_run_stuck_in_the_queue_is_cancelled_at_the_timeout(
     ],
     ids=["garbage", "no-result-json", "invalid-json", "not-a-run-result"],
 )
+@pytest.mark.reliability(
+    "Faults",
+    "the GitHub result artifact is corrupt",
+    "a LauncherError naming what is wrong; no result is recorded",
+)
 async def test_a_corrupt_artifact_is_a_clear_error(
     canned: FakeGitHub,
     launcher_for: LauncherFactory,
     request_: RunRequest,
     artifact: bytes,
     message: str,
+    record_property,
 ):
     canned.artifact_override = artifact
-    with pytest.raises(LauncherError, match=message):
+    with pytest.raises(LauncherError, match=message) as raised:
         await submit_and_follow(launcher_for(), request_, timeout=30)
+    record_property("observed", str(raised.value))
 
 
 # --- re-attaching ---------------------------------------------------------------------------
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a restarted worker re-attaches to its GitHub run by run id, or by dispatch key alone",
+    "finds the run and fetches its result; an attempt that was never dispatched is lost",
+)
 async def test_a_fresh_launcher_attaches_to_a_finished_run(
-    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
 ):
     handle = await launcher_for().submit(request_, "job-3-attempt-1", gpu=NVIDIA)
     canned.wait_until(lambda: all(r.status == "completed" for r in canned.runs.values()))
@@ -314,7 +441,11 @@ async def test_a_fresh_launcher_attaches_to_a_finished_run(
 
     by_key = launcher_for()  # a worker that died before learning the run id
     keyed, unknown = by_key.attach("job-3-attempt-1"), by_key.attach("job-3-attempt-2")
-    assert await by_key.states([keyed, unknown]) == {
+    states = await by_key.states([keyed, unknown])
+    record_property(
+        "observed", "re-attached: " + ", ".join(f"{k} {v.value}" for k, v in sorted(states.items()))
+    )
+    assert states == {
         "job-3-attempt-1": RunState.FINISHED,
         "job-3-attempt-2": RunState.LOST,
     }

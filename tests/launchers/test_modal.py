@@ -219,13 +219,21 @@ async def test_a_fresh_launcher_reattaches_by_call_id_and_by_key(
     assert (await second.result(by_key)).passed
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a restarted worker dispatches the same key to Modal again while the first call runs",
+    "one Modal call: the key's call id is remembered across the restart",
+)
 async def test_the_same_key_starts_one_call_even_after_a_restart(
-    fake: FakeModal, task: Task, tmp_path: Path
+    fake: FakeModal, task: Task, tmp_path: Path, record_property
 ):
     fake.hold = True
     request = make_request(task, CORRECT)
     first = await fake.launcher(tmp_path / "state").submit(request, "job-7-1", gpu=H100)
     again = await fake.launcher(tmp_path / "state").submit(request, "job-7-1", gpu=H100)
+    record_property(
+        "observed", f"{len(fake.calls)} call; {len({first, again})} distinct handle for the key"
+    )
     assert first == again
     assert len(fake.calls) == 1
 
@@ -251,26 +259,51 @@ async def test_cancel_stops_the_call(fake: FakeModal, task: Task):
     assert (await launcher.states([handle]))[handle.external_id] is RunState.LOST
 
 
-async def test_follow_gives_up_and_cancels_after_its_timeout(fake: FakeModal, task: Task):
+@pytest.mark.reliability(
+    "Faults",
+    "a Modal call that never returns",
+    "RunTimedOutError at the timeout, and the call is cancelled",
+)
+async def test_follow_gives_up_and_cancels_after_its_timeout(
+    fake: FakeModal, task: Task, record_property
+):
     fake.hold = True
     launcher = fake.launcher()
     handle = await launcher.submit(make_request(task, CORRECT), "job-3-1", gpu=H100)
-    with pytest.raises(RunTimedOutError, match="no result within"):
+    with pytest.raises(RunTimedOutError, match="no result within") as raised:
         await launcher.follow(handle, timeout=0.3)
+    record_property(
+        "observed", f"{raised.value}; cancelled: {fake.calls[handle.external_id].cancelled}"
+    )
     assert fake.calls[handle.external_id].cancelled
 
 
-@pytest.mark.parametrize("garbage", [{"verdict": "great"}, ["not", "a", "dict"], None])
-async def test_a_garbage_result_is_a_launcher_error(fake: FakeModal, task: Task, garbage: Any):
+@pytest.mark.reliability(
+    "Faults",
+    "a Modal call returns a garbage result",
+    "a LauncherError saying the result is invalid; nothing is recorded",
+)
+@pytest.mark.parametrize(
+    "garbage", [{"verdict": "great"}, ["not", "a", "dict"], None], ids=["dict", "list", "none"]
+)
+async def test_a_garbage_result_is_a_launcher_error(
+    fake: FakeModal, task: Task, garbage: Any, record_property
+):
     fake.body = lambda payload: garbage
-    with pytest.raises(LauncherError, match="result"):
+    with pytest.raises(LauncherError, match="result") as raised:
         await _run(fake.launcher(), task, CORRECT)
+    record_property("observed", str(raised.value))
 
 
 # --- faults at Modal's edge --------------------------------------------------------------------
 
 
-async def test_unknown_and_failed_calls_are_lost(fake: FakeModal, task: Task):
+@pytest.mark.reliability(
+    "Faults",
+    "the Modal container dies mid-run, and a call id Modal does not know",
+    "both runs are lost (for the scheduler to retry), never a result",
+)
+async def test_unknown_and_failed_calls_are_lost(fake: FakeModal, task: Task, record_property):
     def crash(payload: str) -> Any:
         raise RuntimeError("the container died")
 
@@ -280,23 +313,42 @@ async def test_unknown_and_failed_calls_are_lost(fake: FakeModal, task: Task):
     fake.calls[handle.external_id].join()
     ghost = launcher.attach("fc-unknown")
     states = await launcher.states([handle, ghost])
+    record_property(
+        "observed",
+        f"crashed call {states.get(handle.external_id)}, unknown call {states.get('fc-unknown')}",
+    )
     assert states == {handle.external_id: RunState.LOST, "fc-unknown": RunState.LOST}
     with pytest.raises(LauncherError, match="no result"):
         await launcher.result(ghost)
 
 
-async def test_a_poll_that_cannot_reach_modal_is_not_a_lost_run(fake: FakeModal):
+@pytest.mark.reliability(
+    "Faults",
+    "Modal cannot be reached while polling a run (connection reset)",
+    "the run stays running: a network blip never declares it lost",
+)
+async def test_a_poll_that_cannot_reach_modal_is_not_a_lost_run(fake: FakeModal, record_property):
     fake.poll_error = ConnectionResetError("connection reset")
     launcher = fake.launcher()
-    assert await launcher.states([RunHandle("modal", "fc-x")]) == {"fc-x": RunState.RUNNING}
+    states = await launcher.states([RunHandle("modal", "fc-x")])
+    record_property("observed", f"state {states.get('fc-x')}")
+    assert states == {"fc-x": RunState.RUNNING}
 
 
-async def test_spawn_failures_and_unknown_gpus_are_launcher_errors(fake: FakeModal, task: Task):
+@pytest.mark.reliability(
+    "Faults",
+    "spawning a run when the Modal app was never deployed",
+    "a LauncherError saying the call did not start",
+)
+async def test_spawn_failures_and_unknown_gpus_are_launcher_errors(
+    fake: FakeModal, task: Task, record_property
+):
     launcher = fake.launcher()
     request = make_request(task, CORRECT)
     fake.deployed.clear()  # the app was never deployed
-    with pytest.raises(LauncherError, match="did not start"):
+    with pytest.raises(LauncherError, match="did not start") as raised:
         await launcher.submit(request, "job-5-1", gpu=H100)
+    record_property("observed", str(raised.value))
     with pytest.raises(LauncherError, match="no Modal function"):
         await launcher.submit(
             request, "job-5-2", gpu=GpuType("X", "modal", params={"modal_gpu": "V100"})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import subprocess
 import time
 import uuid
 from collections.abc import Callable
@@ -21,10 +22,12 @@ from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError
 from cluster_manager.launchers.slurm import SlurmLauncher, sbatch_command, slurm_state
 from tests.conftest import CORRECT, make_request, processes_with, write_task
 from tests.slurm_cluster import jobs_named, slurm_cluster, squeue_active  # noqa: F401
+from tests.slurm_lock import slurm_alone, slurm_shared  # noqa: F401
 
-# Every test here shares one cluster of two CPUs: keep them on one xdist worker.
+# Every test here shares one cluster of two CPUs: keep them on one xdist worker. (Under pytest 9
+# the group is not honoured: tests.slurm_lock keeps the node-down test apart from the others.)
 pytestmark = pytest.mark.xdist_group("slurm")
-needs_cluster = pytest.mark.usefixtures("slurm_cluster")
+needs_cluster = pytest.mark.usefixtures("slurm_shared")
 
 WRONG = "def custom_kernel(d):\n    return d * 2\n"
 SPIN = "def custom_kernel(d):\n    while True:\n        pass\n"
@@ -101,6 +104,11 @@ def _request(task: Task, code: str = CORRECT, mode: Mode = Mode.TEST) -> RunRequ
 # --- without a cluster: the sbatch command line and the state mapping ---------------------
 
 
+@pytest.mark.reliability(
+    "Access",
+    "the bot's environment (its tokens) travelling into a Slurm job",
+    "sbatch --export=NONE: nothing of the submitting process's environment reaches the job",
+)
 def test_sbatch_options_come_from_the_registry_params(task: Task, tmp_path: Path):
     request = _request(task)
     gpu = GpuType(
@@ -194,22 +202,32 @@ async def test_missing_commands_and_bad_keys_are_launcher_errors(
         await launcher.submit(_request(task), _key(), gpu=CPU_GPU)
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a Slurm result file that is corrupt, oversized, or missing along with its run directory",
+    "a LauncherError naming the problem each time; no result",
+)
 async def test_unreadable_results_are_launcher_errors(
-    launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch
+    launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch, record_property
 ):
     run_dir = launcher.shared_dir / "k"
     run_dir.mkdir(parents=True)
     launcher._record(run_dir, "424242")
     handle = RunHandle("slurm", "424242")
+    errors = []
     (run_dir / "result.json").write_text("{not json")
-    with pytest.raises(LauncherError, match="unreadable result"):
+    with pytest.raises(LauncherError, match="unreadable result") as raised:
         await launcher.result(handle)
+    errors.append(str(raised.value))
     monkeypatch.setattr(slurm, "MAX_RESULT_BYTES", 4)
     (run_dir / "result.json").write_text('{"passed": true}')
-    with pytest.raises(LauncherError, match="larger than 4 bytes"):
+    with pytest.raises(LauncherError, match="larger than 4 bytes") as raised:
         await launcher.result(handle)
-    with pytest.raises(LauncherError, match="unknown Slurm run"):
+    errors.append(str(raised.value))
+    with pytest.raises(LauncherError, match="unknown Slurm run") as raised:
         await launcher.result(RunHandle("slurm", "7"))
+    errors.append(str(raised.value))
+    record_property("observed", " / ".join(errors))
 
 
 def _fake_command(bin_dir: Path, name: str, output: str) -> None:
@@ -236,8 +254,13 @@ async def test_with_accounting_forgotten_jobs_take_one_sacct_call(
     assert commands == ["squeue", "sacct"]
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "squeue hangs (an unresponsive slurmctld)",
+    "a LauncherError after the command timeout; the poll never hangs",
+)
 async def test_a_command_that_hangs_is_a_launcher_error(
-    launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, record_property
 ):
     (launcher.shared_dir / "k").mkdir(parents=True)
     launcher._record(launcher.shared_dir / "k", "41")
@@ -247,21 +270,31 @@ async def test_a_command_that_hangs_is_a_launcher_error(
     (bin_dir / "squeue").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
     launcher.command_timeout = 0.5
-    with pytest.raises(LauncherError, match=r"squeue did not answer within 0\.5 s"):
+    with pytest.raises(LauncherError, match=r"squeue did not answer within 0\.5 s") as raised:
         await launcher.states([launcher.attach("41")])
+    record_property("observed", str(raised.value))
 
 
 # --- on the loopback cluster -----------------------------------------------------------------
 
 
+@pytest.mark.reliability(
+    "Access",
+    "the sandbox user reading a Slurm run's payload file, which holds the secret seed",
+    "the payload is mode 0600: readable by the launcher's user alone",
+)
 @needs_cluster
-async def test_a_correct_submission_passes_with_progress(task: Task, launcher: SlurmLauncher):
+async def test_a_correct_submission_passes_with_progress(
+    task: Task, launcher: SlurmLauncher, record_property
+):
     events: list[dict] = []
     key = _key()
     handle = await launcher.submit(_request(task, mode=Mode.BENCHMARK), key, gpu=CPU_GPU)
     assert handle.external_id.isdigit()
     # The payload holds the secret seed: the sandbox user (anyone but us) cannot read it.
-    assert (launcher.shared_dir / key / "payload.txt").stat().st_mode & 0o777 == 0o600
+    mode = (launcher.shared_dir / key / "payload.txt").stat().st_mode & 0o777
+    record_property("observed", f"payload.txt mode {mode:04o}")
+    assert mode == 0o600
     result = await launcher.follow(handle, timeout=90, on_progress=events.append)
     assert result is not None and result.passed, result and result.message
     assert [e["phase"] for e in events if e["event"] == "phase"] == ["test", "benchmark"]
@@ -293,9 +326,14 @@ async def test_states_of_many_runs_take_one_squeue_call(
     assert states["999999"] is RunState.LOST
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "Slurm jobs that slurmctld has already purged, one with a result file and one without",
+    "finished and lost respectively, with one sacct call at most",
+)
 @needs_cluster
 async def test_forgotten_jobs_are_decided_by_their_result_file(
-    launcher: SlurmLauncher, commands: list[str]
+    launcher: SlurmLauncher, commands: list[str], record_property
 ):
     """Jobs slurmctld has purged: one sacct call at most (it answers 'disabled' here)."""
     for job_id, key in (("900001", "gone-with-result"), ("900002", "gone-without")):
@@ -305,30 +343,53 @@ async def test_forgotten_jobs_are_decided_by_their_result_file(
     handles = [launcher.attach("900001"), launcher.attach("900002")]
     first = await launcher.states(handles)
     second = await launcher.states(handles)
+    record_property(
+        "observed",
+        ", ".join(f"{k} {v.value}" for k, v in sorted(first.items()))
+        + f"; {commands.count('sacct')} sacct call",
+    )
     assert first == second == {"900001": RunState.FINISHED, "900002": RunState.LOST}
     assert commands.count("squeue") == 2
     assert commands.count("sacct") == 1  # asked once, then remembered as absent
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a Slurm job that never finishes: a spinning kernel that also started a child process",
+    "cancelled at the timeout with its whole process tree; the run is lost",
+)
 @needs_cluster
 async def test_follow_timeout_cancels_a_spinning_job_and_its_whole_tree(
-    task: Task, launcher: SlurmLauncher
+    task: Task, launcher: SlurmLauncher, record_property
 ):
     marker = f"cm-slurm-spin-{uuid.uuid4().hex}"
     key = _key()
     handle = await launcher.submit(_request(task, _spinner(marker)), key, gpu=CPU_GPU)
     assert await _until(lambda: bool(processes_with(marker)), 30), "the kernel never started"
-    with pytest.raises(RunTimedOutError, match="no result within 2 s"):
+    with pytest.raises(RunTimedOutError, match="no result within 2 s") as raised:
         await launcher.follow(handle, timeout=2)
     job_id = handle.external_id
     assert await _until(lambda: squeue_active(job_id) == "", 20), squeue_active(job_id)
-    assert (await launcher.states([handle]))[job_id] is RunState.LOST
-    assert await _until(lambda: not processes_with(marker), 10)
-    assert _processes_in(launcher.shared_dir / key) == []
+    state = (await launcher.states([handle]))[job_id]
+    gone = await _until(lambda: not processes_with(marker), 10)
+    left = _processes_in(launcher.shared_dir / key)
+    record_property(
+        "observed",
+        f"{raised.value}; job {state.value}, "
+        f"{'no process left' if gone and not left else 'processes left'}",
+    )
+    assert state is RunState.LOST
+    assert gone
+    assert left == []
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a successor worker submits the same Slurm key again, while it runs and after it finished",
+    "one Slurm job: the same job id every time",
+)
 @needs_cluster
-async def test_the_same_key_twice_is_one_slurm_job(task: Task, tmp_path: Path):
+async def test_the_same_key_twice_is_one_slurm_job(task: Task, tmp_path: Path, record_property):
     key = _key()
     request = _request(task)
     first = SlurmLauncher(tmp_path / "shared", poll_interval=0.3)
@@ -339,19 +400,30 @@ async def test_the_same_key_twice_is_one_slurm_job(task: Task, tmp_path: Path):
     assert result is not None and result.passed
     # Finished runs are not started again either.
     assert await first.submit(request, key, gpu=CPU_GPU) == handle
-    assert jobs_named(f"cm-{key}") == [handle.external_id]
+    named = jobs_named(f"cm-{key}")
+    record_property("observed", f"Slurm jobs named cm-<key>: {named}")
+    assert named == [handle.external_id]
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "the submitting process died after sbatch answered, before it wrote the job id down",
+    "the next submit finds the job by name and adopts it: no second Slurm job",
+)
 @needs_cluster
-async def test_a_job_whose_id_was_never_recorded_is_adopted(task: Task, launcher: SlurmLauncher):
+async def test_a_job_whose_id_was_never_recorded_is_adopted(
+    task: Task, launcher: SlurmLauncher, record_property
+):
     """sbatch answered, then the submitting process died before writing the id down."""
     key = _key()
     handle = await launcher.submit(_request(task, SPIN), key, gpu=CPU_GPU)
     try:
         (launcher.shared_dir / key / "slurm_job_id").unlink()
         again = await SlurmLauncher(launcher.shared_dir).submit(_request(task), key, gpu=CPU_GPU)
+        named = jobs_named(f"cm-{key}")
+        record_property("observed", f"adopted job {again.external_id}; jobs with its name: {named}")
         assert again == handle
-        assert jobs_named(f"cm-{key}") == [handle.external_id]
+        assert named == [handle.external_id]
     finally:
         await launcher.cancel(handle)
 
@@ -367,6 +439,92 @@ async def test_a_fresh_launcher_attaches_by_job_id_or_by_key(task: Task, launche
     assert (await fresh.states([by_id]))[handle.external_id] is RunState.FINISHED
     assert (await fresh.result(by_key)).passed
     assert [e["event"] for e in await fresh.progress(by_id)] == ["phase", "phase_done"]
+
+
+def _slurm(*command: str) -> str:
+    done = subprocess.run(command, capture_output=True, text=True, timeout=30, check=True)
+    return done.stdout.strip()
+
+
+def _node_state(node: str) -> str:
+    return _slurm("sinfo", "-h", "-N", "-n", node, "-o", "%T").split("\n")[0]
+
+
+def _job_field(job_id: str, field: str) -> str:
+    """One field of `scontrol show job`, e.g. Restarts or NodeList."""
+    for word in _slurm("scontrol", "-o", "show", "job", job_id).split():
+        name, _, value = word.partition("=")
+        if name == field:
+            return value
+    return ""
+
+
+async def _bring_back(node: str) -> str:
+    """Resumes the node if it is still down or drained; its state once it takes jobs again."""
+    if _node_state(node).rstrip("*~#!%$@^-") in {"down", "drained", "draining", "fail"}:
+        subprocess.run(
+            ["scontrol", "update", f"nodename={node}", "state=resume"],
+            capture_output=True,
+            timeout=30,
+            check=False,  # it may have come back on its own in between
+        )
+    usable = {"idle", "mixed", "allocated", "completing"}
+    await _until(lambda: _node_state(node).rstrip("*~#!%$@^-") in usable, 60)
+    return _node_state(node)
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "the Slurm node goes down (scontrol state=down) under a running job",
+    "Slurm kills and requeues the job: seen as queued, not lost; follow still ends at its timeout",
+)
+@pytest.mark.usefixtures("slurm_alone")  # taking the node down kills every job on it
+async def test_a_node_that_goes_down_requeues_the_job_and_follow_still_ends(
+    task: Task, launcher: SlurmLauncher, record_property
+):
+    marker = f"cm-slurm-node-down-{uuid.uuid4().hex}"
+    handle = await launcher.submit(_request(task, _spinner(marker)), _key(), gpu=CPU_GPU)
+    job_id = handle.external_id
+    node = ""
+    seen: list[str] = []
+    try:
+        assert await _until(lambda: bool(processes_with(marker)), 30), "the kernel never started"
+        node = _job_field(job_id, "NodeList")
+        assert node and node != "(null)", node
+        seen.append((await launcher.states([handle]))[job_id].value)
+        # slurm_alone keeps this session's tests off the node; another session's jobs would die.
+        if not await _until(lambda: _slurm("squeue", "-h", "-o", "%i").split() == [job_id], 120):
+            pytest.skip(f"jobs of another session are on the cluster: {_slurm('squeue', '-h')}")
+
+        _slurm("scontrol", "update", f"nodename={node}", "state=down", "reason=cm-test-node-down")
+        killed = await _until(lambda: not processes_with(marker), 30)
+        state = (await launcher.states([handle]))[job_id]
+        seen.append(state.value)
+        restarts = _job_field(job_id, "Restarts")
+        began = time.monotonic()
+        with pytest.raises(RunTimedOutError, match="no result within 3 s") as raised:
+            await launcher.follow(handle, timeout=3)
+        followed = time.monotonic() - began
+        ended = await _until(lambda: squeue_active(job_id) == "", 20)
+        seen.append((await launcher.states([handle]))[job_id].value)
+    finally:
+        try:  # the node first: the tests after this one need it
+            node_after = await _bring_back(node) if node else ""
+        finally:
+            await launcher.cancel(handle)
+
+    record_property(
+        "observed",
+        f"states {' -> '.join(seen)}; Slurm requeued the job (Restarts={restarts}), its kernel "
+        f"{'was killed' if killed else 'kept running'}; {raised.value} after {followed:.1f} s; "
+        f"node {node} {node_after} again",
+    )
+    assert killed, "the kernel outlived its node"
+    assert state is RunState.QUEUED  # requeued by Slurm: neither lost nor finished
+    assert restarts == "1"
+    assert ended, squeue_active(job_id)
+    assert seen == ["running", "queued", "lost"]
+    assert node_after.rstrip("*~#!%$@^-") in {"idle", "mixed", "allocated", "completing"}
 
 
 @needs_cluster

@@ -6,6 +6,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from cluster_manager.app import open_app
 from cluster_manager.settings import Settings
 from tests.conftest import load_task, write_task
@@ -23,6 +25,11 @@ def _postgres_serving(data_dir: Path) -> bool:
     return False
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "the app without DATABASE_URL is stopped and started again",
+    "its embedded Postgres is stopped on exit and the data is still there after the restart",
+)
 async def test_embedded_database_is_migrated_persistent_and_stopped(tmp_path: Path):
     settings = Settings(database_url=None, data_dir=tmp_path / "data")
     task = load_task(write_task(tmp_path / "task"))

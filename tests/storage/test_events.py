@@ -77,7 +77,14 @@ async def test_watch_yields_the_state_then_own_events_until_done(service, pool):
         await watch.aclose()
 
 
-async def test_watch_ends_by_rereading_when_the_notification_is_missed(service, pool):
+@pytest.mark.reliability(
+    "Faults",
+    "every job of a watched submission ends, but no notification is ever published",
+    "the watch re-reads the database and ends with each job's real outcome within 9 s",
+)
+async def test_watch_ends_by_rereading_when_the_notification_is_missed(
+    service, pool, record_property
+):
     _, receipt = await board_with_submission(service, gpus=["CPU", "H100"])
     jobs = sorted(receipt.jobs, key=lambda j: j.id)
     watch = service.watch(receipt.submission_id)
@@ -100,7 +107,12 @@ async def test_watch_ends_by_rereading_when_the_notification_is_missed(service, 
                 assert await finish_job(pool, job, True, 1.0)
         began = time.monotonic()
         events = await rest_of(watch, timeout=15)
-        assert time.monotonic() - began < 9
+        took = time.monotonic() - began
+        record_property(
+            "observed",
+            f"ended after {took:.1f} s with {sorted(e.verdict or e.state for e in events)}",
+        )
+        assert took < 9
     finally:
         await watch.aclose()
     assert sorted(events, key=lambda e: e.job_id) == [
@@ -177,6 +189,11 @@ async def test_watch_of_an_unknown_submission_is_not_found(service):
         await next_event(service.watch(999_999))
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "watches abandoned early, more of them than the pool has connections",
+    "no connection leaks: the pool still answers at once",
+)
 async def test_closing_a_watch_early_gives_its_connection_back(service, pool):
     _, receipt = await board_with_submission(service)
     for _ in range(pool.get_max_size() + 2):

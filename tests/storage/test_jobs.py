@@ -147,12 +147,22 @@ async def test_claim_with_submission_filter_still_respects_max_active(service, p
     assert len(await claim(pool, max_active=3, submission_ids=mine)) == 1
 
 
-async def test_concurrent_claims_never_exceed_max_active(service, pool, board):
+@pytest.mark.reliability(
+    "Faults",
+    "10 workers race to claim 12 jobs on a GPU type that allows 3 at a time",
+    "exactly 3 claimed, each by one worker; the other 9 stay queued",
+)
+async def test_concurrent_claims_never_exceed_max_active(service, pool, board, record_property):
     await queue_test_jobs(service, 12)
     results = await asyncio.gather(
         *(claim(pool, owner=f"worker-{i}", max_active=3, limit=2) for i in range(10))
     )
     claimed = [j for batch in results for j in batch]
+    record_property(
+        "observed",
+        f"{len(claimed)} claimed by {len({j.lease_owner for j in claimed})} worker(s); "
+        f"states {await state_counts(pool)}",
+    )
     assert len(claimed) == 3
     assert len({j.id for j in claimed}) == 3
     assert await state_counts(pool) == {"queued": 9, "claimed": 3}
@@ -160,12 +170,18 @@ async def test_concurrent_claims_never_exceed_max_active(service, pool, board):
     assert {r["id"]: r["lease_owner"] for r in owners} == {j.id: j.lease_owner for j in claimed}
 
 
-async def test_concurrent_claims_never_claim_a_job_twice(service, pool, board):
+@pytest.mark.reliability(
+    "Faults",
+    "10 workers race to claim 12 jobs, 2 each, with room for all",
+    "every job is claimed exactly once, on its first attempt",
+)
+async def test_concurrent_claims_never_claim_a_job_twice(service, pool, board, record_property):
     await queue_test_jobs(service, 12)
     results = await asyncio.gather(
         *(claim(pool, owner=f"worker-{i}", max_active=100, limit=2) for i in range(10))
     )
     claimed = [j.id for batch in results for j in batch]
+    record_property("observed", f"{len(claimed)} claims of {len(set(claimed))} distinct jobs")
     assert len(claimed) == 12
     assert len(set(claimed)) == 12
     attempts = await pool.fetch("SELECT attempts FROM jobs")
@@ -175,7 +191,12 @@ async def test_concurrent_claims_never_claim_a_job_twice(service, pool, board):
 # --- leases -----------------------------------------------------------------------------------
 
 
-async def test_expired_lease_is_taken_over_by_another_owner(service, pool, board):
+@pytest.mark.reliability(
+    "Faults",
+    "a worker dies holding a dispatched job: its lease expires",
+    "another worker takes it over and re-attaches to the same run; nothing is dispatched again",
+)
+async def test_expired_lease_is_taken_over_by_another_owner(service, pool, board, record_property):
     await queue_test_jobs(service, 2, gpus=("CPU", "H100"))
     [job] = await claim(pool, max_active=1, lease_s=0.5)
     assert await take_over(pool, "CPU") == []  # not expired yet
@@ -186,6 +207,11 @@ async def test_expired_lease_is_taken_over_by_another_owner(service, pool, board
     assert await take_over(pool, "H100") == []
     [adopted] = await job_store.take_over_expired(
         pool, owner=OTHER_OWNER, lease_s=60, gpus=["CPU", "H100"]
+    )
+    record_property(
+        "observed",
+        f"taken over by {adopted.lease_owner}: {adopted.state.value}, external id "
+        f"{adopted.external_id}, attempt {adopted.attempts}",
     )
     assert adopted.id == job.id
     assert adopted.lease_owner == OTHER_OWNER
@@ -199,7 +225,12 @@ async def test_expired_lease_is_taken_over_by_another_owner(service, pool, board
     assert await take_over(pool, "CPU", owner="worker-c") == []
 
 
-async def test_old_owner_cannot_touch_a_job_taken_over(service, pool, board):
+@pytest.mark.reliability(
+    "Faults",
+    "a worker whose lease expired wakes up and renews, dispatches, releases and records its job",
+    "every write of the old owner is refused; the new owner records the result exactly once",
+)
+async def test_old_owner_cannot_touch_a_job_taken_over(service, pool, board, record_property):
     await queue_test_jobs(service, 1)
     [job] = await claim(pool, lease_s=0.2)
     await asyncio.sleep(0.3)
@@ -220,7 +251,9 @@ async def test_old_owner_cannot_touch_a_job_taken_over(service, pool, board):
     assert await record(pool, adopted, True, 1.0, owner=OTHER_OWNER)
     assert not await record(pool, adopted, True, 1.0, owner=OTHER_OWNER)
     assert not await record(pool, job, True, 1.0, owner=OWNER)
-    assert await count_rows(pool, "runs") == {"runs": 1}
+    rows = await count_rows(pool, "runs")
+    record_property("observed", f"the old owner's 5 writes refused; {rows['runs']} run row")
+    assert rows == {"runs": 1}
     assert (await job_store.get_job(pool, job.id)).state is JobState.FINISHED
 
 
@@ -449,6 +482,11 @@ async def test_jobs_of_submission(service, pool, board):
     assert only == claimed
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a leaderboard is deleted while its jobs are claimed and dispatched",
+    "the worker's record, release and renew are refused; the GPU slots are free again",
+)
 async def test_jobs_of_a_deleted_leaderboard_are_gone_for_their_worker(service, pool, board):
     receipt = await submit(service, gpus=["CPU"])
     public, secret = await claim(pool, limit=2)

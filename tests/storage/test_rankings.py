@@ -309,7 +309,12 @@ async def test_ranking_of_a_gpu_not_on_the_leaderboard_is_refused(service, pool)
 # --- results are written once -----------------------------------------------------------------
 
 
-async def test_recording_a_job_twice_writes_one_run(service, pool, board):
+@pytest.mark.reliability(
+    "Faults",
+    "the same job's result recorded again, as a worker retrying after dying in finalisation would",
+    "one run row and one ranking; later records are refused",
+)
+async def test_recording_a_job_twice_writes_one_run(service, pool, board, record_property):
     receipt = await submit(service, gpus=["CPU"])
     claimed = await claim_submission(pool, receipt.submission_id)
     public = claimed[("CPU", False)]
@@ -320,19 +325,39 @@ async def test_recording_a_job_twice_writes_one_run(service, pool, board):
     assert [tuple(r) for r in rows] == [(True, 1.0)]
     assert await record(pool, claimed[("CPU", True)], True, 1.0)
     assert not await record(pool, claimed[("CPU", True)], True, 1.0)
-    assert await count_rows(pool, "runs", "rankings") == {"runs": 2, "rankings": 1}
+    counts = await count_rows(pool, "runs", "rankings")
+    record_property(
+        "observed", f"{counts['runs']} run rows for 2 jobs, {counts['rankings']} ranking"
+    )
+    assert counts == {"runs": 2, "rankings": 1}
     assert await ranked(service) == [("alice", 1.0, receipt.submission_id)]
 
 
-async def test_concurrent_recording_of_one_job_writes_one_run(service, pool, board):
+@pytest.mark.reliability(
+    "Faults",
+    "8 concurrent records of one job's result",
+    "exactly one is written; the 7 others are refused",
+)
+async def test_concurrent_recording_of_one_job_writes_one_run(
+    service, pool, board, record_property
+):
     receipt = await submit(service, gpus=["CPU"])
     claimed = await claim_submission(pool, receipt.submission_id)
     public = claimed[("CPU", False)]
     results = await asyncio.gather(*(record(pool, public, True, float(i)) for i in range(8)))
+    runs = (await count_rows(pool, "runs"))["runs"]
+    record_property(
+        "observed", f"{sum(results)} written, {results.count(False)} refused; {runs} run row"
+    )
     assert sorted(results) == [False] * 7 + [True]
     assert await count_rows(pool, "runs") == {"runs": 1}
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "recording a result for a job that is still queued, or is held by another worker",
+    "nothing is written; the job stays with its holder",
+)
 async def test_recording_a_job_not_held_writes_nothing(service, pool, board):
     receipt = await submit(service, gpus=["CPU"])
     public = public_job(receipt)
@@ -443,7 +468,14 @@ async def test_placements_of_a_submission_still_running(service, pool, board):
 # --- personal runs ----------------------------------------------------------------------------
 
 
-async def test_personal_runs_are_the_users_own_with_secrets_redacted(service, pool, board):
+@pytest.mark.reliability(
+    "Access",
+    "a user lists their runs on a board where others submitted too, ranked runs included",
+    "only their own runs; secret runs show the verdict without any detail",
+)
+async def test_personal_runs_are_the_users_own_with_secrets_redacted(
+    service, pool, board, record_property
+):
     await make_board(service, "other", gpus=["CPU"])
     mine = await submit(service, gpus=["CPU", "H100"])
     await finish_submission(pool, mine, 1.0)
@@ -453,6 +485,11 @@ async def test_personal_runs_are_the_users_own_with_secrets_redacted(service, po
     await finish_submission(pool, await submit(service, "other", ALICE), 3.0)
 
     runs = await service.personal_runs("board", ALICE)
+    record_property(
+        "observed",
+        f"{len(runs)} runs, all of {sorted({r.user for r in runs})}; secret runs' results: "
+        f"{[r.result for r in runs if r.secret]}",
+    )
     assert len(runs) == 5
     assert {r.user for r in runs} == {"alice"}
     assert {r.leaderboard for r in runs} == {"board"}

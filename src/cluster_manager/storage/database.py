@@ -14,6 +14,16 @@ import asyncpg
 
 from cluster_manager.errors import ClusterManagerError
 
+# What a call may raise while the server restarts or drops the connection: asyncpg reports a
+# connection lost mid-operation as an InterfaceError or InternalClientError, not only as a
+# PostgresError. The pool replaces such connections; the caller retries later.
+CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+)
+
 log = logging.getLogger(__name__)
 
 Executor = asyncpg.Pool | asyncpg.Connection
