@@ -131,7 +131,11 @@ def _cell(text: str) -> str:
 
 def render(rows: list[Row]) -> str:
     counts = {status: sum(r.outcome == status for r in rows) for status in _STATUSES}
-    summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
+    summary = ", ".join(
+        f"{n} {'known gaps' if status == 'known gap' and n > 1 else status}"
+        for status, n in counts.items()
+        if n
+    )
     lines = [
         "# Reliability",
         "",
