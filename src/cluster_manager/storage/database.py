@@ -55,10 +55,35 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
+class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+    """Skips the reset query (a round trip on every release) for connections that need none.
+
+    Our queries leave nothing in the session: advisory locks are transaction-scoped, no SET,
+    no cursors, and asyncpg always rolls back an open transaction on release. Only LISTEN
+    outlives a use, so a connection that listened still gets `UNLISTEN *`.
+    """
+
+    _listened = False
+
+    async def add_listener(self, channel: str, callback: Any) -> None:
+        self._listened = True
+        await super().add_listener(channel, callback)
+
+    def get_reset_query(self) -> str:
+        if self._listened:
+            self._listened = False
+            return "UNLISTEN *;"
+        return ""
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     try:
         pool = await asyncpg.create_pool(
-            url, min_size=min_size, max_size=max_size, init=_init_connection
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            init=_init_connection,
+            connection_class=_PooledConnection,
         )
     except (OSError, asyncpg.PostgresError) as exc:
         raise DatabaseError(f"cannot connect to the database: {exc}") from exc
