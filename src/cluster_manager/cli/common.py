@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import sys
 from collections.abc import Awaitable, Callable
@@ -62,6 +61,8 @@ def cli(ctx: click.Context) -> None:
 def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
     """Opens the database (embedded when DATABASE_URL is unset), runs `body`, closes it.
     Our own errors become a one-line message and exit code 2."""
+
+    import asyncio  # here: `eval`, which needs no event loop, starts a tenth of a second sooner
 
     from cluster_manager.app import open_app
 
