@@ -50,6 +50,9 @@ class SchedulerConfig:
     limits: Limits = field(default_factory=Limits)
 
 
+IN_FLIGHT = (JobState.CLAIMED, JobState.DISPATCHED)  # states a lease covers
+
+
 def new_owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
@@ -179,14 +182,13 @@ class Scheduler:
                 log.warning("heartbeat failed (will retry): %s", exc)
                 continue
             for job_id in asked - held:
+                if job_id not in self._tasks:
+                    continue  # its task has ended meanwhile
                 with contextlib.suppress(*CONNECTION_ERRORS):
                     job = await job_store.get_job(self.pool, job_id)
-                    taken = job is None or (
-                        job.state in (JobState.CLAIMED, JobState.DISPATCHED)
-                        and job.lease_owner != self.owner
-                    )
+                    ours = job is not None and job.lease_owner == self.owner
                     # Not held because it just ended: let its task publish that.
-                    if job_id not in self._tasks or not taken:
+                    if job is not None and (job.state not in IN_FLIGHT or ours):
                         continue
                     # Another scheduler owns it now: stop following, it will record the result.
                     log.warning("job %s: lease lost; leaving it to its new owner", job_id)
@@ -269,8 +271,7 @@ class Scheduler:
                 fresh = await job_store.get_job(self.pool, job.id)
             except CONNECTION_ERRORS:
                 continue
-            in_flight = (JobState.CLAIMED, JobState.DISPATCHED)
-            if fresh is None or fresh.lease_owner != self.owner or fresh.state not in in_flight:
+            if fresh is None or fresh.state not in IN_FLIGHT or fresh.lease_owner != self.owner:
                 return None
             return fresh
         return None

@@ -12,8 +12,6 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import asyncpg
-
 import cluster_manager
 from cluster_manager.app import App
 from cluster_manager.core.models import Mode, RunRequest, Task
@@ -22,6 +20,7 @@ from cluster_manager.core.task import load_task
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import GpuType
 from cluster_manager.settings import local_limits
+from cluster_manager.storage.database import CONNECTION_ERRORS
 from cluster_manager.storage.migrations import pending_migrations
 
 VERIFY_EXAMPLE = Path(cluster_manager.__file__).resolve().parents[2] / "examples" / "identity_py"
@@ -48,7 +47,7 @@ async def check_database(app: App) -> DatabaseCheck:
     started = time.perf_counter()
     try:
         await app.pool.fetchval("SELECT 1")
-    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError) as exc:
+    except CONNECTION_ERRORS as exc:
         return DatabaseCheck(False, None, (), f"{type(exc).__name__}: {exc}")
     round_trip = (time.perf_counter() - started) * 1000
     try:
@@ -81,7 +80,7 @@ async def _verify(app: App, task: Task, code: str, gpu: GpuType) -> LauncherChec
         submission_name=task.submission_name,
         submission_code=code,
         mode=Mode.TEST,
-        limits=local_limits(app.settings),
+        limits=gpu.run_limits(local_limits(app.settings)),
     )
     started = time.perf_counter()
     try:
