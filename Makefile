@@ -34,7 +34,7 @@ test: setup
 # docs/RELIABILITY.md: every attack, bad input and fault the suite tries, and its outcome.
 reliability: setup
 	$(SLURM_UP)
-	$(PYTEST) -m reliability --reliability-report docs/RELIABILITY.md
+	$(PYTEST) -m reliability --reliability-report=docs/RELIABILITY.md
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples

@@ -148,8 +148,9 @@ def render(rows: list[Row]) -> str:
         f"{platform.machine()}, Python {platform.python_version()}: {len(rows)} rows, "
         f"{summary or 'none run'}.",
         "",
-        "A *known gap* is a strict xfail: the attack still works, and the test fails the day it",
-        "stops working, so the row cannot silently go stale.",
+        "A *known gap* is an xfail: the attack still works. Strict ones fail the day it stops",
+        "working, so the row cannot silently go stale; one whose success depends on the",
+        "machine's load is not strict, and its reason says what bounds it.",
     ]
     for category in CATEGORIES:
         chosen = sorted((r for r in rows if r.category == category), key=lambda r: r.test)

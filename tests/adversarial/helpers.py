@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task, Verdict
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import runner
 from tests.conftest import make_request, write_task
@@ -39,6 +39,11 @@ IDENTITY_REFERENCE = NEGATE_REFERENCE.replace("-data", "data")
 # Start-up (Python, torch) gets its own allowance: the ranked time budget stays short.
 LIMITS = Limits(memory_bytes=8 << 30, grace=10)
 SECRET = 918273645546372819
+
+
+def failed_in(result: RunResult, phase: str) -> bool:
+    """A wrong answer found in `phase` (the run stops at its first failing phase)."""
+    return result.phases[-1].name == phase and result.verdict is Verdict.WRONG_ANSWER
 
 
 def small_task(directory: Path, *, reference: str = IDENTITY_REFERENCE, **extra: object) -> Task:

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_manager.core.models import Verdict
-from tests.adversarial.helpers import attack, not_ranked
+from tests.adversarial.helpers import attack, failed_in, not_ranked
 
 pytestmark = pytest.mark.adversarial
-
-
-def _failed_in(result, phase: str) -> bool:
-    return result.phases[-1].name == phase and result.verdict is Verdict.WRONG_ANSWER
 
 
 @pytest.mark.reliability(
@@ -34,7 +29,7 @@ def test_caching_outputs_across_calls(any_identity, record_property):
     """
     result = attack(any_identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "leaderboard"), result.message
+    assert failed_in(result, "leaderboard"), result.message
     assert not_ranked(result)
 
 
@@ -53,7 +48,7 @@ def test_returning_a_view_of_the_input(negate, record_property):
     """
     result = attack(negate, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "test"), result.message
+    assert failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
@@ -72,7 +67,7 @@ def test_mutating_the_inputs_so_the_check_passes(negate, record_property):
     """
     result = attack(negate, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "test"), result.message
+    assert failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
@@ -100,7 +95,7 @@ def test_output_filled_by_a_thread_after_returning(identity, record_property):
     """
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "test"), result.message
+    assert failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
@@ -126,7 +121,7 @@ def test_output_filled_by_a_background_process(identity, record_property):
     """
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "test"), result.message
+    assert failed_in(result, "test"), result.message
     assert not_ranked(result)
 
 
@@ -154,7 +149,7 @@ def test_output_that_computes_itself_when_read(identity, record_property):
     """
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "test"), result.message
+    assert failed_in(result, "test"), result.message
     assert "plain tensors" in result.message
     assert not_ranked(result)
 
@@ -190,7 +185,7 @@ def test_work_moved_off_the_clock_only_in_timed_iterations(identity, record_prop
     """
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert _failed_in(result, "leaderboard"), result.message
+    assert failed_in(result, "leaderboard"), result.message
     assert not_ranked(result)
 
 

@@ -1,66 +1,52 @@
 """The built-in eval harness: `python -m cluster_manager.harness.evaluate MODE TESTS_FILE`.
 
 It speaks the popcorn protocol like the public problem sets' `eval.py`, with these guarantees:
-- This process holds the result pipe and the secret seed; it never imports the submission, and
-  what workers send back is unpickled with an allowlist, so it cannot run code here either.
-- The submission is imported only in spawned worker processes, which get neither the pipe (it
-  is not inherited) nor the seed (removed from the environment before they start); they see
-  only the per-case seeds already mixed with it.
-- Every timed iteration in ranked mode gets fresh inputs, from seeds that cannot be predicted
-  from the case's, and a correctness re-check; the kernel always works on a clone: the check
-  compares against inputs it never saw. Outputs must be plain tensors (or containers and
-  numbers), not objects that could compute their values when the check reads them.
+- This process holds the result pipe, the secret seed, the reference and the clock; it never
+  imports the submission. Workers (`worker.py`, spawned) import it and get neither the pipe
+  (not inherited) nor the seed (removed from the environment before they start): they see only
+  the per-case seeds already mixed with it, and each timed iteration's seed only when it starts.
+- Every check runs here, on outputs the workers send back as `torch.save` bytes (read with
+  `torch.load(weights_only=True)`: data, never code), against inputs generated here from the
+  same seeds. Patching the reference or the harness inside a worker changes nothing here.
+- Every timed call is also timed here (`witness.py`), next to a trusted echo: a worker whose
+  reported durations leave time unexplained fails the run instead of being ranked.
+- In ranked mode every timed iteration gets fresh inputs, from seeds that cannot be predicted
+  from the case's, and its output is checked; the kernel always works on a copy.
 
-Limits of the design: the worker runs the submission and the check, and measures the time, in
-one process. A submission that deliberately patches the harness or the reference inside that
-process (their functions, `gc`, frames) can forge what the worker reports; only moving the
-check and the clock out of the submission's process would stop that.
+Tasks that use it must generate inputs deterministically from their arguments (the seed) and
+check outputs without collective communication: both run here as well as in the workers.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import hashlib
 import io
 import multiprocessing
-import multiprocessing.reduction
 import os
-import pickle
 import secrets
 import socket
+import statistics
 import sys
-import traceback
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import process as futures_process
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
-from cluster_manager.harness import timing
-from cluster_manager.harness.process import die_with_parent, make_undumpable
+from cluster_manager.harness import timing, worker
+from cluster_manager.harness.process import make_undumpable
+from cluster_manager.harness.witness import ClockWitness
 
 ENV_TIME_BUDGET = "CLUSTER_MANAGER_TIME_BUDGET"
 MAX_BENCHMARK_BUDGET_S = 3.0
-MAX_ERROR_CHARS = 4000
-
-
-@dataclass(frozen=True)
-class Job:
-    """One unit of work for a worker: a test, a benchmark or a profile of one case (one rank)."""
-
-    kind: str  # "test" | "benchmark" | "profile"
-    args: Case
-    recheck: bool = False
-    rule: timing.StopRule = field(default_factory=timing.StopRule)
-    rank: int = 0
-    world_size: int | None = None
-    port: int = 0
-    nonce: int = 0  # the same on every rank; the iterations' seeds derive from it
+CALIBRATION_CALLS = 50
+TRANSFER_SAMPLES = 5
+_clock = time.perf_counter_ns
 
 
 @dataclass(frozen=True)
@@ -73,310 +59,426 @@ class Outcome:
     report: str = ""
 
 
-# --- worker side: runs in the spawned process that imports the submission --------------------
+class CaseFailed(Exception):
+    """Ends the case with `outcome`: a wrong answer, the worker's error, or its death."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.error)
+        self.outcome = outcome
 
 
-_cuda_synchronize: Callable[[], None] | None = None  # torch's own, taken before any submission
+def _wrong(message: str) -> CaseFailed:
+    return CaseFailed(Outcome(ok=False, error=message))
 
 
-def _torch() -> Any:
+def _broken(message: str) -> CaseFailed:
+    return CaseFailed(Outcome(ok=False, error=message, verdict=Verdict.RUNTIME_ERROR))
+
+
+# --- what workers send ------------------------------------------------------------------------
+
+_FAILURE_VERDICTS = {Verdict.RUNTIME_ERROR.value, Verdict.MEMORY_LIMIT.value}
+
+
+def _parse(data: bytes) -> dict[str, Any]:
     import torch
 
-    return torch
+    try:
+        message = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except Exception as exc:
+        raise _broken(
+            "the submission's process sent something other than plain tensors, numbers and "
+            f"containers of them (outputs must be plain tensors): {_first_line(exc)}"
+        ) from None
+    if not isinstance(message, dict) or not isinstance(message.get("ok"), bool):
+        raise _broken("the submission's process sent a malformed reply")
+    return message
 
 
-def _worker_init() -> None:
-    """Runs in each worker before it imports the submission."""
-    global _cuda_synchronize
-    die_with_parent()
-    torch = _torch()
-    # A submission that replaces torch.cuda.synchronize must not stop us waiting for the GPU.
-    _cuda_synchronize = torch.cuda.synchronize if torch.cuda.is_available() else None
+def _first_line(exc: Exception) -> str:
+    """torch.load's refusals run to a page of advice; the first line says what was refused."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
-def _device(rank: int) -> Any:
-    torch = _torch()
-    return torch.device(f"cuda:{rank}") if torch.cuda.is_available() else torch.device("cpu")
+def _unwrap(message: dict[str, Any]) -> dict[str, Any]:
+    """The reply itself, or the failure the worker reported as CaseFailed."""
+    if message["ok"]:
+        return message
+    verdict = message.get("verdict")
+    raise CaseFailed(
+        Outcome(
+            ok=False,
+            error=str(message.get("error") or "failed"),
+            verdict=Verdict(verdict) if verdict in _FAILURE_VERDICTS else None,
+        )
+    )
 
 
-def _synchronize() -> None:
-    if _cuda_synchronize is not None:
-        _cuda_synchronize()
+def transfer_estimate(output: Any) -> float:
+    """How long an honest worker needs to send `output` here (encode, pipe, decode), timed in
+    this process on the case's first output: the yardstick for each later one's arrival."""
+    sender, receiver = multiprocessing.Pipe()
+    samples: list[float] = []
+    try:
+        for _ in range(TRANSFER_SAMPLES):
+            began = _clock()
+            data = worker.encode({"ok": True, "output": output})
+            thread = threading.Thread(target=sender.send_bytes, args=(data,))
+            thread.start()
+            _parse(receiver.recv_bytes())
+            thread.join()
+            samples.append(_clock() - began)
+    finally:
+        sender.close()
+        receiver.close()
+    return min(samples)  # load only ever adds to the honest cost
 
 
-def _clone(data: Any) -> Any:
-    """Deep copy of every tensor in `data`, so the kernel can never touch the check's inputs."""
-    torch = _torch()
-    if isinstance(data, tuple):
-        return tuple(_clone(x) for x in data)
-    if isinstance(data, list):
-        return [_clone(x) for x in data]
-    if isinstance(data, dict):
-        return {k: _clone(v) for k, v in data.items()}
+# --- the reference, run here ------------------------------------------------------------------
+
+
+class Reference:
+    """The task's generator and check, imported before any worker imports the submission."""
+
+    def __init__(self) -> None:
+        import reference  # type: ignore[import-not-found]
+
+        self._module = reference
+
+    def generate(self, args: Case, rank: int | None) -> Any:
+        generate_input = self._module.generate_input
+        return generate_input(**args) if rank is None else generate_input(**args, rank=rank)
+
+    def check(self, args: Case, rank: int | None, output: Any) -> str:
+        """Checks `output` against inputs generated here; accepts both check styles (an error
+        string, empty when right, or `(ok, message)`). Raises CaseFailed when wrong."""
+        problem = worker.not_plain(output)
+        if problem:
+            raise _wrong(problem)
+        data = self.generate(args, rank)
+        result = self._module.check_implementation(data, _to_device_of(output, data))
+        if isinstance(result, tuple):
+            ok, message = bool(result[0]), str(result[1] or "")
+        else:
+            ok, message = not result, str(result or "")
+        if not ok:
+            raise _wrong(message or "wrong answer")
+        return message
+
+
+def _to_device_of(output: Any, data: Any) -> Any:
+    """Outputs arrive on the CPU; the check compares them where the inputs live."""
+    device = _first_device(data)
+    if device is None or device.type == "cpu":
+        return output
+    return _map_tensors(output, lambda t: t.to(device))
+
+
+def _first_device(data: Any) -> Any:
+    import torch
+
     if isinstance(data, torch.Tensor):
-        return data.clone()
-    return data
+        return data.device
+    if isinstance(data, list | tuple):
+        return next(filter(None, map(_first_device, data)), None)
+    if isinstance(data, dict):
+        return next(filter(None, map(_first_device, data.values())), None)
+    return None
 
 
-def _generate(job: Job, args: Case) -> Any:
-    from reference import generate_input  # type: ignore[import-not-found]
+def _map_tensors(value: Any, function: Callable[[Any], Any]) -> Any:
+    import torch
 
-    if job.world_size is None:
-        return generate_input(**args)
-    return generate_input(**args, rank=job.rank)
-
-
-_PLAIN = (int, float, complex, bool, str, bytes, type(None))
-
-
-def _not_plain(output: Any) -> str | None:
-    """Why `output` is not plain data, if it is not: a tensor subclass (or any object) could
-    compute its values when the check reads them, after the timer stopped."""
-    kind = type(output)
-    if kind is _torch().Tensor or kind in _PLAIN:
-        return None
-    if kind in (tuple, list):
-        return next(filter(None, map(_not_plain, output)), None)
-    if kind is dict:
-        return next(filter(None, map(_not_plain, output.values())), None)
-    return f"the output must be plain tensors, not {kind.__module__}.{kind.__qualname__}"
+    if isinstance(value, torch.Tensor):
+        return function(value)
+    if isinstance(value, list | tuple):
+        return type(value)(_map_tensors(v, function) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_tensors(v, function) for k, v in value.items()}
+    return value
 
 
-def _check(data: Any, output: Any) -> tuple[bool, str]:
-    """Accepts both check styles: an error string (empty when right) or `(ok, message)`."""
-    from reference import check_implementation  # type: ignore[import-not-found]
-
-    problem = _not_plain(output)
-    if problem:
-        return False, problem
-    result = check_implementation(data, output)
-    if isinstance(result, tuple):
-        ok, message = result
-        return bool(ok), str(message or "")
-    return not result, str(result or "")
+# --- the workers ------------------------------------------------------------------------------
 
 
-def _kernel() -> Callable[[Any], Any]:
-    from submission import custom_kernel  # type: ignore[import-not-found]
+class WorkerProcess:
+    """One spawned worker and the connection to it. Each request carries a random token its
+    reply must echo: a reply sent ahead of its request, or an extra one, is caught."""
 
-    return custom_kernel
+    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+        self.connection, theirs = context.Pipe()
+        self.process: BaseProcess = context.Process(target=worker.serve, args=(theirs,))
+        self.process.start()
+        theirs.close()
+        self._token = 0
+
+    def send(self, step: str, *args: Any) -> None:
+        self._token = secrets.randbits(64)
+        try:
+            self.connection.send((step, self._token, args))
+        except OSError:
+            raise _died() from None
+
+    def receive(self) -> bytes:
+        try:
+            return self.connection.recv_bytes()
+        except (EOFError, OSError):
+            raise _died() from None
+
+    def message(self, data: bytes) -> dict[str, Any]:
+        if len(data) == worker.DONE.size:
+            raise _out_of_turn()  # a duration where none was asked for
+        message = _parse(data)
+        if message.get("token") != self._token:
+            raise _out_of_turn()
+        return _unwrap(message)
+
+    def duration(self, data: bytes) -> float:
+        if len(data) != worker.DONE.size:
+            self.message(data)  # raises the failure a worker sent in place of a duration
+            raise _broken("the submission's process sent no duration")
+        value, token = worker.DONE.unpack(data)
+        if token != self._token:
+            raise _out_of_turn()
+        if not value >= 0 or value == float("inf"):
+            raise _broken(f"the submission's process reported an impossible duration: {value}")
+        return float(value)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.process.kill()
+        self.connection.close()
 
 
-def _test(job: Job) -> Outcome:
-    kernel = _kernel()
-    data = _generate(job, job.args)
-    output = kernel(_clone(data))
-    _synchronize()
-    ok, message = _check(data, output)
-    return Outcome(ok=ok, error="" if ok else message, message=message if ok else "")
+class Echo:
+    """A trusted process that answers at once: the round trip as load makes it right now."""
+
+    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+        self.connection, theirs = context.Pipe()
+        self.process: BaseProcess = context.Process(target=worker.echo, args=(theirs,))
+        self.process.start()
+        theirs.close()
+
+    def round_trip(self) -> float:
+        began = _clock()
+        self.connection.send_bytes(b"ping")
+        self.connection.recv_bytes()
+        return float(_clock() - began)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.process.kill()
+        self.connection.close()
 
 
-def _distributed_check(check: Callable[[Any], str | None]) -> Callable[[Any], str | None]:
-    """Every rank checks every iteration; if any rank fails, all stop together."""
-    torch = _torch()
-    import torch.distributed as dist
-
-    def checked(output: Any) -> str | None:
-        error = check(output)
-        flag = torch.tensor([1 if error else 0], device=_device(dist.get_rank()))
-        dist.all_reduce(flag)
-        if flag.item():
-            return error or "another rank failed the correctness check"
-        return None
-
-    return checked
+def _out_of_turn() -> CaseFailed:
+    return _broken("the submission's process replied out of turn")
 
 
-def _benchmark(job: Job) -> Outcome:
-    torch = _torch()
-    kernel = _kernel()
-    data = _generate(job, job.args)
-    # One checked call first: it also triggers any JIT compilation for this shape.
-    ok, message = _check(data, kernel(_clone(data)))
-    if not ok:
-        return Outcome(ok=False, error=message)
+def _died() -> CaseFailed:
+    return _broken("the submission's process exited before returning a result")
 
-    distributed = job.world_size is not None
-    if distributed:
-        import torch.distributed as dist
 
-        def sync() -> None:
-            _synchronize()
-            dist.barrier()
+class Workers:
+    """The submission's processes, one per rank. A worker that fails is replaced."""
 
-        timer: timing.Timer = timing.CpuTimer(sync)
+    def __init__(self, size: int) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._processes = [WorkerProcess(self._context) for _ in range(size)]
+        self.baselines: dict[int | None, float] = {}  # honest slack per world size
+        self._echo: Echo | None = None
 
-        def agree(stop: bool) -> bool:
-            flag = torch.tensor([1 if stop else 0], device=_device(job.rank))
-            dist.broadcast(flag, 0)
-            return bool(flag.item())
-    else:
-        sync = _synchronize
-        timer = (
-            timing.CudaEventTimer(torch, _synchronize)
-            if torch.cuda.is_available()
-            else timing.CpuTimer()
+    @property
+    def echo(self) -> Echo:
+        if self._echo is None:
+            self._echo = Echo(self._context)
+        return self._echo
+
+    def ranks(self, world_size: int | None) -> list[WorkerProcess]:
+        wanted = world_size or 1
+        while len(self._processes) < wanted:
+            self._processes.append(WorkerProcess(self._context))
+        return self._processes[:wanted]
+
+    def replace(self, ranks: Sequence[WorkerProcess]) -> None:
+        for i, process in enumerate(self._processes):
+            if process in ranks:
+                process.stop()
+                self._processes[i] = WorkerProcess(self._context)
+
+    def close(self) -> None:
+        """Kills the workers: the submission's threads could keep one alive long after its
+        results are in."""
+        for process in self._processes:
+            process.stop()
+        if self._echo is not None:
+            self._echo.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _world_size(case: Case) -> int | None:
+    value = case.get("world_size")
+    return value if isinstance(value, int) else None
+
+
+# --- one case ---------------------------------------------------------------------------------
+
+
+class CaseRun:
+    """One case on its ranks: every step goes to all of them, every output is checked here."""
+
+    def __init__(self, workers: Workers, reference: Reference, args: Case) -> None:
+        self.reference = reference
+        self.args = args
+        self.world_size = _world_size(args)
+        self.ranks = workers.ranks(self.world_size)
+        self.baseline_ns = workers.baselines.get(self.world_size, 0.0)
+        self.echo = workers.echo
+
+    def everywhere(self, step: str, *args: Any) -> list[dict[str, Any]]:
+        self.send(step, *args)
+        return self.decode(self.receive())
+
+    def send(self, step: str, *args: Any) -> None:
+        for process in self.ranks:
+            process.send(step, *args)
+
+    def receive(self) -> list[bytes]:
+        """Every rank's reply: all are read, so none is left for the next step to find."""
+        return [process.receive() for process in self.ranks]
+
+    def decode(self, raw: list[bytes]) -> list[dict[str, Any]]:
+        replies: list[dict[str, Any]] = []
+        failures: list[tuple[int, Outcome]] = []
+        for r, (process, data) in enumerate(zip(self.ranks, raw, strict=True)):
+            try:
+                replies.append(process.message(data))
+            except CaseFailed as failed:
+                failures.append((r, failed.outcome))
+        if not failures:
+            return replies
+        if self.world_size is None:
+            raise CaseFailed(failures[0][1])
+        raise CaseFailed(
+            Outcome(
+                ok=False,
+                error="\n".join(f"rank {r}: {o.error}" for r, o in failures),
+                verdict=next((o.verdict for _, o in failures if o.verdict), None),
+            )
         )
 
-        def agree(stop: bool) -> bool:
-            return stop
+    def open(self, *, calibration: bool = False) -> None:
+        port = _free_port() if self.world_size is not None else 0
+        for r, process in enumerate(self.ranks):
+            process.send("open", self.args, r, self.world_size, port, calibration)
+        self.decode(self.receive())
 
-    warm_data = _clone(data)
-    if distributed:
-        # Ranks must make the same number of collective calls: a fixed count, not a budget.
-        timing.warm_up(lambda: kernel(_clone(warm_data)), sync, min_calls=3, budget_ns=0)
-    else:
-        timing.warm_up(lambda: kernel(warm_data), sync)
+    def close(self) -> None:
+        with contextlib.suppress(CaseFailed):
+            self.everywhere("close")
 
-    if job.recheck:
-
-        def prepare(i: int) -> timing.Iteration:
-            args = dict(job.args)
-            if isinstance(args.get("seed"), int):
-                args["seed"] = _iteration_seed(args["seed"], job.nonce, i)
-            fresh = _generate(job, args)
-
-            def check(output: Any) -> str | None:
-                good, why = _check(fresh, output)
-                return None if good else why
-
-            return timing.Iteration(
-                _clone(fresh), _distributed_check(check) if distributed else check
+    def check(self, replies: list[dict[str, Any]], args: Case | None = None) -> str:
+        """Checks every rank's output here; the messages of passing checks are kept."""
+        messages = [
+            self.reference.check(
+                args or self.args, None if self.world_size is None else r, reply.get("output")
             )
-    else:
-        fixed = _clone(data)
+            for r, reply in enumerate(replies)
+        ]
+        return "\n".join(m for m in messages if m)
 
-        def prepare(i: int) -> timing.Iteration:
-            return timing.Iteration(fixed)
+    def timed_call(self) -> tuple[float, float]:
+        """One timed call on every rank: the window seen here and rank 0's reported ns."""
+        # Rank 0 last: the others already wait in its first barrier when its window opens.
+        for process in self.ranks[1:]:
+            process.send("run")
+        began = _clock()
+        self.ranks[0].send("run")
+        first = self.ranks[0].receive()
+        window = float(_clock() - began)  # rank 0's call: the one whose duration is reported
+        raw = [first] + [process.receive() for process in self.ranks[1:]]
+        durations = [process.duration(data) for process, data in zip(self.ranks, raw, strict=True)]
+        return window, durations[0]
 
-    result = timing.measure(prepare, kernel, timer, job.rule, agree=agree)
-    if isinstance(result, str):
-        return Outcome(ok=False, error=result)
-    return Outcome(ok=True, stats=result)
+    def last_outputs(self) -> tuple[list[dict[str, Any]], float]:
+        """The timed call's outputs and the time they took to arrive, asked for at once."""
+        began = _clock()
+        self.send("output")
+        raw = self.receive()
+        elapsed = float(_clock() - began)
+        return self.decode(raw), elapsed
 
 
-def _iteration_seed(seed: int, nonce: int, i: int) -> int:
+def calibrate(workers: Workers, reference: Reference, world_sizes: set[int | None]) -> None:
+    """The slack of honest, empty timed calls for each world size, measured before any worker
+    has imported the submission: what the witness sees from a worker that does not lie (with
+    the ranks' barriers when there are several)."""
+    for world_size in sorted(world_sizes, key=lambda w: w or 0):
+        case = CaseRun(workers, reference, {} if world_size is None else {"world_size": world_size})
+        case.open(calibration=True)
+        slack = []
+        for _ in range(CALIBRATION_CALLS):
+            window, reported = case.timed_call()
+            slack.append(window - reported)
+        case.close()
+        workers.baselines[world_size] = statistics.median(slack)
+
+
+def _test(case: CaseRun) -> Outcome:
+    return Outcome(ok=True, message=case.check(case.everywhere("call")))
+
+
+def _benchmark(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Outcome:
+    # One checked call first: it also triggers any JIT compilation for this shape.
+    first = case.everywhere("call")
+    case.check(first)
+    case.everywhere("warm_up")
+    witness = ClockWitness(case.baseline_ns)
+    if recheck:
+        witness.transfer_ns = transfer_estimate(first[0].get("output"))
+    nonce = secrets.randbits(64)
+    seed = case.args.get("seed")
+    fresh = recheck and isinstance(seed, int)
+
+    def step(i: int) -> float:
+        args = case.args
+        if fresh:
+            args = {**case.args, "seed": _iteration_seed(seed, nonce, i)}
+            case.everywhere("prepare", args["seed"])
+        window, reported = case.timed_call()
+        witness.add_call(window, reported, case.echo.round_trip())
+        if recheck:
+            replies, elapsed = case.last_outputs()
+            witness.add_transfer(elapsed)
+            case.check(replies, args)
+        return reported
+
+    stats = timing.measure(step, rule)
+    problem = witness.problem()
+    if problem:
+        return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
+    return Outcome(ok=True, stats=stats)
+
+
+def _iteration_seed(seed: Any, nonce: int, i: int) -> int:
     """Above the case's seed but unpredictable from it (or from the inputs, which may carry
     it): nothing can compute the next iteration's answer ahead, off the clock."""
     digest = hashlib.blake2b(f"{nonce}:{i}".encode(), digest_size=7).digest()
-    return seed + 1 + int.from_bytes(digest, "big")
+    return int(seed) + 1 + int.from_bytes(digest, "big")
 
 
-def _profile(job: Job) -> Outcome:
-    torch = _torch()
-    from torch.profiler import ProfilerActivity, profile
-
-    kernel = _kernel()
-    data = _generate(job, job.args)
-    kernel(_clone(data))  # warm-up outside the trace
-    _synchronize()
-    cuda = torch.cuda.is_available()
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    argument = _clone(data)
-    with profile(activities=activities) as prof:
-        kernel(argument)
-        _synchronize()
-    sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-    return Outcome(ok=True, report=prof.key_averages().table(sort_by=sort_by, row_limit=20))
+def _profile(case: CaseRun) -> Outcome:
+    report = case.everywhere("profile")[0].get("report")
+    return Outcome(ok=True, report=str(report or ""))
 
 
-_JOBS: dict[str, Callable[[Job], Outcome]] = {
-    "test": _test,
-    "benchmark": _benchmark,
-    "profile": _profile,
-}
-
-
-@contextlib.contextmanager
-def _process_group(job: Job) -> Iterator[None]:
-    if job.world_size is None:
-        yield
-        return
-    torch = _torch()
-    import torch.distributed as dist
-
-    cuda = torch.cuda.is_available()
-    if cuda:
-        torch.cuda.set_device(job.rank)
-    dist.init_process_group(
-        "nccl" if cuda else "gloo",
-        init_method=f"tcp://127.0.0.1:{job.port}",
-        rank=job.rank,
-        world_size=job.world_size,
-    )
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()
-
-
-# How allocators word running out of memory (torch CPU, CUDA, HIP).
-_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
-
-
-def _failure(exc: BaseException) -> Outcome:
-    """The submission is untrusted: report its exception as text, never re-raise it."""
-    text = "".join(traceback.format_exception(exc))[-MAX_ERROR_CHARS:]
-    name = type(exc).__name__
-    text_lower = str(exc).lower()
-    oom = (
-        isinstance(exc, MemoryError)
-        or name == "OutOfMemoryError"
-        or any(marker in text_lower for marker in _OOM_MARKERS)
-    )
-    return Outcome(
-        ok=False,
-        error=text,
-        verdict=Verdict.MEMORY_LIMIT if oom else Verdict.RUNTIME_ERROR,
-    )
-
-
-def run_job(job: Job) -> Outcome:
-    try:
-        with _process_group(job):
-            return _JOBS[job.kind](job)
-    except BaseException as exc:
-        return _failure(exc)
-
-
-# --- parent side: holds the pipe, never imports the submission --------------------------------
-
-
-def _allowed_results() -> set[int]:
-    """What a worker may send: our result types, the executor's envelope, builtin errors."""
-    allowed: list[object] = [
-        Outcome,
-        timing.Stats,
-        Verdict,
-        futures_process._ResultItem,
-        futures_process._RemoteTraceback,
-        futures_process._rebuild_exc,
-    ]
-    allowed += [
-        v for v in vars(builtins).values() if isinstance(v, type) and issubclass(v, BaseException)
-    ]
-    return {id(x) for x in allowed}
-
-
-class _ResultUnpickler(pickle.Unpickler):
-    allowed = _allowed_results()
-
-    def find_class(self, module: str, name: str) -> Any:
-        # Only modules already loaded: looking a name up must never import anything.
-        found = getattr(sys.modules.get(module), name, None)
-        if found is None or id(found) not in self.allowed:
-            raise pickle.UnpicklingError(f"a worker sent a forbidden object: {module}.{name}")
-        return found
-
-
-def _load_result(data: bytes | bytearray | memoryview) -> Any:
-    return _ResultUnpickler(io.BytesIO(data)).load()
-
-
-def _accept_only_results() -> None:
-    """Workers run the submission: unpickling what they send must not run code in the process
-    holding the pipe. An object outside the allowlist breaks the pool: a runtime error."""
-    multiprocessing.reduction.ForkingPickler.loads = staticmethod(_load_result)
+# --- reporting --------------------------------------------------------------------------------
 
 
 class Reporter:
@@ -392,81 +494,6 @@ class Reporter:
         self._file.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class Workers:
-    """The submission's processes. A worker that dies is reported and replaced."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._context = multiprocessing.get_context("spawn")
-        self._executor = self._new_executor()
-
-    def _new_executor(self) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(
-            max_workers=self._size, mp_context=self._context, initializer=_worker_init
-        )
-
-    def run(self, job: Job) -> Outcome:
-        world_size = job.world_size
-        if world_size is not None and world_size > self._size:
-            _stop(self._executor)
-            self._size = world_size
-            self._executor = self._new_executor()
-        try:
-            if world_size is None:
-                return self._executor.submit(run_job, job).result()
-            port = _free_port()
-            futures = [
-                self._executor.submit(run_job, _replace(job, rank=r, port=port))
-                for r in range(world_size)
-            ]
-            return _merge_ranks([f.result() for f in futures])
-        except BrokenProcessPool:
-            _stop(self._executor)
-            self._executor = self._new_executor()
-            return Outcome(
-                ok=False,
-                error="the submission's process exited before returning a result",
-                verdict=Verdict.RUNTIME_ERROR,
-            )
-
-    def close(self) -> None:
-        _stop(self._executor)
-
-
-def _stop(executor: ProcessPoolExecutor) -> None:
-    """Kills the workers: they run the submission, whose threads could keep one alive (and
-    this process waiting for it) long after its result is in."""
-    workers = list((getattr(executor, "_processes", None) or {}).values())
-    executor.shutdown(wait=False, cancel_futures=True)
-    for worker in workers:
-        with contextlib.suppress(OSError, ValueError):
-            worker.kill()
-
-
-def _replace(job: Job, **changes: Any) -> Job:
-    import dataclasses
-
-    return dataclasses.replace(job, **changes)
-
-
-def _merge_ranks(outcomes: list[Outcome]) -> Outcome:
-    """Rank 0 carries the timings; any failing rank fails the case."""
-    failures = [(r, o) for r, o in enumerate(outcomes) if not o.ok]
-    if not failures:
-        return outcomes[0]
-    return Outcome(
-        ok=False,
-        error="\n".join(f"rank {r}: {o.error}" for r, o in failures),
-        verdict=next((o.verdict for _, o in failures if o.verdict), None),
-    )
-
-
 def _log_failure(out: Reporter, prefix: str, outcome: Outcome) -> None:
     out.log(f"{prefix}.status", "fail")
     out.log(f"{prefix}.error", outcome.error or "failed")
@@ -474,73 +501,77 @@ def _log_failure(out: Reporter, prefix: str, outcome: Outcome) -> None:
         out.log(f"{prefix}.verdict", outcome.verdict.value)
 
 
-def run_tests(out: Reporter, workers: Workers, cases: list[tuple[str, Case]]) -> bool:
-    passed = True
-    out.log("test-count", len(cases))
-    for i, (spec, case) in enumerate(cases):
-        out.log(f"test.{i}.spec", spec)
-        outcome = workers.run(Job("test", case, world_size=_world_size(case)))
-        if outcome.ok:
-            out.log(f"test.{i}.status", "pass")
-            if outcome.message:
-                out.log(f"test.{i}.message", outcome.message)
-        else:
-            _log_failure(out, f"test.{i}", outcome)
-            passed = False
-    return passed
+class Harness:
+    """Runs a mode's cases through the workers and logs each outcome to the result pipe."""
 
+    def __init__(self, out: Reporter, workers: Workers, reference: Reference) -> None:
+        self.out = out
+        self.workers = workers
+        self.reference = reference
 
-def run_benchmarks(
-    out: Reporter,
-    workers: Workers,
-    cases: list[tuple[str, Case]],
-    *,
-    recheck: bool,
-    budget_s: float,
-) -> bool:
-    per_case = min(MAX_BENCHMARK_BUDGET_S, budget_s / (len(cases) + 1))
-    rule = timing.StopRule(wall_budget_ns=per_case * 1e9)
-    passed = True
-    out.log("benchmark-count", len(cases))
-    for i, (spec, case) in enumerate(cases):
-        out.log(f"benchmark.{i}.spec", spec)
-        job = Job(
-            "benchmark",
-            case,
-            recheck=recheck,
-            rule=rule,
-            world_size=_world_size(case),
-            nonce=secrets.randbits(64),
-        )
-        outcome = workers.run(job)
-        if outcome.ok and outcome.stats is not None:
-            for name in protocol.BENCHMARK_STATS:
-                out.log(f"benchmark.{i}.{name}", getattr(outcome.stats, name))
-        else:
-            _log_failure(out, f"benchmark.{i}", outcome)
-            passed = False
-            if recheck:
-                break  # a ranked run stops at its first failure
-    return passed
+    def case(self, args: Case, body: Callable[[CaseRun], Outcome]) -> Outcome:
+        case = CaseRun(self.workers, self.reference, args)
+        try:
+            case.open()
+            try:
+                return body(case)
+            finally:
+                case.close()
+        except CaseFailed as failed:
+            if failed.outcome.verdict is not None:
+                self.workers.replace(case.ranks)  # dead, or in a state nobody knows
+            return failed.outcome
 
+    def run_tests(self, cases: list[tuple[str, Case]]) -> bool:
+        passed = True
+        self.out.log("test-count", len(cases))
+        for i, (spec, args) in enumerate(cases):
+            self.out.log(f"test.{i}.spec", spec)
+            outcome = self.case(args, _test)
+            if outcome.ok:
+                self.out.log(f"test.{i}.status", "pass")
+                if outcome.message:
+                    self.out.log(f"test.{i}.message", outcome.message)
+            else:
+                _log_failure(self.out, f"test.{i}", outcome)
+                passed = False
+        return passed
 
-def run_profiles(out: Reporter, workers: Workers, cases: list[tuple[str, Case]]) -> bool:
-    passed = True
-    out.log("benchmark-count", len(cases))
-    for i, (spec, case) in enumerate(cases):
-        out.log(f"benchmark.{i}.spec", spec)
-        outcome = workers.run(Job("profile", case, world_size=_world_size(case)))
-        if outcome.ok:
-            out.log(f"benchmark.{i}.report", protocol.encode_report(outcome.report))
-        else:
-            _log_failure(out, f"benchmark.{i}", outcome)
-            passed = False
-    return passed
+    def run_benchmarks(
+        self, cases: list[tuple[str, Case]], *, recheck: bool, budget_s: float
+    ) -> bool:
+        per_case = min(MAX_BENCHMARK_BUDGET_S, budget_s / (len(cases) + 1))
+        rule = timing.StopRule(wall_budget_ns=per_case * 1e9)
+        passed = True
+        self.out.log("benchmark-count", len(cases))
+        for i, (spec, args) in enumerate(cases):
+            self.out.log(f"benchmark.{i}.spec", spec)
+            outcome = self.case(
+                args,
+                lambda case: _benchmark(case, recheck=recheck, rule=rule),
+            )
+            if outcome.ok and outcome.stats is not None:
+                for name in protocol.BENCHMARK_STATS:
+                    self.out.log(f"benchmark.{i}.{name}", getattr(outcome.stats, name))
+            else:
+                _log_failure(self.out, f"benchmark.{i}", outcome)
+                passed = False
+                if recheck:
+                    break  # a ranked run stops at its first failure
+        return passed
 
-
-def _world_size(case: Case) -> int | None:
-    value = case.get("world_size")
-    return value if isinstance(value, int) else None
+    def run_profiles(self, cases: list[tuple[str, Case]]) -> bool:
+        passed = True
+        self.out.log("benchmark-count", len(cases))
+        for i, (spec, args) in enumerate(cases):
+            self.out.log(f"benchmark.{i}.spec", spec)
+            outcome = self.case(args, _profile)
+            if outcome.ok:
+                self.out.log(f"benchmark.{i}.report", protocol.encode_report(outcome.report))
+            else:
+                _log_failure(self.out, f"benchmark.{i}", outcome)
+                passed = False
+        return passed
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -551,7 +582,6 @@ def main(argv: list[str] | None = None) -> int:
     budget_s = float(os.environ.pop(ENV_TIME_BUDGET, "60") or 60)
     # Keeps the workers (same user) out of /proc/<pid>/fd, environ and mem, and from ptrace.
     make_undumpable()
-    _accept_only_results()
     if not fd_raw:
         print(f"{protocol.ENV_FD} is not set", file=sys.stderr)
         return protocol.EXIT_PIPE_FAIL
@@ -559,6 +589,9 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: evaluate MODE TESTS_FILE", file=sys.stderr)
         return 2
     mode, tests_file = argv
+    if mode not in ("test", "benchmark", "leaderboard", "profile"):
+        print(f"unknown mode {mode!r}", file=sys.stderr)
+        return 2
     try:
         cases = protocol.parse_tests_file(Path(tests_file).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -571,19 +604,19 @@ def main(argv: list[str] | None = None) -> int:
                 case["seed"] = protocol.combine_seed(int(case["seed"]), secret)
 
     out = Reporter(int(fd_raw))
+    # Started first: their interpreters boot while this process imports the reference.
     workers = Workers(gpus if any(_world_size(c) for _, c in cases) else 1)
     try:
+        reference = Reference()
+        if mode in ("benchmark", "leaderboard"):
+            calibrate(workers, reference, {_world_size(c) for _, c in cases})
+        harness = Harness(out, workers, reference)
         if mode == "test":
-            passed = run_tests(out, workers, cases)
-        elif mode in ("benchmark", "leaderboard"):
-            passed = run_benchmarks(
-                out, workers, cases, recheck=mode == "leaderboard", budget_s=budget_s
-            )
+            passed = harness.run_tests(cases)
         elif mode == "profile":
-            passed = run_profiles(out, workers, cases)
+            passed = harness.run_profiles(cases)
         else:
-            print(f"unknown mode {mode!r}", file=sys.stderr)
-            return 2
+            passed = harness.run_benchmarks(cases, recheck=mode == "leaderboard", budget_s=budget_s)
         out.log("check", "pass" if passed else "fail")
         return 0 if passed else protocol.EXIT_TEST_FAIL
     finally:

@@ -1,7 +1,8 @@
 """The timing loop: warm-up, one timed call at a time, stop on noise rather than on a count.
 
-Measurement is kept apart from reporting: `measure` returns `Stats` (nanoseconds) or an error,
-and the stopping rule is a plain object that can be swapped (nvbench / do_bench style).
+Measurement is kept apart from reporting: `measure` returns `Stats` (nanoseconds), and the
+stopping rule is a plain object that can be swapped (nvbench / do_bench style). The timers run
+where the kernel runs (the harness's worker); the loop and the rule run in the harness.
 """
 
 from __future__ import annotations
@@ -132,45 +133,22 @@ class CudaEventTimer:
         return self._begin.elapsed_time(self._end) * 1e6  # ms -> ns
 
 
-@dataclass(frozen=True)
-class Iteration:
-    """What one timed iteration needs: the kernel's argument and how to check its output."""
-
-    argument: Any
-    check: Callable[[Any], str | None] | None = None
-
-
 def measure(
-    prepare: Callable[[int], Iteration],
-    call: Callable[[Any], Any],
-    timer: Timer,
+    step: Callable[[int], float],
     rule: StopRule,
     *,
-    agree: Callable[[bool], bool] = lambda stop: stop,
     clock: Callable[[], int] = _perf_counter_ns,
-) -> Stats | str:
-    """Times `call` until `rule` says stop. Returns the stats, or the first check's error.
-
-    `prepare(i)` runs untimed before iteration i (fresh inputs, clones); its `check` runs
-    untimed after the call. `agree` lets distributed ranks share one stop decision.
-    """
+) -> Stats:
+    """Runs `step(i)` (one timed call, returning its duration in ns, with whatever it does
+    untimed around it) until `rule` says stop. A step stops the measurement by raising."""
     durations: list[float] = []
     moments = RunningMoments()
     began = clock()
-    i = 0
     while True:
-        iteration = prepare(i)
-        timer.start()
-        output = call(iteration.argument)
-        durations.append(timer.stop())
-        moments.add(durations[-1])
-        if iteration.check is not None:
-            error = iteration.check(output)
-            if error:
-                return error
-        del output
-        i += 1
-        if agree(rule.should_stop(moments, clock() - began)):
+        duration = step(len(durations))
+        durations.append(duration)
+        moments.add(duration)
+        if rule.should_stop(moments, clock() - began):
             return calculate_stats(durations)
 
 

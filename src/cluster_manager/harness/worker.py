@@ -1,0 +1,271 @@
+"""The submission's side of the built-in harness: a spawned process that imports the
+submission and does what the harness process asks, one step at a time.
+
+Nothing this process says is trusted. It runs the kernel and reports what came out and how
+long its own clock says the call took; the harness process (`evaluate.py`) checks every output
+against inputs it generated itself and holds the clock that decides whether a reported time
+can be true. Replies are `torch.save` bytes, which the harness reads with
+`torch.load(weights_only=True)`: tensors, numbers, strings and containers, never code.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import struct
+import traceback
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+from typing import Any
+
+from cluster_manager.core.models import Case, Verdict
+from cluster_manager.harness import timing
+from cluster_manager.harness.process import die_with_parent
+
+MAX_ERROR_CHARS = 4000
+# A timed call's reply: the nanoseconds and the request's token, so the harness's window holds
+# little else. Every reply echoes its request's random token: none can be sent ahead of it.
+DONE = struct.Struct("<dQ")
+
+# How allocators word running out of memory (torch CPU, CUDA, HIP).
+_OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
+_PLAIN = (int, float, complex, bool, str, bytes, type(None))
+
+
+def _torch() -> Any:
+    import torch
+
+    return torch
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    buffer = io.BytesIO()
+    _torch().save(message, buffer)
+    return buffer.getvalue()
+
+
+def not_plain(output: Any) -> str | None:
+    """Why `output` is not plain data, if it is not: a tensor subclass (or any object) could
+    compute its values when the check reads them, after the timer stopped."""
+    kind = type(output)
+    if kind is _torch().Tensor or kind in _PLAIN:
+        return None
+    if kind in (tuple, list):
+        return next(filter(None, map(not_plain, output)), None)
+    if kind is dict:
+        return next(filter(None, map(not_plain, output.values())), None)
+    return f"the output must be plain tensors, not {kind.__module__}.{kind.__qualname__}"
+
+
+def failure(exc: BaseException) -> dict[str, Any]:
+    """The submission's exception as text: it is never re-raised or sent as an object."""
+    text = "".join(traceback.format_exception(exc))[-MAX_ERROR_CHARS:]
+    lowered = str(exc).lower()
+    oom = (
+        isinstance(exc, MemoryError)
+        or type(exc).__name__ == "OutOfMemoryError"
+        or any(marker in lowered for marker in _OOM_MARKERS)
+    )
+    verdict = Verdict.MEMORY_LIMIT if oom else Verdict.RUNTIME_ERROR
+    return {"ok": False, "error": text, "verdict": verdict.value}
+
+
+def clone(data: Any) -> Any:
+    """Deep copy of every tensor in `data`: the kernel never touches inputs kept for later."""
+    torch = _torch()
+    if isinstance(data, tuple):
+        return tuple(clone(x) for x in data)
+    if isinstance(data, list):
+        return [clone(x) for x in data]
+    if isinstance(data, dict):
+        return {k: clone(v) for k, v in data.items()}
+    if isinstance(data, torch.Tensor):
+        return data.clone()
+    return data
+
+
+def generate(args: Case, rank: int | None) -> Any:
+    from reference import generate_input  # type: ignore[import-not-found]
+
+    return generate_input(**args) if rank is None else generate_input(**args, rank=rank)
+
+
+class Worker:
+    """State of the one case this process works on, and the steps the harness can ask for."""
+
+    def __init__(self) -> None:
+        torch = _torch()
+        # Taken before the submission is imported: replacing torch.cuda.synchronize later must
+        # not stop us waiting for the GPU.
+        cuda = torch.cuda.is_available()
+        self._cuda_synchronize: Callable[[], None] = (
+            torch.cuda.synchronize if cuda else (lambda: None)
+        )
+        self._default_timer: timing.Timer = (
+            timing.CudaEventTimer(torch, self._cuda_synchronize) if cuda else timing.CpuTimer()
+        )
+        self._kernel: Callable[[Any], Any] = lambda argument: None
+        self._timer = self._default_timer
+        self._sync: Callable[[], None] = self._cuda_synchronize
+        self._args: Case = {}
+        self._rank: int | None = None
+        self._distributed = False
+        self._data: Any = None
+        self._argument: Any = None
+        self._output: Any = None
+
+    # --- steps ---------------------------------------------------------------------------
+
+    def open(
+        self, args: Case, rank: int, world_size: int | None, port: int, calibration: bool
+    ) -> dict[str, Any]:
+        """Imports the submission (once), joins the ranks' group and generates the case. For
+        a calibration it joins the group but keeps the empty kernel: nothing is imported."""
+        self._args = dict(args)
+        self._distributed = world_size is not None
+        self._rank = rank if self._distributed else None
+        if self._distributed:
+            self._join(rank, world_size or 1, port)
+        if calibration:
+            return {"ok": True}
+        from submission import custom_kernel  # type: ignore[import-not-found]
+
+        self._kernel = custom_kernel
+        self._data = generate(self._args, self._rank)
+        return {"ok": True}
+
+    def call(self) -> dict[str, Any]:
+        """One untimed call on a copy of the case's inputs; the output goes to the check."""
+        output = self._kernel(clone(self._data))
+        self._sync()
+        return self._output_reply({"ok": True}, output)
+
+    def warm_up(self) -> dict[str, Any]:
+        data = clone(self._data)
+        if self._distributed:
+            # Ranks must make the same number of collective calls: a count, not a budget.
+            timing.warm_up(lambda: self._kernel(clone(data)), self._sync, min_calls=3, budget_ns=0)
+        else:
+            timing.warm_up(lambda: self._kernel(data), self._sync)
+        self._argument = clone(self._data)
+        return {"ok": True}
+
+    def prepare(self, seed: int | None) -> dict[str, Any]:
+        """Inputs for the next timed call: fresh ones from `seed`, else the case's own."""
+        if seed is None:
+            return {"ok": True}  # the argument from warm_up is reused
+        self._argument = generate({**self._args, "seed": seed}, self._rank)
+        return {"ok": True}
+
+    def run(self) -> float:
+        """One timed call; the reply is only the duration, so it leaves at once."""
+        self._timer.start()
+        output = self._kernel(self._argument)
+        elapsed = self._timer.stop()
+        self._output = output
+        return elapsed
+
+    def output(self) -> dict[str, Any]:
+        """The last timed call's output, for the check."""
+        output, self._output = self._output, None
+        return self._output_reply({"ok": True}, output)
+
+    def profile(self) -> dict[str, Any]:
+        torch = _torch()
+        from torch.profiler import ProfilerActivity, profile
+
+        self._kernel(clone(self._data))  # warm-up outside the trace
+        self._sync()
+        cuda = torch.cuda.is_available()
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        argument = clone(self._data)
+        with profile(activities=activities) as prof:
+            self._kernel(argument)
+            self._sync()
+        sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
+        return {"ok": True, "report": prof.key_averages().table(sort_by=sort_by, row_limit=20)}
+
+    def close(self) -> dict[str, Any]:
+        if self._distributed:
+            import torch.distributed as dist
+
+            dist.destroy_process_group()
+        self._timer = self._default_timer
+        self._sync = self._cuda_synchronize
+        self._data = self._argument = self._output = None
+        self._distributed = False
+        return {"ok": True}
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _join(self, rank: int, world_size: int, port: int) -> None:
+        torch = _torch()
+        import torch.distributed as dist
+
+        cuda = torch.cuda.is_available()
+        if cuda:
+            torch.cuda.set_device(rank)
+        dist.init_process_group(
+            "nccl" if cuda else "gloo",
+            init_method=f"tcp://127.0.0.1:{port}",
+            rank=rank,
+            world_size=world_size,
+        )
+        cuda_synchronize = self._cuda_synchronize
+
+        def sync() -> None:
+            cuda_synchronize()
+            dist.barrier()
+
+        self._sync = sync
+        self._timer = timing.CpuTimer(sync)
+
+    def _output_reply(self, reply: dict[str, Any], output: Any) -> dict[str, Any]:
+        problem = not_plain(output)
+        if problem:
+            return {"ok": False, "error": problem, "verdict": Verdict.WRONG_ANSWER.value}
+        return {**reply, "output": output}
+
+
+def serve(connection: Connection) -> None:
+    """The worker's main loop: one request in, one reply out, until the harness hangs up."""
+    die_with_parent()
+    worker = Worker()
+    steps: dict[str, Callable[..., dict[str, Any] | float]] = {
+        "open": worker.open,
+        "call": worker.call,
+        "warm_up": worker.warm_up,
+        "prepare": worker.prepare,
+        "run": worker.run,
+        "output": worker.output,
+        "profile": worker.profile,
+        "close": worker.close,
+    }
+    while True:
+        try:
+            step, token, args = connection.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = steps[step](*args)
+        except BaseException as exc:
+            reply = failure(exc)
+        try:
+            if isinstance(reply, float):
+                connection.send_bytes(DONE.pack(reply, token))
+            else:
+                connection.send_bytes(encode({**reply, "token": token}))
+        except Exception as exc:  # e.g. an output torch.save cannot write
+            with contextlib.suppress(Exception):
+                connection.send_bytes(encode({**failure(exc), "token": token}))
+
+
+def echo(connection: Connection) -> None:
+    """The trusted echo the harness times alongside each call: same kind of process, same
+    pipe, same load, but it never sees the submission."""
+    die_with_parent()
+    while True:
+        try:
+            connection.send_bytes(connection.recv_bytes())
+        except (EOFError, OSError):
+            return

@@ -1,0 +1,82 @@
+"""The harness's clock around the worker's reports: honest noise passes, forged reports fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from cluster_manager.harness.witness import (
+    ECHO_CAP_NS,
+    ECHO_FACTOR,
+    SLACK_MARGIN_NS,
+    SLACK_SHARE,
+    ClockWitness,
+    trimmed_mean,
+)
+
+BASELINE = 30_000.0  # calibrated slack of honest empty calls
+ECHO = 50_000.0  # the trusted round trip, 50 µs
+
+
+def witness_of(
+    calls: list[tuple[float, float]], transfers: list[float] | None = None
+) -> ClockWitness:
+    """`calls`: (the window the harness saw, the reported duration)."""
+    witness = ClockWitness(BASELINE, transfer_ns=200_000.0)
+    for window, reported in calls:
+        witness.add_call(window, reported, ECHO)
+    for elapsed in transfers or []:
+        witness.add_transfer(elapsed)
+    return witness
+
+
+def test_honest_calls_with_load_spikes_pass():
+    # 1 ms calls; replies delayed 0-150 µs more than the echo, and two 5 ms preemptions.
+    extra = [0, 150e3, 20e3, 100e3, 0, 5e6, 15e3, 0, 5e6, 60e3] * 3
+    calls = [(1e6 + ECHO + e, 1e6) for e in extra]
+    assert witness_of(calls).problem() is None
+
+
+def test_the_trimmed_mean_leaves_out_the_highest_tenth():
+    assert trimmed_mean([1.0] * 9 + [1000.0]) == 1.0
+    assert trimmed_mean([1.0] * 8 + [1000.0] * 2) == pytest.approx(112.0)
+    assert trimmed_mean([5.0]) == 5.0
+
+
+def test_a_forged_1_ns_report_of_a_2_ms_call_fails():
+    problem = witness_of([(2e6 + ECHO, 1.0)] * 20).problem()
+    assert problem is not None and "timer was changed" in problem
+    assert "2050 µs longer" in problem
+
+
+def test_forging_half_of_the_10_ms_calls_fails():
+    calls = [(10e6 + ECHO, 10e6)] * 10 + [(10e6 + ECHO, 1.0)] * 10
+    assert witness_of(calls).problem() is not None
+
+
+def test_what_a_forged_report_can_hide_is_bounded():
+    witness = witness_of([(1e6, 1e6)])
+    bound = BASELINE + ECHO_FACTOR * ECHO + SLACK_MARGIN_NS + SLACK_SHARE * 1e6
+    assert witness.allowed_slack_ns == pytest.approx(bound)
+    assert witness_of([(1e6 + bound * 0.9, 1e6)] * 5).problem() is None
+    assert witness_of([(1e6 + bound * 1.3, 1e6)] * 5).problem() is not None
+
+
+def test_a_report_longer_than_the_window_is_impossible():
+    problem = witness_of([(1e6, 1e6)] * 10 + [(1e6, 3e6)]).problem()
+    assert problem is not None and "longer than the harness saw" in problem
+
+
+def test_outputs_that_arrive_late_show_work_finished_after_the_timer():
+    calls = [(1e6 + ECHO, 1e6)] * 10
+    assert witness_of(calls, [300e3] * 10).problem() is None
+    problem = witness_of(calls, [20e6] * 10).problem()
+    assert problem is not None and "after the timer stopped" in problem
+
+
+def test_load_the_submission_makes_cannot_buy_a_forgery_more_than_the_cap():
+    # Spinning threads slow the echo to 5 ms a round trip; a 10 ms call reported as 1 ns.
+    witness = ClockWitness(BASELINE)
+    for _ in range(20):
+        witness.add_call(10e6 + 5e6, 1.0, echo_ns=5e6)
+    assert witness.allowed_slack_ns == pytest.approx(BASELINE + ECHO_CAP_NS + SLACK_MARGIN_NS)
+    assert witness.problem() is not None
