@@ -60,11 +60,14 @@ class Outcome:
 
 
 class CaseFailed(Exception):
-    """Ends the case with `outcome`: a wrong answer, the worker's error, or its death."""
+    """Ends the case with `outcome`: a wrong answer, the worker's error, or its death.
+    `worker_lost`: the worker died or broke the protocol, so it must be replaced; one that
+    reported its submission's exception is still in step and is kept (no new interpreter)."""
 
-    def __init__(self, outcome: Outcome) -> None:
+    def __init__(self, outcome: Outcome, *, worker_lost: bool = False) -> None:
         super().__init__(outcome.error)
         self.outcome = outcome
+        self.worker_lost = worker_lost
 
 
 def _wrong(message: str) -> CaseFailed:
@@ -72,7 +75,8 @@ def _wrong(message: str) -> CaseFailed:
 
 
 def _broken(message: str) -> CaseFailed:
-    return CaseFailed(Outcome(ok=False, error=message, verdict=Verdict.RUNTIME_ERROR))
+    outcome = Outcome(ok=False, error=message, verdict=Verdict.RUNTIME_ERROR)
+    return CaseFailed(outcome, worker_lost=True)
 
 
 # --- what workers send ------------------------------------------------------------------------
@@ -363,22 +367,24 @@ class CaseRun:
 
     def decode(self, raw: list[bytes]) -> list[dict[str, Any]]:
         replies: list[dict[str, Any]] = []
-        failures: list[tuple[int, Outcome]] = []
+        failures: list[tuple[int, CaseFailed]] = []
         for r, (process, data) in enumerate(zip(self.ranks, raw, strict=True)):
             try:
                 replies.append(process.message(data))
             except CaseFailed as failed:
-                failures.append((r, failed.outcome))
+                failures.append((r, failed))
         if not failures:
             return replies
         if self.world_size is None:
-            raise CaseFailed(failures[0][1])
+            raise failures[0][1]
+        outcomes = [(r, f.outcome) for r, f in failures]
         raise CaseFailed(
             Outcome(
                 ok=False,
-                error="\n".join(f"rank {r}: {o.error}" for r, o in failures),
-                verdict=next((o.verdict for _, o in failures if o.verdict), None),
-            )
+                error="\n".join(f"rank {r}: {o.error}" for r, o in outcomes),
+                verdict=next((o.verdict for _, o in outcomes if o.verdict), None),
+            ),
+            worker_lost=any(f.worker_lost for _, f in failures),
         )
 
     def open(self, *, calibration: bool = False) -> None:
@@ -529,8 +535,8 @@ class Harness:
             finally:
                 case.close()
         except CaseFailed as failed:
-            if failed.outcome.verdict is not None:
-                self.workers.replace(case.ranks)  # dead, or in a state nobody knows
+            if failed.worker_lost:
+                self.workers.replace(case.ranks)
             return failed.outcome
 
     def run_tests(self, cases: list[tuple[str, Case]]) -> bool:
