@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import asyncpg
+import psutil
 import pytest
 
 from cluster_manager.core.models import Mode
@@ -67,7 +68,10 @@ def _stop(server: Any) -> None:
                 timeout=60,
             )
     finally:
-        server.cleanup()
+        # Its cleanup signals the postmaster it started, which the restart already replaced
+        # (and the stop above ended): a process that is gone is what cleanup wants anyway.
+        with contextlib.suppress(ProcessLookupError, psutil.NoSuchProcess):
+            server.cleanup()
 
 
 def restart(server: Any) -> None:
