@@ -167,7 +167,7 @@ SLOW_KERNEL = """
     import time
 
     def custom_kernel(data):
-        time.sleep(0.01)
+        time.sleep(0.05)
         return data.clone()
     """
 
@@ -196,11 +196,11 @@ def test_patching_the_reference_check_in_the_worker(identity, record_property):
 
 @pytest.mark.reliability(
     "Anti-cheat",
-    "patching the worker's timer class to report 1 ns for every call of a 10 ms kernel",
-    "runtime_error (the harness's own clock saw the 10 ms), never ranked",
+    "patching the worker's timer class to report 1 ns for every call of a 50 ms kernel",
+    "runtime_error (the harness's own clock saw the 50 ms), never ranked",
 )
 def test_patching_the_timer_in_the_worker(identity, record_property):
-    """Attack: replace the stop of the worker's timer class so every call of a 10 ms kernel
+    """Attack: replace the stop of the worker's timer class so every call of a 50 ms kernel
     reports 1 ns. Expected: the harness times each call from its own process and sees the
     time go missing: runtime_error naming the changed timer, no score."""
     code = (
@@ -228,7 +228,8 @@ def test_replying_before_the_kernel_ran(identity, record_property):
     steps) so it reports 1 ns as soon as it is asked and runs the 50 ms kernel only when the
     output is asked for. Expected: the harness's clock sees the output arrive late:
     runtime_error, no score."""
-    code = """
+    code = (
+        """
     import gc
 
     def take_over(steps):
@@ -248,7 +249,9 @@ def test_replying_before_the_kernel_ran(identity, record_property):
         owner = getattr(obj.get("run"), "__self__", None) if type(obj) is dict else None
         if type(owner).__name__ == "Worker":
             take_over(obj)
-    """ + SLOW_KERNEL.replace("0.01", "0.05")
+    """
+        + SLOW_KERNEL
+    )
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
@@ -285,8 +288,8 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
 
 @pytest.mark.reliability(
     "Anti-cheat",
-    "patching the worker's timer class to report three quarters of every 10 ms call",
-    "no score below the true 10 ms",
+    "patching the worker's timer class to report three quarters of every 50 ms call",
+    "no score below the true 50 ms",
 )
 @pytest.mark.xfail(
     reason=(
@@ -297,8 +300,8 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
     )
 )
 def test_shaving_a_quarter_off_every_call(identity, record_property):
-    """Attack: scale every duration the worker's timer reports by 0.75 on a 10 ms kernel.
-    Expected: no score below the true 10 ms; today such a modest forgery stays within the
+    """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel.
+    Expected: no score below the true 50 ms; today such a modest forgery stays within the
     witness's allowance and is ranked (a known gap, bounded to about a third of each call)."""
     code = (
         """
@@ -311,4 +314,4 @@ def test_shaving_a_quarter_off_every_call(identity, record_property):
     )
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert result.score is None or result.score >= 10e-3
+    assert result.score is None or result.score >= 50e-3

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from cluster_manager.harness.witness import (
-    ECHO_CAP_NS,
     ECHO_FACTOR,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
@@ -73,10 +72,9 @@ def test_outputs_that_arrive_late_show_work_finished_after_the_timer():
     assert problem is not None and "after the timer stopped" in problem
 
 
-def test_load_the_submission_makes_cannot_buy_a_forgery_more_than_the_cap():
-    # Spinning threads slow the echo to 5 ms a round trip; a 10 ms call reported as 1 ns.
+def test_a_slow_echo_widens_the_allowance():
+    # A loaded host: the echo's slow tail is 2 ms; a 30 µs call's reply waits 2.3 ms too.
     witness = ClockWitness(BASELINE)
-    for _ in range(20):
-        witness.add_call(10e6 + 5e6, 1.0, echo_ns=5e6)
-    assert witness.allowed_slack_ns == pytest.approx(BASELINE + ECHO_CAP_NS + SLACK_MARGIN_NS)
-    assert witness.problem() is not None
+    for i in range(20):
+        witness.add_call(30e3 + 2.3e6, 30e3, echo_ns=2e6 if i % 4 == 0 else 100e3)
+    assert witness.problem() is None

@@ -13,9 +13,9 @@ here on the case's first output), plus the echo.
 Load delays single replies at random, and a busy worker waits longer for a core than the idle
 echo, so the verdict is on means without the highest tenth, against generous allowances:
 reports of 1 ns for a call of a few milliseconds, and work moved off the clock wholesale, fail.
-What a forgery can still hide unseen: half of each call plus `ECHO_FACTOR` round trips (at
-most `ECHO_CAP_NS`) and `SLACK_MARGIN_NS`: most of a sub-millisecond call on a loaded host,
-never more than 1.2 ms plus half of a longer one.
+What a forgery can still hide unseen: half of each call plus `ECHO_FACTOR` slow round trips
+and `SLACK_MARGIN_NS`: all of a call under a millisecond or two, more on a loaded host (and a
+submission can load it).
 """
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ from dataclasses import dataclass, field
 # cores).
 SLACK_SHARE = 0.5
 ECHO_FACTOR = 3.0
-SLACK_MARGIN_NS = 200_000.0
-# The submission can load the machine (threads that spin) and so slow the echo: what the echo
-# may add to the allowance is capped, so no load buys a forgery more than this.
-ECHO_CAP_NS = 1_000_000.0
+SLACK_MARGIN_NS = 500_000.0
+# A loaded host delays some replies by milliseconds (2.3 ms on average for a 30 µs call, seen
+# with the whole test suite running on two cores): the allowance follows the echo's slow
+# tail, not its typical round trip. A submission that loads the machine widens it too.
+ECHO_QUANTILE = 0.9
 # Load slows sending an output more than the estimate taken once at the start of the case.
 TRANSFER_FACTOR = 5.0
 # The highest tenth of samples are load spikes an honest run cannot avoid.
@@ -42,6 +43,13 @@ TRIM = 0.1
 # A reported duration may not exceed the window that contains it (clocks differ a little).
 REPORT_TOLERANCE = 1.01
 REPORT_MARGIN_NS = 5_000.0
+
+
+def _quantile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
 def trimmed_mean(values: list[float]) -> float:
@@ -74,8 +82,7 @@ class ClockWitness:
 
     @property
     def _noise_ns(self) -> float:
-        echo = trimmed_mean(self._echoes) if self._echoes else 0.0
-        return min(ECHO_FACTOR * echo, ECHO_CAP_NS) + SLACK_MARGIN_NS
+        return ECHO_FACTOR * _quantile(self._echoes, ECHO_QUANTILE) + SLACK_MARGIN_NS
 
     @property
     def allowed_slack_ns(self) -> float:
