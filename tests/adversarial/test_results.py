@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.models import Verdict
+from cluster_manager.harness.witness import ALLOWANCE_CAP_NS
 from tests.adversarial.helpers import (
     LIMITS,
     attack,
@@ -218,41 +219,46 @@ def test_patching_the_timer_in_the_worker(identity, record_property):
     assert not_ranked(result)
 
 
-@pytest.mark.reliability(
-    "Anti-cheat",
-    "replacing the worker's timed step: reply 1 ns, run the kernel when the output is asked",
-    "runtime_error, never ranked",
-)
-def test_replying_before_the_kernel_ran(identity, record_property):
-    """Attack: replace the worker's timed step (found through `gc`: the worker's table of
-    steps) so it reports 1 ns as soon as it is asked and runs the 50 ms kernel only when the
-    output is asked for. Expected: the harness's clock sees the output arrive late:
-    runtime_error, no score."""
-    code = (
-        """
+def take_over_the_timed_step(before_reply_s: float, after_reply_s: float) -> str:
+    """A submission that replaces the worker's timed step (found through `gc`: the worker's
+    table of steps): it sleeps `before_reply_s`, reports 1 ns at once, and only then works
+    `after_reply_s` more and computes the output it sends after the duration."""
+    return f"""
     import gc
+    import time
 
     def take_over(steps):
         worker = steps["run"].__self__
-        original_output = steps["output"]
 
-        def run():
-            return 1.0
+        def run(with_output=False):
+            time.sleep({before_reply_s})
+            yield 1.0
+            time.sleep({after_reply_s})
+            if with_output:
+                yield {{"ok": True, "output": worker._argument.clone()}}
 
-        def output():
-            worker._output = worker._kernel(worker._argument)
-            return original_output()
-
-        steps["run"], steps["output"] = run, output
+        steps["run"] = run
 
     for obj in gc.get_objects():
         owner = getattr(obj.get("run"), "__self__", None) if type(obj) is dict else None
         if type(owner).__name__ == "Worker":
             take_over(obj)
+
+    def custom_kernel(data):
+        return data.clone()
     """
-        + SLOW_KERNEL
-    )
-    result = attack(identity, code)
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "replacing the worker's timed step: reply 1 ns, run the 50 ms kernel before sending the output",
+    "runtime_error, never ranked",
+)
+def test_replying_before_the_kernel_ran(identity, record_property):
+    """Attack: replace the worker's timed step so it reports 1 ns as soon as it is asked and
+    does the 50 ms of work before sending the output. Expected: the harness's clock sees the
+    output arrive 50 ms after the duration: runtime_error, no score."""
+    result = attack(identity, take_over_the_timed_step(0.0, 0.05))
     record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
     assert "after the timer stopped" in result.message
@@ -289,20 +295,12 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
 @pytest.mark.reliability(
     "Anti-cheat",
     "patching the worker's timer class to report three quarters of every 50 ms call",
-    "no score below the true 50 ms",
-)
-@pytest.mark.xfail(
-    reason=(
-        "known gap: the harness's clock sees a timed call from another process, through a "
-        "pipe that load delays at random; to never fail an honest run it lets a report leave "
-        "half the call plus a few round trips unexplained: shaving a third of each call, or "
-        "most of a sub-millisecond one, goes unseen (harness/witness.py)"
-    )
+    "ranked at no less than 50 ms minus the calibrated allowance (at most 0.2 ms)",
 )
 def test_shaving_a_quarter_off_every_call(identity, record_property):
-    """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel.
-    Expected: no score below the true 50 ms; today such a modest forgery stays within the
-    witness's allowance and is ranked (a known gap, bounded to about a third of each call)."""
+    """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel:
+    too little for the witness to fail the run. Expected: each ranked duration is held to
+    the harness's own clock, so the score is the real 50 ms less at most the allowance."""
     code = (
         """
     from cluster_manager.harness import timing
@@ -314,4 +312,24 @@ def test_shaving_a_quarter_off_every_call(identity, record_property):
     )
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert result.score is None or result.score >= 50e-3
+    assert result.passed, result.message
+    assert result.score is not None and result.score >= 50e-3 - ALLOWANCE_CAP_NS / 1e9
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "replacing the worker's timed step: 2 ms before a 1 ns reply, 1 ms more before the output",
+    "runtime_error, or ranked at no less than the 3 ms the work took, less its allowances",
+)
+def test_moving_a_third_of_the_work_after_the_reply(identity, record_property):
+    """Attack: work 2 ms, report 1 ns, work 1 ms more, then send the output: too little late
+    work for the witness to fail the run on a loaded machine. Expected: a 1 ns report counts
+    as the harness's window (2 ms) and the late millisecond is added back beyond what sending
+    the output explains, so the score stays near the 3 ms the work took; or the run fails."""
+    result = attack(identity, take_over_the_timed_step(0.002, 0.001))
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    if result.verdict is Verdict.RUNTIME_ERROR:
+        assert not_ranked(result)
+        return
+    assert result.passed, result.message
+    assert result.score is not None and result.score >= 2.5e-3

@@ -5,9 +5,13 @@ from __future__ import annotations
 import pytest
 
 from cluster_manager.harness.witness import (
+    ALLOWANCE_CAP_NS,
+    ALLOWANCE_FLOOR_NS,
     ECHO_FACTOR,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
+    TRANSFER_SHARE,
+    Calibration,
     ClockWitness,
     trimmed_mean,
 )
@@ -20,11 +24,11 @@ def witness_of(
     calls: list[tuple[float, float]], transfers: list[float] | None = None
 ) -> ClockWitness:
     """`calls`: (the window the harness saw, the reported duration)."""
-    witness = ClockWitness(BASELINE, transfer_ns=200_000.0)
+    witness = ClockWitness(Calibration(slack_ns=BASELINE), transfer_ns=200_000.0)
     for window, reported in calls:
         witness.add_call(window, reported, ECHO)
     for elapsed in transfers or []:
-        witness.add_transfer(elapsed)
+        witness.add_transfer(elapsed, size=0)
     return witness
 
 
@@ -74,7 +78,52 @@ def test_outputs_that_arrive_late_show_work_finished_after_the_timer():
 
 def test_a_slow_echo_widens_the_allowance():
     # A loaded host: the echo's slow tail is 2 ms; a 30 µs call's reply waits 2.3 ms too.
-    witness = ClockWitness(BASELINE)
+    witness = ClockWitness(Calibration(slack_ns=BASELINE))
     for i in range(20):
         witness.add_call(30e3 + 2.3e6, 30e3, echo_ns=2e6 if i % 4 == 0 else 100e3)
     assert witness.problem() is None
+
+
+def test_calibration_takes_the_empty_calls_zero_and_spread():
+    windows = [40e3 + 1e3 * i for i in range(10)]  # 40-49 µs
+    calibration = Calibration.of_calls(windows, [1e3] * 10, timer=True)
+    assert calibration.window_ns == pytest.approx(44.5e3)
+    assert calibration.spread_ns == pytest.approx(49e3 - 44.5e3)
+    assert calibration.slack_ns == pytest.approx(43.5e3)
+    assert calibration.timer_ns == pytest.approx(1e3)
+    # Several ranks: the empty call's report is their barrier, not the timer's cost.
+    assert Calibration.of_calls(windows, [1e3] * 10, timer=False).timer_ns == 0.0
+
+
+def test_the_allowance_follows_the_spread_within_its_bounds():
+    assert Calibration(spread_ns=30e3).allowance_ns == pytest.approx(60e3)
+    assert Calibration(spread_ns=1e3).allowance_ns == ALLOWANCE_FLOOR_NS
+    assert Calibration(spread_ns=5e6).allowance_ns == ALLOWANCE_CAP_NS
+
+
+def test_a_ranked_duration_may_fall_short_of_the_harness_clock_by_the_allowance_only():
+    calibration = Calibration(window_ns=50e3, spread_ns=15e3)  # allowance 30 µs
+    witness = ClockWitness(calibration)
+    # A 10 ms call seen here: whatever the worker reports, no less than 10 ms - 30 µs counts.
+    assert witness.floor_ns(10e6 + 50e3) == pytest.approx(10e6 - 30e3)
+
+
+def test_work_moved_after_the_reply_is_counted_beyond_its_allowance():
+    calibration = Calibration(spread_ns=15e3)  # allowance 30 µs
+    allowed = 30e3 + TRANSFER_SHARE * 200e3
+    honest = ClockWitness(calibration, transfer_ns=200e3, transfer_bytes=4096)
+    for elapsed in [150e3, 210e3, 260e3, 190e3, 5e6]:  # one load spike
+        honest.add_transfer(elapsed, 4096)
+    assert honest.hidden_after_timer_ns() == 0.0
+    forged = ClockWitness(calibration, transfer_ns=200e3, transfer_bytes=4096)
+    for _ in range(5):
+        forged.add_transfer(200e3 + 3e6, 4096)  # 3 ms of work after each reply
+    assert forged.hidden_after_timer_ns() == pytest.approx(3e6 - allowed)
+
+
+def test_a_smaller_output_than_the_first_is_expected_sooner():
+    # The first output was inflated to 8 KiB to widen the estimate; later ones are 4 KiB.
+    witness = ClockWitness(Calibration(), transfer_ns=400e3, transfer_bytes=8192)
+    for _ in range(5):
+        witness.add_transfer(200e3 + 1e6, 4096)
+    assert witness.hidden_after_timer_ns() == pytest.approx(1e6 - 20e3 - TRANSFER_SHARE * 400e3)

@@ -9,7 +9,8 @@ It speaks the popcorn protocol like the public problem sets' `eval.py`, with the
   `torch.load(weights_only=True)`: data, never code), against inputs generated here from the
   same seeds. Patching the reference or the harness inside a worker changes nothing here.
 - Every timed call is also timed here (`witness.py`), next to a trusted echo: a worker whose
-  reported durations leave time unexplained fails the run instead of being ranked.
+  reported durations leave time unexplained fails the run instead of being ranked, and a ranked
+  duration never falls short of this process's clock by more than a calibrated allowance.
 - In ranked mode every timed iteration gets fresh inputs, from seeds that cannot be predicted
   from the case's, and its output is checked; the kernel always works on a copy.
 
@@ -28,10 +29,9 @@ import secrets
 import socket
 import statistics
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -40,7 +40,7 @@ from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
 from cluster_manager.harness import timing, worker
 from cluster_manager.harness.process import make_undumpable
-from cluster_manager.harness.witness import ClockWitness
+from cluster_manager.harness.witness import Calibration, ClockWitness
 
 ENV_TIME_BUDGET = "CLUSTER_MANAGER_TIME_BUDGET"
 MAX_BENCHMARK_BUDGET_S = 3.0
@@ -119,24 +119,25 @@ def _unwrap(message: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def transfer_estimate(output: Any) -> float:
-    """How long an honest worker needs to send `output` here (encode, pipe, decode), timed in
-    this process on the case's first output: the yardstick for each later one's arrival."""
-    sender, receiver = multiprocessing.Pipe()
-    samples: list[float] = []
-    try:
-        for _ in range(TRANSFER_SAMPLES):
+def transfer_estimate(echo: Echo, outputs: Sequence[Any]) -> tuple[float, int]:
+    """How long honest workers need to send `outputs` here when asked (the request, encoding,
+    the pipe) and their encoded size, timed on the case's first outputs in trusted processes:
+    this one encodes, the echo sends the bytes when asked. The yardstick for each later
+    output's arrival. A first round, untimed, warms both up."""
+    total_ns, total_bytes = 0.0, 0
+    for output in outputs:
+        samples: list[float] = []
+        for _ in range(TRANSFER_SAMPLES + 1):
             began = _clock()
             data = worker.encode({"ok": True, "output": output})
-            thread = threading.Thread(target=sender.send_bytes, args=(data,))
-            thread.start()
-            _parse(receiver.recv_bytes())
-            thread.join()
-            samples.append(_clock() - began)
-    finally:
-        sender.close()
-        receiver.close()
-    return statistics.median(samples)
+            encoded = _clock() - began
+            echo.hold(data)
+            began = _clock()
+            echo.give()
+            samples.append(encoded + _clock() - began)
+        total_ns += statistics.median(samples[1:])
+        total_bytes += len(data)
+    return total_ns, total_bytes
 
 
 # --- the reference, run here ------------------------------------------------------------------
@@ -270,6 +271,15 @@ class Echo:
         self.connection.recv_bytes()
         return float(_clock() - began)
 
+    def hold(self, data: bytes) -> None:
+        """Leaves `data` with the echo, to be sent back by `give`."""
+        self.connection.send_bytes(worker.ECHO_HOLD + data)
+        self.connection.recv_bytes()
+
+    def give(self) -> bytes:
+        self.connection.send_bytes(worker.ECHO_GIVE)
+        return self.connection.recv_bytes()
+
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.process.kill()
@@ -282,14 +292,6 @@ def _out_of_turn() -> CaseFailed:
 
 def _died() -> CaseFailed:
     return _broken("the submission's process exited before returning a result")
-
-
-@dataclass(frozen=True)
-class Calibration:
-    """Honest, empty timed calls, measured before any worker imported the submission."""
-
-    slack_ns: float = 0.0  # what the witness sees beyond the report: the way there and back
-    timer_ns: float = 0.0  # what the timer itself adds to every call it reports
 
 
 class Workers:
@@ -340,6 +342,15 @@ def _world_size(case: Case) -> int | None:
 
 
 # --- one case ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimedCall:
+    window_ns: float  # rank 0's call as this process saw it: from `run` sent to duration read
+    reported_ns: float  # rank 0's duration as its worker reported it
+    replies: list[dict[str, Any]] = field(default_factory=list)  # outputs, when asked for
+    output_ns: float = 0.0  # from the duration read to the last output read
+    output_bytes: int = 0
 
 
 class CaseRun:
@@ -411,26 +422,30 @@ class CaseRun:
         ]
         return "\n".join(m for m in messages if m)
 
-    def timed_call(self) -> tuple[float, float]:
-        """One timed call on every rank: the window seen here and rank 0's reported ns."""
+    def timed_call(self, *, with_output: bool = False) -> TimedCall:
+        """One timed call on every rank, with their outputs right after when asked for."""
         # Rank 0 last: the others already wait in its first barrier when its window opens.
         for process in self.ranks[1:]:
-            process.send("run")
+            process.send("run", with_output)
         began = _clock()
-        self.ranks[0].send("run")
+        self.ranks[0].send("run", with_output)
         first = self.ranks[0].receive()
-        window = float(_clock() - began)  # rank 0's call: the one whose duration is reported
+        done = _clock()  # rank 0's call: the one whose duration is reported
         raw = [first] + [process.receive() for process in self.ranks[1:]]
-        durations = [process.duration(data) for process, data in zip(self.ranks, raw, strict=True)]
-        return window, durations[0]
-
-    def last_outputs(self) -> tuple[list[dict[str, Any]], float]:
-        """The timed call's outputs and the time they took to arrive, asked for at once."""
-        began = _clock()
-        self.send("output")
-        raw = self.receive()
-        elapsed = float(_clock() - began)
-        return self.decode(raw), elapsed
+        try:
+            durations = [p.duration(data) for p, data in zip(self.ranks, raw, strict=True)]
+        except CaseFailed as failed:
+            # The ranks that did finish have their outputs on the way: out of step now.
+            failed.worker_lost |= with_output and len(self.ranks) > 1
+            raise
+        call = TimedCall(window_ns=float(done - began), reported_ns=durations[0])
+        if not with_output:
+            return call
+        outputs = self.receive()
+        gap = float(_clock() - done)
+        return replace(
+            call, replies=self.decode(outputs), output_ns=gap, output_bytes=sum(map(len, outputs))
+        )
 
 
 def calibrate(workers: Workers, reference: Reference, world_sizes: set[int | None]) -> None:
@@ -438,15 +453,14 @@ def calibrate(workers: Workers, reference: Reference, world_sizes: set[int | Non
     for world_size in sorted(world_sizes, key=lambda w: w or 0):
         case = CaseRun(workers, reference, {} if world_size is None else {"world_size": world_size})
         case.open(calibration=True)
-        slack, reported = [], []
+        windows, reported = [], []
         for _ in range(CALIBRATION_CALLS):
-            window, duration = case.timed_call()
-            slack.append(window - duration)
-            reported.append(duration)
+            call = case.timed_call()
+            windows.append(call.window_ns)
+            reported.append(call.reported_ns)
         case.close()
-        # With several ranks the empty call is a barrier, part of what their timings mean.
-        timer = statistics.median(reported) if world_size is None else 0.0
-        workers.calibrations[world_size] = Calibration(statistics.median(slack), timer)
+        calibration = Calibration.of_calls(windows, reported, timer=world_size is None)
+        workers.calibrations[world_size] = calibration
 
 
 def _test(case: CaseRun) -> Outcome:
@@ -458,10 +472,11 @@ def _benchmark(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Outcom
     first = case.everywhere("call")
     case.check(first)
     case.everywhere("warm_up")
-    witness = ClockWitness(case.calibration.slack_ns)
+    witness = ClockWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
     if recheck:
-        witness.transfer_ns = transfer_estimate(first[0].get("output"))
+        outputs = [reply.get("output") for reply in first]
+        witness.transfer_ns, witness.transfer_bytes = transfer_estimate(case.echo, outputs)
     nonce = secrets.randbits(64)
     seed = case.args.get("seed")
     fresh = recheck and isinstance(seed, int)
@@ -471,20 +486,22 @@ def _benchmark(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Outcom
         if fresh:
             args = {**case.args, "seed": _iteration_seed(seed, nonce, i)}
             case.everywhere("prepare", args["seed"])
-        window, reported = case.timed_call()
-        witness.add_call(window, reported, case.echo.round_trip())
-        if recheck:
-            replies, elapsed = case.last_outputs()
-            witness.add_transfer(elapsed)
-            case.check(replies, args)
+        call = case.timed_call(with_output=recheck)
+        witness.add_call(call.window_ns, call.reported_ns, case.echo.round_trip())
         # What the timer adds to every call (0.5-1 µs on a CPU) is not the kernel's time.
-        return max(reported - timer_ns, 0.0)
+        duration = max(call.reported_ns - timer_ns, 0.0)
+        if recheck:
+            witness.add_transfer(call.output_ns, call.output_bytes)
+            case.check(call.replies, args)
+            # A ranked duration is held to the harness's clock: no forgery goes below it.
+            duration = max(duration, witness.floor_ns(call.window_ns))
+        return duration
 
     stats = timing.measure(step, rule)
     problem = witness.problem()
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
-    return Outcome(ok=True, stats=stats)
+    return Outcome(ok=True, stats=stats.shifted(witness.hidden_after_timer_ns()))
 
 
 def _iteration_seed(seed: Any, nonce: int, i: int) -> int:

@@ -6,16 +6,22 @@ sending `run` to receiving the duration: that window holds the real call plus th
 back ("slack" is the window minus the report). Right after, it times the way there and back to
 a trusted echo process that never sees the submission, so load on the machine shows in both.
 
-In ranked runs the harness then asks for the output at once and times its arrival too: work
-finished after the call returned must fit in what sending the output honestly takes (timed
-here on the case's first output), plus the echo.
+In ranked runs the worker sends the output right after the duration, unasked, and the harness
+times how long after the duration it arrives: work finished after the reported call shows as an
+output that comes later than sending it honestly takes (timed in trusted processes on the
+case's first output).
 
-Load delays single replies at random, and a busy worker waits longer for a core than the idle
-echo, so the verdict is on means without the highest tenth, against generous allowances:
-reports of 1 ns for a call of a few milliseconds, and work moved off the clock wholesale, fail.
-What a forgery can still hide unseen: half of each call plus `ECHO_FACTOR` slow round trips
-and `SLACK_MARGIN_NS`: all of a call under a millisecond or two, more on a loaded host (and a
-submission can load it).
+Two uses of that clock:
+- Verdict: reports that leave far more time unexplained than load can (`problem`) fail the run.
+  Load delays single replies at random, and a busy worker waits longer for a core than the idle
+  echo, so this is on means without the highest tenth, against generous allowances.
+- Ranked durations: each is at least the harness's window minus an empty call's window minus
+  the calibration's allowance (`floor_ns`), and work that arrived late is added back beyond its
+  own allowance (`hidden_after_timer_ns`). Both allowances are fixed before the timed loop from
+  measurements the submission cannot touch, so whatever it forges, a ranked duration falls
+  short of the harness's clock by at most `Calibration.allowance_ns` (at most
+  `ALLOWANCE_CAP_NS`), plus `TRANSFER_SHARE` of sending its output for work moved after the
+  call. Honest reports stay as they are unless load delays the harness's view by more.
 """
 
 from __future__ import annotations
@@ -38,6 +44,15 @@ SLACK_MARGIN_NS = 500_000.0
 ECHO_QUANTILE = 0.9
 # Load slows sending an output more than the estimate taken once at the start of the case.
 TRANSFER_FACTOR = 5.0
+# The floor under ranked durations: honest empty calls' windows stray this many times their
+# spread (90th percentile minus median) above the median, within a floor and a cap.
+NOISE_FACTOR = 2.0
+SPREAD_QUANTILE = 0.9
+ALLOWANCE_FLOOR_NS = 20_000.0
+ALLOWANCE_CAP_NS = 200_000.0
+# What an honest output's arrival may exceed the estimate by, as a share of it, before the
+# rest counts as work done after the call: encoding and copying vary more than a round trip.
+TRANSFER_SHARE = 0.25
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
 # A reported duration may not exceed the window that contains it (clocks differ a little).
@@ -58,15 +73,48 @@ def trimmed_mean(values: list[float]) -> float:
     return statistics.fmean(kept)
 
 
+@dataclass(frozen=True)
+class Calibration:
+    """Honest, empty timed calls, measured before any worker imported the submission."""
+
+    slack_ns: float = 0.0  # what the witness sees beyond the report: the way there and back
+    timer_ns: float = 0.0  # what the timer itself adds to every call it reports
+    window_ns: float = 0.0  # an empty call's window: zero on the harness's clock
+    spread_ns: float = 0.0  # how far honest empty windows stray above it (p90 - median)
+
+    @classmethod
+    def of_calls(cls, windows: list[float], reported: list[float], *, timer: bool) -> Calibration:
+        """`timer`: the report of an empty call is the timer's own cost (one rank); with
+        several ranks it is a barrier, part of what their timings mean."""
+        window = statistics.median(windows)
+        return cls(
+            slack_ns=statistics.median(w - r for w, r in zip(windows, reported, strict=True)),
+            timer_ns=statistics.median(reported) if timer else 0.0,
+            window_ns=window,
+            spread_ns=_quantile(windows, SPREAD_QUANTILE) - window,
+        )
+
+    @property
+    def allowance_ns(self) -> float:
+        """How far a ranked duration may fall short of the harness's clock."""
+        return min(ALLOWANCE_CAP_NS, max(ALLOWANCE_FLOOR_NS, NOISE_FACTOR * self.spread_ns))
+
+
 @dataclass
 class ClockWitness:
-    baseline_ns: float = 0.0  # slack of honest, empty calls before the submission was imported
-    transfer_ns: float = 0.0  # what sending one output takes, timed in the harness
+    calibration: Calibration = field(default_factory=Calibration)
+    transfer_ns: float = 0.0  # what sending the case's outputs takes, timed in trusted processes
+    transfer_bytes: int = 0  # their size encoded: later outputs are measured against it
     _slack: list[float] = field(default_factory=list)
     _reported: list[float] = field(default_factory=list)
     _echoes: list[float] = field(default_factory=list)
     _transfers: list[float] = field(default_factory=list)
+    _late: list[float] = field(default_factory=list)
     _impossible: int = 0
+
+    @property
+    def baseline_ns(self) -> float:
+        return self.calibration.slack_ns
 
     def add_call(self, window_ns: float, reported_ns: float, echo_ns: float) -> None:
         """One timed call: the window seen here, the worker's duration and the echo's."""
@@ -76,9 +124,25 @@ class ClockWitness:
         self._reported.append(reported_ns)
         self._echoes.append(echo_ns)
 
-    def add_transfer(self, elapsed_ns: float) -> None:
-        """From asking for a timed call's output to having it here."""
+    def add_transfer(self, elapsed_ns: float, size: int) -> None:
+        """From a timed call's duration to its outputs here, and their size. A smaller output
+        than the first is expected to arrive sooner, in proportion."""
         self._transfers.append(elapsed_ns)
+        share = min(1.0, size / self.transfer_bytes) if self.transfer_bytes else 1.0
+        self._late.append(elapsed_ns - self.transfer_ns * share)
+
+    def floor_ns(self, window_ns: float) -> float:
+        """The least a ranked call may count: the harness's window less an empty call's and
+        the calibration's allowance."""
+        return window_ns - self.calibration.window_ns - self.calibration.allowance_ns
+
+    def hidden_after_timer_ns(self) -> float:
+        """Work each call moved past its reply, as far as the outputs' arrival shows it beyond
+        what load and copying explain: ranked durations get it back."""
+        if not self._late:
+            return 0.0
+        allowed = self.calibration.allowance_ns + TRANSFER_SHARE * self.transfer_ns
+        return max(0.0, statistics.median(self._late) - allowed)
 
     @property
     def _noise_ns(self) -> float:

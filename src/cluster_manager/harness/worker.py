@@ -14,7 +14,7 @@ import contextlib
 import io
 import struct
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -26,10 +26,16 @@ MAX_ERROR_CHARS = 4000
 # A timed call's reply: the nanoseconds and the request's token, so the harness's window holds
 # little else. Every reply echoes its request's random token: none can be sent ahead of it.
 DONE = struct.Struct("<dQ")
+# What the harness asks its echo: hold these bytes, or send back the ones held.
+ECHO_HOLD = b"\x01"
+ECHO_GIVE = b"\x02"
 
 # How allocators word running out of memory (torch CPU, CUDA, HIP).
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 _PLAIN = (int, float, complex, bool, str, bytes, type(None))
+
+# What a step sends back: a message, or a timed call's duration in nanoseconds.
+Reply = dict[str, Any] | float
 
 
 def _torch() -> Any:
@@ -126,7 +132,6 @@ class Worker:
         self._distributed = False
         self._data: Any = None
         self._argument: Any = None
-        self._output: Any = None
 
     # --- steps ---------------------------------------------------------------------------
 
@@ -171,18 +176,16 @@ class Worker:
         self._argument = generate({**self._args, "seed": seed}, self._rank)
         return {"ok": True}
 
-    def run(self) -> float:
-        """One timed call; the reply is only the duration, so it leaves at once."""
+    def run(self, with_output: bool = False) -> Iterator[Reply]:
+        """One timed call. Its duration is the first reply, alone, so it leaves at once; in
+        ranked runs the output follows unasked, for the check, and the harness times how
+        long after the duration it comes."""
         self._timer.start()
         output = self._kernel(self._argument)
         elapsed = self._timer.stop()
-        self._output = output
-        return elapsed
-
-    def output(self) -> dict[str, Any]:
-        """The last timed call's output, for the check."""
-        output, self._output = self._output, None
-        return self._output_reply({"ok": True}, output)
+        yield elapsed
+        if with_output:
+            yield self._output_reply({"ok": True}, output)
 
     def profile(self) -> dict[str, Any]:
         torch = _torch()
@@ -206,7 +209,7 @@ class Worker:
             dist.destroy_process_group()
         self._timer = self._default_timer
         self._sync = self._cuda_synchronize
-        self._data = self._argument = self._output = None
+        self._data = self._argument = None
         self._distributed = False
         return {"ok": True}
 
@@ -242,16 +245,16 @@ class Worker:
 
 
 def serve(connection: Connection) -> None:
-    """The worker's main loop: one request in, one reply out, until the harness hangs up."""
+    """The worker's main loop: one request in, its replies out (one, or a timed call's
+    duration and then its output), until the harness hangs up."""
     die_with_parent()
     worker = Worker()
-    steps: dict[str, Callable[..., dict[str, Any] | float]] = {
+    steps: dict[str, Callable[..., Reply | Iterable[Reply]]] = {
         "open": worker.open,
         "call": worker.call,
         "warm_up": worker.warm_up,
         "prepare": worker.prepare,
         "run": worker.run,
-        "output": worker.output,
         "profile": worker.profile,
         "close": worker.close,
     }
@@ -261,25 +264,39 @@ def serve(connection: Connection) -> None:
         except (EOFError, OSError):
             return
         try:
-            reply = steps[step](*args)
+            replies = steps[step](*args)
+            for reply in replies if isinstance(replies, Iterator) else [replies]:
+                _send(connection, reply, token)
         except BaseException as exc:
-            reply = failure(exc)
-        try:
-            if isinstance(reply, float):
-                connection.send_bytes(DONE.pack(reply, token))
-            else:
-                connection.send_bytes(encode({**reply, "token": token}))
-        except Exception as exc:  # e.g. an output torch.save cannot write
-            with contextlib.suppress(Exception):
-                connection.send_bytes(encode({**failure(exc), "token": token}))
+            _send(connection, failure(exc), token)
+
+
+def _send(connection: Connection, reply: Reply, token: int) -> None:
+    try:
+        if isinstance(reply, float):
+            connection.send_bytes(DONE.pack(reply, token))
+        else:
+            connection.send_bytes(encode({**reply, "token": token}))
+    except Exception as exc:  # e.g. an output torch.save cannot write
+        with contextlib.suppress(Exception):
+            connection.send_bytes(encode({**failure(exc), "token": token}))
 
 
 def echo(connection: Connection) -> None:
     """The trusted echo the harness times alongside each call: same kind of process, same
-    pipe, same load, but it never sees the submission."""
+    pipe, same load, but it never sees the submission. It also holds bytes for the harness
+    and sends them when asked, the way an honest worker sends an output."""
     die_with_parent()
+    held = b""
     while True:
         try:
-            connection.send_bytes(connection.recv_bytes())
+            message = connection.recv_bytes()
+            if message.startswith(ECHO_HOLD):
+                held = message[len(ECHO_HOLD) :]
+                connection.send_bytes(b"")
+            elif message == ECHO_GIVE:
+                connection.send_bytes(held)
+            else:
+                connection.send_bytes(message)
         except (EOFError, OSError):
             return
