@@ -120,10 +120,11 @@ def _unwrap(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def transfer_estimate(echo: Echo, outputs: Sequence[Any]) -> tuple[float, int]:
-    """How long honest workers need to send `outputs` here when asked (the request, encoding,
-    the pipe) and their encoded size, timed on the case's first outputs in trusted processes:
-    this one encodes, the echo sends the bytes when asked. The yardstick for each later
-    output's arrival. A first round, untimed, warms both up."""
+    """How long honest workers need to send `outputs` here (encoding, the pipe) and their
+    encoded size, timed on the case's first outputs in trusted processes: this one encodes,
+    the echo sends the bytes when asked (one small round trip more than an output sent
+    unasked). The yardstick for each later output's arrival. An untimed first round warms
+    both up."""
     total_ns, total_bytes = 0.0, 0
     for output in outputs:
         samples: list[float] = []
