@@ -133,3 +133,26 @@ def test_task_zip_runs_like_its_folder(tmp_path: Path):
     done = cli("eval", str(archive), str(sub), "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["passed"] is True
+
+
+def test_eval_imports_only_what_it_runs():
+    """`eval` waits on every module it imports: the harness (and multiprocessing) loads in
+    the task's process, records and the event loop in other commands, dotenv with a `.env`."""
+    code = (
+        "import sys\n"
+        "import cluster_manager.cli.local_eval, cluster_manager.harness.runner\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    loaded = set(done.stdout.split())
+    heavy = {
+        "asyncio",
+        "cluster_manager.core.records",
+        "cluster_manager.harness.evaluate",
+        "dotenv",
+        "multiprocessing",
+        "torch",
+    }
+    assert loaded & heavy == set()

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from cluster_manager.core.models import BenchmarkOutcome, RunResult, Verdict
-from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
+
+if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
+    from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
 
 
 def format_duration_ns(ns: float) -> str:

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from dotenv import dotenv_values
-
 from cluster_manager.core.models import Limits
 from cluster_manager.errors import ClusterManagerError
 
@@ -90,6 +88,8 @@ def load_settings(
     """Environment variables win over `.env`, which wins over the defaults."""
     values: dict[str, str | None] = {}
     if dotenv_path is not None and dotenv_path.is_file():
+        from dotenv import dotenv_values  # here: most runs have no `.env` to parse
+
         values.update(dotenv_values(dotenv_path))
     values.update(os.environ if environ is None else environ)
     defaults = Settings()

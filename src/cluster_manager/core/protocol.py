@@ -13,7 +13,6 @@ import base64
 import binascii
 import math
 import re
-import secrets
 from collections.abc import Iterable, Mapping
 
 from cluster_manager.core.models import BenchmarkOutcome, Case, CaseValue, TestOutcome
@@ -21,6 +20,8 @@ from cluster_manager.core.models import BenchmarkOutcome, Case, CaseValue, TestO
 ENV_FD = "POPCORN_FD"
 ENV_SEED = "POPCORN_SEED"
 ENV_GPUS = "POPCORN_GPUS"
+# Not popcorn: how long the built-in harness may spend timing benchmarks; the runner sets it.
+ENV_TIME_BUDGET = "CLUSTER_MANAGER_TIME_BUDGET"
 
 # Public C++ harnesses read POPCORN_SEED with stoi: secret seeds stay below 2**31.
 SECRET_SEED_BITS = 31
@@ -80,6 +81,8 @@ def parse_tests_file(text: str) -> list[tuple[str, Case]]:
 
 
 def new_secret_seed() -> int:
+    import secrets  # here: it loads OpenSSL, which only ranked runs need
+
     return secrets.randbits(SECRET_SEED_BITS)
 
 

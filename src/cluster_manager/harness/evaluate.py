@@ -42,7 +42,6 @@ from cluster_manager.harness import timing, worker
 from cluster_manager.harness.process import make_undumpable
 from cluster_manager.harness.witness import Calibration, ClockWitness
 
-ENV_TIME_BUDGET = "CLUSTER_MANAGER_TIME_BUDGET"
 MAX_BENCHMARK_BUDGET_S = 3.0
 CALIBRATION_CALLS = 50
 TRANSFER_SAMPLES = 5
@@ -618,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     fd_raw = os.environ.pop(protocol.ENV_FD, None)
     seed_raw = os.environ.pop(protocol.ENV_SEED, None)
     gpus = int(os.environ.pop(protocol.ENV_GPUS, "1") or 1)
-    budget_s = float(os.environ.pop(ENV_TIME_BUDGET, "60") or 60)
+    budget_s = float(os.environ.pop(protocol.ENV_TIME_BUDGET, "60") or 60)
     # Keeps the workers (same user) out of /proc/<pid>/fd, environ and mem, and from ptrace.
     make_undumpable()
     if not fd_raw:

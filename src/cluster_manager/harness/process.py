@@ -19,6 +19,7 @@ import ctypes
 import fcntl
 import os
 import resource
+import select
 import signal
 import socket
 import struct
@@ -44,6 +45,7 @@ MS_PRIVATE = 1 << 18
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
+MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds: longer waits go in slices
 IFREQ = struct.Struct("16sH22x")  # struct ifreq: the name, then ifr_flags in a 24-byte union
 _libc = ctypes.CDLL(None, use_errno=True)
 _subreaper = False
@@ -374,6 +376,32 @@ def kill_tree(pgid: int, keep: Sequence[int] = ()) -> None:
             time.sleep(0.002)
 
 
+def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
+    """Waits until `proc` exits (True) or `timeout` seconds pass (False), without reaping it.
+
+    A pidfd wakes us the moment the child exits; `Popen.wait(timeout)` polls with sleeps of
+    up to 50 ms, which every run would pay on top of its own time.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # not Linux >= 5.3: fall back to polling
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+    try:
+        poller = select.poll()  # not select.select: a pidfd may be above FD_SETSIZE
+        poller.register(pidfd, select.POLLIN)
+        deadline = time.monotonic() + timeout
+        while not poller.poll(min(max(deadline - time.monotonic(), 0.0) * 1000, MAX_POLL_MS)):
+            if time.monotonic() >= deadline:
+                return False
+        return True
+    finally:
+        os.close(pidfd)
+
+
 def run_tree(
     command: Sequence[str],
     *,
@@ -422,9 +450,7 @@ def run_tree(
     readers += [_drain(pipes[name][0], channels[name]) for name in side_channels]
     timed_out = False
     try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        timed_out = not _wait_for_exit(proc, timeout)
     finally:
         _kill_user_of(isolation)
         kill_tree(proc.pid, keep=(proc.pid,))  # Popen reaps its own child

@@ -56,7 +56,6 @@ from cluster_manager.core.payload import decode_payload
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.verdicts import judge_phase
 from cluster_manager.harness import process
-from cluster_manager.harness.evaluate import ENV_TIME_BUDGET
 from cluster_manager.harness.sysinfo import system_info
 
 BUILTIN_HARNESS = ("-m", "cluster_manager.harness.evaluate")
@@ -417,7 +416,7 @@ def run_phase(
         _share(workdir / tests_file)
     timeout = request.task.timeout_for(phase.mode)
     phase_env = dict(env)
-    phase_env[ENV_TIME_BUDGET] = f"{timeout * 0.8:g}"
+    phase_env[protocol.ENV_TIME_BUDGET] = f"{timeout * 0.8:g}"
     if phase.secret and request.secret_seed is not None:
         phase_env[protocol.ENV_SEED] = str(request.secret_seed)
     result = process.run_tree(
