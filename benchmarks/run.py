@@ -38,7 +38,7 @@ MODULES = (
 # What a module that crashed would have reported.
 FIGURES = {
     "eval_overhead": ("eval_overhead_ratio",),
-    "timing_error": ("timing_error_pct_max",),
+    "timing_error": ("timing_error_pct_max", "ranked_timing_error_pct_max"),
     "github_overhead": ("github_overhead_s_p50",),
     "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),
     "queue_overhead": ("queue_overhead_ms_per_job",),

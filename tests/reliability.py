@@ -151,6 +151,13 @@ def render(rows: list[Row]) -> str:
         "A *known gap* is an xfail: the attack still works. Strict ones fail the day it stops",
         "working, so the row cannot silently go stale; one whose success depends on the",
         "machine's load is not strict, and its reason says what bounds it.",
+        "",
+        "Timings are taken in the submission's own process, the only place a GPU kernel can be",
+        "timed precisely, so no row can show that no forged timing gets through. What the rows",
+        "on timers and timed steps show is the bound: each ranked duration is held to the",
+        "harness's own clock, and a forgery gains at most the allowance calibrated on empty",
+        "calls before the submission loads (20-200 µs per call), plus a quarter of sending the",
+        "output for work moved after the reply (`src/cluster_manager/harness/witness.py`).",
     ]
     for category in CATEGORIES:
         chosen = sorted((r for r in rows if r.category == category), key=lambda r: r.test)
