@@ -156,8 +156,9 @@ def render(rows: list[Row]) -> str:
         "timed precisely, so no row can show that no forged timing gets through. What the rows",
         "on timers and timed steps show is the bound: each ranked duration is held to the",
         "harness's own clock, and a forgery gains at most the allowance calibrated on empty",
-        "calls before the submission loads (20-200 µs per call), plus a quarter of sending the",
-        "output for work moved after the reply (`src/cluster_manager/harness/witness.py`).",
+        "calls before the submission loads (20-200 µs per call) and 3 % of the call, plus as",
+        "much again and a quarter of sending the output for work moved after the reply",
+        "(`src/cluster_manager/harness/witness.py`).",
     ]
     for category in CATEGORIES:
         chosen = sorted((r for r in rows if r.category == category), key=lambda r: r.test)

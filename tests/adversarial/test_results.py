@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness.witness import ALLOWANCE_CAP_NS
+from cluster_manager.harness.witness import ALLOWANCE_CAP_NS, CALL_SHARE
 from tests.adversarial.helpers import (
     LIMITS,
     attack,
@@ -295,12 +295,13 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
 @pytest.mark.reliability(
     "Anti-cheat",
     "patching the worker's timer class to report three quarters of every 50 ms call",
-    "ranked at no less than 50 ms minus the calibrated allowance (at most 0.2 ms)",
+    "ranked at no less than 50 ms less 1 % and the calibrated allowance (at most 0.2 ms)",
 )
 def test_shaving_a_quarter_off_every_call(identity, record_property):
     """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel:
     too little for the witness to fail the run. Expected: each ranked duration is held to
-    the harness's own clock, so the score is the real 50 ms less at most the allowance."""
+    the harness's own clock, so the score is the real 50 ms less at most 1 % of it and the
+    allowance."""
     code = (
         """
     from cluster_manager.harness import timing
@@ -313,7 +314,8 @@ def test_shaving_a_quarter_off_every_call(identity, record_property):
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert result.passed, result.message
-    assert result.score is not None and result.score >= 50e-3 - ALLOWANCE_CAP_NS / 1e9
+    bound = 50e-3 * (1 - CALL_SHARE) - ALLOWANCE_CAP_NS / 1e9
+    assert result.score is not None and result.score >= bound
 
 
 @pytest.mark.reliability(

@@ -7,6 +7,7 @@ import pytest
 from cluster_manager.harness.witness import (
     ALLOWANCE_CAP_NS,
     ALLOWANCE_FLOOR_NS,
+    CALL_SHARE,
     ECHO_FACTOR,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
@@ -101,11 +102,35 @@ def test_the_allowance_follows_the_spread_within_its_bounds():
     assert Calibration(spread_ns=5e6).allowance_ns == ALLOWANCE_CAP_NS
 
 
-def test_a_ranked_duration_may_fall_short_of_the_harness_clock_by_the_allowance_only():
-    calibration = Calibration(window_ns=50e3, spread_ns=15e3)  # allowance 30 µs
-    witness = ClockWitness(calibration)
-    # A 10 ms call seen here: whatever the worker reports, no less than 10 ms - 30 µs counts.
-    assert witness.floor_ns(10e6 + 50e3) == pytest.approx(10e6 - 30e3)
+def held(windows: list[float], durations: list[float]) -> list[float]:
+    witness = ClockWitness(Calibration(window_ns=50e3, spread_ns=15e3))  # allowance 30 µs
+    for window, duration in zip(windows, durations, strict=True):
+        witness.add_call(window, duration, ECHO)
+    return witness.held_to_clock(durations)
+
+
+def test_a_forged_report_counts_as_the_harness_clock_less_the_allowances():
+    # 10 ms calls seen here, reported as 7.5 ms: each counts 10 ms - 30 µs - 1 % of 7.5 ms.
+    ranked = held([10e6 + 50e3] * 10, [7.5e6] * 10)
+    assert ranked == [pytest.approx(10e6 - 30e3 - CALL_SHARE * 7.5e6)] * 10
+
+
+def test_honest_reports_within_the_allowances_stay_as_they_are():
+    reports = [1e6 + i for i in range(10)]
+    windows = [r + 50e3 + 25e3 for r in reports]  # 25 µs of load noise, under the 30 µs
+    assert held(windows, reports) == reports
+
+
+def test_only_the_worst_two_percent_of_windows_are_spared_as_spikes():
+    reports = [100e3] * 100
+    windows = [r + 50e3 for r in reports]
+    windows[7] += 4e6  # two preemptions of 4 and 3 ms around the call
+    windows[42] += 3e6
+    windows[60] += 1e6  # a third spike: beyond the share, so it counts
+    ranked = held(windows, reports)
+    assert ranked[7] == ranked[42] == 100e3
+    assert ranked[60] == pytest.approx(100e3 + 1e6 - 30e3 - CALL_SHARE * 100e3)
+    assert sum(r != 100e3 for r in ranked) == 1
 
 
 def test_work_moved_after_the_reply_is_counted_beyond_its_allowance():
