@@ -18,13 +18,14 @@ Two uses of that clock:
 - Ranked durations (`held_to_clock`): each is at least the harness's window less an empty
   call's, the calibration's allowance and `CALL_SHARE` of the call; the `SPIKE_SHARE` of calls
   the harness saw exceed their report most are left as reported (a preempted harness or worker
-  there, not the kernel). Work that arrived late is added back beyond its own allowance
-  (`hidden_after_timer_ns`). The allowances are fixed before the timed loop or scale with the
-  reports themselves, so whatever a submission forges, its mean ranked duration falls short of
-  the harness's clock by at most `Calibration.allowance_ns` (20 to 200 µs) and a few percent
-  (`CALL_SHARE` + `SPIKE_SHARE`), plus as much again and `TRANSFER_SHARE` of sending the
-  output for work moved after the reply. Honest reports stay as they are unless load delays
-  the harness's view of most calls by more.
+  there, not the kernel). Work that arrived late is added back beyond the same allowance,
+  `CALL_SHARE` and `TRANSFER_SHARE` of sending the output (`hidden_after_timer_ns`). The
+  allowances are fixed before the timed loop or scale with the reports themselves, so whatever
+  a submission forges, its mean ranked duration falls short of the real one by at most
+  `Calibration.allowance_ns` (20 to 200 µs) and `CALL_SHARE` + `SPIKE_SHARE` of the call, and
+  by as much again plus `TRANSFER_SHARE` of sending the output if it also moves work past its
+  reply. Honest reports stay as they are unless load delays the harness's view of most calls
+  by more.
 """
 
 from __future__ import annotations
@@ -123,10 +124,6 @@ class ClockWitness:
     _late: list[float] = field(default_factory=list)
     _impossible: int = 0
 
-    @property
-    def baseline_ns(self) -> float:
-        return self.calibration.slack_ns
-
     def add_call(self, window_ns: float, reported_ns: float, echo_ns: float) -> None:
         """One timed call: the window seen here, the worker's duration and the echo's."""
         if reported_ns > window_ns * REPORT_TOLERANCE + REPORT_MARGIN_NS:
@@ -177,7 +174,7 @@ class ClockWitness:
     @property
     def allowed_slack_ns(self) -> float:
         call = statistics.fmean(self._reported) if self._reported else 0.0
-        return max(self.baseline_ns, 0.0) + self._noise_ns + SLACK_SHARE * call
+        return max(self.calibration.slack_ns, 0.0) + self._noise_ns + SLACK_SHARE * call
 
     @property
     def allowed_transfer_ns(self) -> float:
