@@ -15,17 +15,18 @@ Two uses of that clock:
 - Verdict: reports that leave far more time unexplained than load can (`problem`) fail the run.
   Load delays single replies at random, and a busy worker waits longer for a core than the idle
   echo, so this is on means without the highest tenth, against generous allowances.
-- Ranked durations (`held_to_clock`): each is at least the harness's window less an empty
-  call's, the calibration's allowance and `CALL_SHARE` of the call; the `SPIKE_SHARE` of calls
-  the harness saw exceed their report most are left as reported (a preempted harness or worker
-  there, not the kernel). Work that arrived late is added back beyond the same allowance,
-  `CALL_SHARE` and `TRANSFER_SHARE` of sending the output (`hidden_after_timer_ns`). The
-  allowances are fixed before the timed loop or scale with the reports themselves, so whatever
-  a submission forges, its mean ranked duration falls short of the real one by at most
-  `Calibration.allowance_ns` (20 to 200 µs) and `CALL_SHARE` + `SPIKE_SHARE` of the call, and
-  by as much again plus `TRANSFER_SHARE` of sending the output if it also moves work past its
-  reply. Honest reports stay as they are unless load delays the harness's view of most calls
-  by more.
+- Ranked durations (`shortfall_ns`): their mean is held to the mean of the harness's windows
+  less a calibration call's slack and timer, the calibration's allowance and `CALL_SHARE` of
+  the call, without the `SPIKE_SHARE` of calls the harness saw exceed their report most (a
+  preempted harness or worker around the call, not the kernel). On means, so honest noise
+  either way cancels out instead of only ever adding. Work that arrived late is added back
+  beyond the same allowance, `CALL_SHARE` and `TRANSFER_SHARE` of sending the output
+  (`hidden_after_timer_ns`). The allowances are fixed before the timed loop or scale with the
+  reports themselves, so whatever a submission forges, its mean ranked duration falls short of
+  the real one by at most `Calibration.allowance_ns` (20 to 200 µs) and `CALL_SHARE` +
+  `SPIKE_SHARE` of the call, and by as much again plus `TRANSFER_SHARE` of sending the output
+  if it also moves work past its reply. Honest means stay as reported unless load delays the
+  harness's view of the calls by more than that on average.
 """
 
 from __future__ import annotations
@@ -49,8 +50,8 @@ SLACK_MARGIN_NS = 500_000.0
 ECHO_QUANTILE = 0.9
 # Load slows sending an output more than the estimate taken once at the start of the case.
 TRANSFER_FACTOR = 5.0
-# The floor under ranked durations: honest empty calls' windows stray this many times their
-# spread (90th percentile minus median) above the median, within a floor and a cap.
+# The floor under ranked durations: honest calls' slack strays this many times its spread
+# (90th percentile minus median) above the median, within a floor and a cap.
 NOISE_FACTOR = 2.0
 SPREAD_QUANTILE = 0.9
 ALLOWANCE_FLOOR_NS = 20_000.0
@@ -86,23 +87,25 @@ def trimmed_mean(values: list[float]) -> float:
 
 @dataclass(frozen=True)
 class Calibration:
-    """Honest, empty timed calls, measured before any worker imported the submission."""
+    """Honest timed calls of our own, measured before any worker imported the submission."""
 
-    slack_ns: float = 0.0  # what the witness sees beyond the report: the way there and back
+    slack_ns: float = 0.0  # what the witness sees beyond a report: the way there and back
     timer_ns: float = 0.0  # what the timer itself adds to every call it reports
-    window_ns: float = 0.0  # an empty call's window: zero on the harness's clock
-    spread_ns: float = 0.0  # how far honest empty windows stray above it (p90 - median)
+    spread_ns: float = 0.0  # how far honest slack strays above its median (p90 - median)
 
     @classmethod
-    def of_calls(cls, windows: list[float], reported: list[float], *, timer: bool) -> Calibration:
-        """`timer`: the report of an empty call is the timer's own cost (one rank); with
-        several ranks it is a barrier, part of what their timings mean."""
-        window = statistics.median(windows)
+    def of_calls(
+        cls, *, empty: list[float], busy: list[tuple[float, float]], timer: bool
+    ) -> Calibration:
+        """`empty`: the reports of empty calls, the timer's own cost (one rank; with several
+        ranks they are a barrier, part of what their timings mean: `timer` False). `busy`:
+        windows and reports of calls that wait a while, as real ones do."""
+        slack = [window - reported for window, reported in busy]
+        median = statistics.median(slack)
         return cls(
-            slack_ns=statistics.median(w - r for w, r in zip(windows, reported, strict=True)),
-            timer_ns=statistics.median(reported) if timer else 0.0,
-            window_ns=window,
-            spread_ns=_quantile(windows, SPREAD_QUANTILE) - window,
+            slack_ns=median,
+            timer_ns=statistics.median(empty) if timer else 0.0,
+            spread_ns=_quantile(slack, SPREAD_QUANTILE) - median,
         )
 
     @property
@@ -140,21 +143,20 @@ class ClockWitness:
         share = min(1.0, size / self.transfer_bytes) if self.transfer_bytes else 1.0
         self._late.append(elapsed_ns - self.transfer_ns * share)
 
-    def held_to_clock(self, durations: Sequence[float]) -> list[float]:
-        """The calls' `durations` (as reported, one per call added) as ranked: each at least
-        the harness's window less an empty call's, the allowance and `CALL_SHARE` of itself,
-        but for the `SPIKE_SHARE` of calls whose window exceeds that most."""
-        zero, allowance = self.calibration.window_ns, self.calibration.allowance_ns
-        floors = [
-            window - zero - allowance - CALL_SHARE * duration
+    def shortfall_ns(self, durations: Sequence[float]) -> float:
+        """How far the mean of the calls' `durations` (as reported, one per call added) falls
+        short of the harness's clock: each call's window less the calibrated slack and timer,
+        the allowance and `CALL_SHARE` of the call, averaged without the `SPIKE_SHARE` of
+        calls that exceed it most."""
+        # A duration excludes the timer's cost; the slack is measured on reports that include it.
+        zero = self.calibration.slack_ns + self.calibration.timer_ns
+        allowance = self.calibration.allowance_ns
+        excess = sorted(
+            window - zero - allowance - (1 + CALL_SHARE) * duration
             for window, duration in zip(self._windows, durations, strict=True)
-        ]
-        by_excess = sorted(range(len(floors)), key=lambda i: durations[i] - floors[i])
-        spared = set(by_excess[: int(len(floors) * SPIKE_SHARE)])
-        return [
-            duration if i in spared else max(duration, floor)
-            for i, (duration, floor) in enumerate(zip(durations, floors, strict=True))
-        ]
+        )
+        kept = excess[: len(excess) - int(len(excess) * SPIKE_SHARE)]
+        return max(0.0, statistics.fmean(kept)) if kept else 0.0
 
     def hidden_after_timer_ns(self) -> float:
         """Work each call moved past its reply, as far as the outputs' arrival shows it beyond

@@ -14,6 +14,7 @@ import contextlib
 import gc
 import io
 import struct
+import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing.connection import Connection
@@ -34,6 +35,7 @@ ECHO_GIVE = b"\x02"
 # How allocators word running out of memory (torch CPU, CUDA, HIP).
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 _PLAIN = (int, float, complex, bool, str, bytes, type(None))
+_clock = time.perf_counter_ns
 
 # What a step sends back: a message, or a timed call's duration in nanoseconds.
 Reply = dict[str, Any] | float
@@ -105,6 +107,12 @@ def compact(output: Any) -> Any:
     return output
 
 
+def _busy_wait(ns: int) -> None:
+    end = _clock() + ns
+    while _clock() < end:
+        pass
+
+
 def generate(args: Case, rank: int | None) -> Any:
     from reference import generate_input  # type: ignore[import-not-found]
 
@@ -140,13 +148,15 @@ class Worker:
         self, args: Case, rank: int, world_size: int | None, port: int, calibration: bool
     ) -> dict[str, Any]:
         """Imports the submission (once), joins the ranks' group and generates the case. For
-        a calibration it joins the group but keeps the empty kernel: nothing is imported."""
+        a calibration it joins the group and times a busy wait of ours, empty until `busy`
+        says how long: nothing is imported."""
         self._args = dict(args)
         self._distributed = world_size is not None
         self._rank = rank if self._distributed else None
         if self._distributed:
             self._join(rank, world_size or 1, port)
         if calibration:
+            self._kernel, self._argument = _busy_wait, 0
             return {"ok": True}
         from submission import custom_kernel  # type: ignore[import-not-found]
 
@@ -172,6 +182,11 @@ class Worker:
         # objects) takes milliseconds; timed calls should only pay for their own garbage.
         gc.collect()
         gc.freeze()
+        return {"ok": True}
+
+    def busy(self, ns: int) -> dict[str, Any]:
+        """A calibration's timed calls busy-wait `ns` from now on."""
+        self._argument = ns
         return {"ok": True}
 
     def prepare(self, seed: int | None) -> dict[str, Any]:
@@ -260,6 +275,7 @@ def serve(connection: Connection) -> None:
         "call": worker.call,
         "warm_up": worker.warm_up,
         "prepare": worker.prepare,
+        "busy": worker.busy,
         "run": worker.run,
         "profile": worker.profile,
         "close": worker.close,
