@@ -105,7 +105,7 @@ def shortfall(windows: list[float], durations: list[float]) -> float:
     witness = ClockWitness(Calibration(slack_ns=50e3, spread_ns=15e3))  # allowance 30 µs
     for window, duration in zip(windows, durations, strict=True):
         witness.add_call(window, duration, ECHO)
-    return witness.shortfall_ns(durations)
+    return witness.shortfall_ns()
 
 
 def test_forged_reports_are_held_to_the_harness_clock_less_the_allowances():

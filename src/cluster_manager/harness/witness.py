@@ -32,7 +32,6 @@ Two uses of that clock:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 # What the slack may reach beyond the calibration: on a loaded CPU host an honest
@@ -143,17 +142,16 @@ class ClockWitness:
         share = min(1.0, size / self.transfer_bytes) if self.transfer_bytes else 1.0
         self._late.append(elapsed_ns - self.transfer_ns * share)
 
-    def shortfall_ns(self, durations: Sequence[float]) -> float:
-        """How far the mean of the calls' `durations` (as reported, one per call added) falls
-        short of the harness's clock: each call's window less the calibrated slack and timer,
-        the allowance and `CALL_SHARE` of the call, averaged without the `SPIKE_SHARE` of
-        calls that exceed it most."""
-        # A duration excludes the timer's cost; the slack is measured on reports that include it.
-        zero = self.calibration.slack_ns + self.calibration.timer_ns
+    def shortfall_ns(self) -> float:
+        """How far the mean of the reported durations (less the timer's cost) falls short of
+        the harness's clock: each call's window less the calibrated slack and timer, the
+        allowance and `CALL_SHARE` of the call, averaged without the `SPIKE_SHARE` of calls
+        that exceed it most."""
+        timer, slack = self.calibration.timer_ns, self.calibration.slack_ns
         allowance = self.calibration.allowance_ns
         excess = sorted(
-            window - zero - allowance - (1 + CALL_SHARE) * duration
-            for window, duration in zip(self._windows, durations, strict=True)
+            window - slack - timer - allowance - (1 + CALL_SHARE) * max(reported - timer, 0.0)
+            for window, reported in zip(self._windows, self._reported, strict=True)
         )
         kept = excess[: len(excess) - int(len(excess) * SPIKE_SHARE)]
         return max(0.0, statistics.fmean(kept)) if kept else 0.0
