@@ -60,27 +60,25 @@ def test_wait_takes_timeouts_beyond_what_poll_accepts_at_once():
         proc.wait()
 
 
-def test_run_tree_times_out_a_process_that_outlives_its_timeout(tmp_path: Path):
-    result = process.run_tree(
-        [sys.executable, "-c", "import time; print('started', flush=True); time.sleep(30)"],
+def _run_tree(tmp_path: Path, code: str, timeout: float) -> process.ProcessResult:
+    return process.run_tree(
+        [sys.executable, "-c", code],
         cwd=tmp_path,
         env=dict(os.environ),
-        timeout=1.0,
+        timeout=timeout,
         output_cap=1024,
         limits=process.Limits(),
     )
+
+
+def test_run_tree_times_out_a_process_that_outlives_its_timeout(tmp_path: Path):
+    code = "import time; print('started', flush=True); time.sleep(30)"
+    result = _run_tree(tmp_path, code, timeout=1.0)
     assert result.timed_out and result.exit_code is None
     assert 1.0 <= result.duration_s < 10
     assert "started" in result.stdout
 
 
 def test_run_tree_returns_the_exit_status_of_a_quick_process(tmp_path: Path):
-    result = process.run_tree(
-        [sys.executable, "-c", "raise SystemExit(3)"],
-        cwd=tmp_path,
-        env=dict(os.environ),
-        timeout=30,
-        output_cap=1024,
-        limits=process.Limits(),
-    )
+    result = _run_tree(tmp_path, "raise SystemExit(3)", timeout=30)
     assert not result.timed_out and result.exit_code == 3
