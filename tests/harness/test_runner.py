@@ -235,6 +235,25 @@ def test_memory_bomb_is_a_memory_limit(identity_task, record_property):
     "writing 2 MB to stdout from the kernel",
     "passed; captured stdout capped under 17 KiB, keeping its end",
 )
+@pytest.mark.parametrize(("ours", "theirs"), [(None, "PASSIVE"), ("ACTIVE", "ACTIVE")])
+def test_openmp_threads_wait_passively_unless_the_host_says_otherwise(
+    identity_task, monkeypatch, ours, theirs
+):
+    if ours is None:
+        monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    else:
+        monkeypatch.setenv("OMP_WAIT_POLICY", ours)
+    code = """
+    import os
+    print("policy:", os.environ.get("OMP_WAIT_POLICY"), flush=True)
+    def custom_kernel(data):
+        return data.clone()
+    """
+    result = run_code(identity_task, code)
+    assert result.passed, result.message
+    assert f"policy: {theirs}" in result.phases[0].stdout
+
+
 def test_output_is_captured_but_capped(identity_task, record_property):
     code = """
     import sys

@@ -86,6 +86,7 @@ ENV_ALLOWLIST = (
     "PYTHONPATH",
     "VIRTUAL_ENV",
     "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
 )
 
 Progress = Callable[[dict[str, Any]], None]
@@ -118,6 +119,9 @@ def _child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str
         PYTHONNOUSERSITE="1",
         **{protocol.ENV_GPUS: str(request.gpu_count)},
     )
+    # OpenMP threads (torch's intra-op pool) otherwise spin for a while after each parallel
+    # region, holding cores that the harness and the next step wait for.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     if sandbox.isolation.user is not None:
         # The sandbox user may have no passwd entry; getpass.getuser() reads these first.
         env.update(USER="sandbox", LOGNAME="sandbox")
