@@ -7,14 +7,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cluster_manager.core.models import RunRequest, RunResult, Verdict
+from cluster_manager.core.sandboxing import FULL, SANDBOX_KEY
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 
+# What a runner reports after a fully sandboxed run: only such runs are ranked.
+SANDBOXED = {SANDBOX_KEY: FULL}
+
 
 def passing(request: RunRequest) -> RunResult:
     score = 0.001 if request.mode.value == "leaderboard" else None
-    return RunResult(True, Verdict.PASSED, request.mode, "ok", score=score)
+    return RunResult(True, Verdict.PASSED, request.mode, "ok", score=score, system=SANDBOXED)
 
 
 @dataclass

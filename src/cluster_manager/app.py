@@ -36,7 +36,10 @@ class App:
     def scheduler(
         self, config: SchedulerConfig | None = None, *, submission_ids: set[int] | None = None
     ) -> Scheduler:
-        config = config or SchedulerConfig(limits=local_limits(self.settings))
+        config = config or SchedulerConfig(
+            limits=local_limits(self.settings),
+            allow_unsandboxed_ranking=self.settings.allow_unsandboxed_ranking,
+        )
         return Scheduler(
             self.pool,
             self.registry,

@@ -48,6 +48,8 @@ class SchedulerConfig:
     poll_s: float = 1.0
     max_attempts: int = 3
     limits: Limits = field(default_factory=Limits)
+    # Rank scores of runs that were not fully sandboxed (core.sandboxing); off by default.
+    allow_unsandboxed_ranking: bool = False
 
 
 IN_FLIGHT = (JobState.CLAIMED, JobState.DISPATCHED)  # states a lease covers
@@ -337,7 +339,13 @@ class Scheduler:
 
     async def _record(self, job: Job, result: RunResult) -> None:
         async with self.pool.acquire() as conn:
-            written = await run_store.record_run(conn, job=job, owner=self.owner, result=result)
+            written = await run_store.record_run(
+                conn,
+                job=job,
+                owner=self.owner,
+                result=result,
+                allow_unsandboxed=self.config.allow_unsandboxed_ranking,
+            )
             if written:
                 await sub_store.refresh_status(conn, job.submission_id)
         if written:

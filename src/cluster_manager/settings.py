@@ -36,6 +36,9 @@ class Settings:
     # Address-space cap for local runs (MiB); None leaves it to the machine.
     local_memory_limit_mb: int | None = 8192
     compile_timeout_s: float = 120.0
+    # Rank scores of runs the runner could not fully sandbox (core.sandboxing). Off: such a
+    # score is stored and shown to its owner and admins, but kept out of the rankings.
+    allow_unsandboxed_ranking: bool = False
 
 
 def _int_or_none(raw: str | None, name: str, default: int | None) -> int | None:
@@ -80,6 +83,15 @@ def _positive_int(raw: str | None, name: str, default: int | None) -> int | None
     if value <= 0:
         raise ClusterManagerError(f"{name} must be a positive whole number, got {raw!r}")
     return value
+
+
+def _flag(raw: str | None, name: str) -> bool:
+    text = (raw or "").strip().lower()
+    if text in {"", "0", "false", "no", "off"}:
+        return False
+    if text in {"1", "true", "yes", "on"}:
+        return True
+    raise ClusterManagerError(f"{name} must be 1 or 0, got {raw!r}")
 
 
 def load_settings(
@@ -134,6 +146,10 @@ def load_settings(
             defaults.local_memory_limit_mb,
         ),
         compile_timeout_s=compile_timeout,
+        allow_unsandboxed_ranking=_flag(
+            values.get("CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"),
+            "CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING",
+        ),
     )
 
 

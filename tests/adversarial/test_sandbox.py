@@ -18,8 +18,8 @@ import pytest
 
 from cluster_manager.core.models import Limits, Mode, Verdict
 from cluster_manager.core.task import load_task
-from cluster_manager.harness import process
 from cluster_manager.launchers.local import LocalLauncher
+from cluster_manager.sandbox import process
 from tests.adversarial.helpers import (
     LIMITS,
     SECRET,

@@ -10,6 +10,7 @@ from cluster_manager.scheduler import Scheduler
 from cluster_manager.service import Submitter
 from tests.conftest import CORRECT
 from tests.discord.conftest import FAST, IDENTITY, Member, create_board
+from tests.fakes import SANDBOXED
 
 
 async def test_autocomplete_suggests_leaderboards_by_prefix(harness, app, clock):
@@ -64,7 +65,8 @@ def _scored(request: RunRequest) -> RunResult:
     """Each user's code names its score: `# score N`."""
     score = int(re.search(r"# score (\d+)", request.submission_code)[1]) / 1e6
     ranked = request.mode is Mode.LEADERBOARD
-    return RunResult(True, Verdict.PASSED, request.mode, "ok", score=score if ranked else None)
+    score = score if ranked else None
+    return RunResult(True, Verdict.PASSED, request.mode, "ok", score=score, system=SANDBOXED)
 
 
 async def rank_users(app, fake_launcher, count: int) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.harness import process
+from cluster_manager.sandbox import process
 
 
 def _sleeper(seconds: float) -> subprocess.Popen[bytes]:

@@ -57,7 +57,8 @@ def run_here(
     Without `sandbox` the task runs as the caller, with their network and files: it is their
     own code, and what it writes (debug dumps, say) stays where they can see it.
     """
-    from cluster_manager.harness import process, runner
+    from cluster_manager.harness import runner
+    from cluster_manager.sandbox import process
 
     process.become_subreaper()  # what the task's processes leave behind is ours to kill
     process.kill_everything_on_sigterm()

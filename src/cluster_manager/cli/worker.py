@@ -34,7 +34,11 @@ def worker_command(settings: Settings, lease: float, poll: float) -> None:
 
     async def body(app: App) -> None:
         config = SchedulerConfig(
-            lease_s=lease, heartbeat_s=lease / 3, poll_s=poll, limits=local_limits(settings)
+            lease_s=lease,
+            heartbeat_s=lease / 3,
+            poll_s=poll,
+            limits=local_limits(settings),
+            allow_unsandboxed_ranking=settings.allow_unsandboxed_ranking,
         )
         scheduler = app.scheduler(config)
         stop = asyncio.Event()

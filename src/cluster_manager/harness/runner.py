@@ -24,22 +24,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import getpass
-import importlib.util
-import itertools
 import json
 import math
 import os
-import pwd
 import shutil
-import site
-import stat
 import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -55,22 +48,21 @@ from cluster_manager.core.models import (
 from cluster_manager.core.payload import decode_payload
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.verdicts import judge_phase
-from cluster_manager.harness import process
 from cluster_manager.harness.sysinfo import system_info
+from cluster_manager.sandbox import process
+from cluster_manager.sandbox.plan import (
+    HOME_DIR,
+    TMP_DIR,
+    Sandbox,
+    fresh_private_dirs,
+    plan_sandbox,
+    share,
+    unsandboxed,
+)
 
 BUILTIN_HARNESS = ("-m", "cluster_manager.harness.evaluate")
 CUDA_BINARY = "eval.out"
-HOME_DIR = ".home"
-TMP_DIR = ".tmp"
-# Sandbox user ids: far above accounts and container ranges, then the runner's pid (< 2**22)
-# and one of 64 slots for runs in the same process, below 2**31: concurrent runs never share
-# one, so `kill(-1)` as it reaches only this run.
-SANDBOX_UID_BASE = 0x7000_0000
-SANDBOX_SLOTS = 64
-PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm")  # noqa: S108 - replaced by empty tmpfs
-GPU_DEVICES = (("/dev", "nvidia*"), ("/dev", "kfd"), ("/dev/dri", "*"))
 CPU_MARGIN_S = 10.0
-NO_USER = "no unprivileged user id is mapped in this user namespace"
 # Only these variables reach the task's main: tokens and secrets in ours never do.
 ENV_ALLOWLIST = (
     "PATH",
@@ -90,7 +82,6 @@ ENV_ALLOWLIST = (
 )
 
 Progress = Callable[[dict[str, Any]], None]
-_slots = itertools.count()
 
 
 def _safe_path(root: Path, name: str) -> Path:
@@ -122,215 +113,10 @@ def _child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str
     # OpenMP threads (torch's intra-op pool) otherwise spin for a while after each parallel
     # region, holding cores that the harness and the next step wait for.
     env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if sandbox.isolation.user is not None:
+    if sandbox.user is not None:
         # The sandbox user may have no passwd entry; getpass.getuser() reads these first.
         env.update(USER="sandbox", LOGNAME="sandbox")
     return env
-
-
-# --- the sandbox ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Sandbox:
-    isolation: process.Isolation = field(default_factory=process.Isolation)
-    info: dict[str, str] = field(default_factory=dict)  # goes into RunResult.system
-
-
-def _sandbox_user() -> tuple[int, int, bool] | None:
-    """A user id of this run's own when the id map allows it, else the shared `nobody`."""
-    uid = SANDBOX_UID_BASE + os.getpid() * SANDBOX_SLOTS + next(_slots) % SANDBOX_SLOTS
-    if _mapped("uid_map", uid) and _mapped("gid_map", uid):
-        return uid, uid, True
-    try:
-        nobody = pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    if _mapped("uid_map", nobody.pw_uid) and _mapped("gid_map", nobody.pw_gid):
-        return nobody.pw_uid, nobody.pw_gid, False
-    return None
-
-
-def _mapped(map_name: str, value: int) -> bool:
-    """Inside a user namespace only the mapped ids exist; setuid to another one fails."""
-    try:
-        lines = Path(f"/proc/self/{map_name}").read_text().splitlines()
-    except OSError:
-        return False
-    for line in lines:
-        inside, _, count = (int(x) for x in line.split())
-        if inside <= value < inside + count:
-            return True
-    return False
-
-
-def _needed_paths(workdir: Path) -> list[str]:
-    """What the sandbox user must reach: the interpreter, its packages, torch, CUDA, the run."""
-    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *site.getsitepackages()]
-    paths.append(str(Path(__file__).resolve().parents[2]))  # the tree holding cluster_manager
-    paths.extend(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)
-    torch = importlib.util.find_spec("torch")
-    if torch is not None and torch.submodule_search_locations:
-        paths.extend(str(Path(p).parent) for p in torch.submodule_search_locations)
-    paths.extend(os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if k in os.environ)
-    paths.append(str(workdir))
-    return sorted({str(Path(p).resolve()) for p in paths if Path(p).exists()})
-
-
-def _may(path: str, uid: int, gid: int, bits: int) -> bool:
-    """Mode bits only (as for a user that is neither root nor in any supplementary group)."""
-    info = Path(path).stat()
-    shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
-    return (info.st_mode >> shift) & bits == bits
-
-
-def _blocked_ancestor(path: str, uid: int, gid: int) -> str | None:
-    parts = Path(path).parts
-    for depth in range(1, len(parts)):
-        ancestor = str(Path(*parts[:depth]))
-        if not _may(ancestor, uid, gid, 0o1):
-            return ancestor
-    return None
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
-    kept: list[str] = []
-    for path in sorted(paths):
-        if not any(_under(path, k) for k in kept):
-            kept.append(path)
-    return tuple(kept)
-
-
-def _readable(path: str, uid: int, gid: int) -> bool:
-    return _may(path, uid, gid, 0o5 if Path(path).is_dir() else 0o4)
-
-
-def _reachable(paths: list[str], uid: int, gid: int) -> bool:
-    return all(_blocked_ancestor(p, uid, gid) is None and _readable(p, uid, gid) for p in paths)
-
-
-def _plan_masks(
-    paths: list[str], uid: int, gid: int, private_bytes: int
-) -> tuple[process.Mask, ...] | None:
-    """Private dirs get an empty tmpfs; a closed directory on the way to a needed path (say a
-    Python under /root) is replaced by one holding just that path. None: a path stays closed."""
-    private = [str(Path(d).resolve()) for d in PRIVATE_DIRS if Path(d).is_dir()]
-    keep: dict[str, set[str]] = {d: set() for d in private}
-    for path in paths:
-        anchor = next((d for d in private if _under(path, d)), None)
-        anchor = anchor or _blocked_ancestor(path, uid, gid)
-        if anchor == path or not _readable(path, uid, gid):
-            return None
-        if anchor is not None:
-            keep.setdefault(anchor, set()).add(path)
-    return tuple(
-        process.Mask(
-            path=anchor,
-            mode=0o1777 if anchor in private else 0o755,
-            size_bytes=private_bytes if anchor in private else 1 << 20,
-            keep=_outermost(kept),
-        )
-        for anchor, kept in sorted(keep.items())
-    )
-
-
-def _plan_sandbox(workdir: Path) -> Sandbox:
-    """As much of the sandbox as this machine allows; `info` says what it got, and why not."""
-    network_error = process.probe(process.Isolation(network=True))
-    network_error = network_error and f"network: {network_error}"
-    if os.geteuid() != 0:
-        info = _sandbox_info(network_error is None, _user_name(), False, [network_error])
-        return Sandbox(process.Isolation(network=network_error is None), info)
-    identity = _sandbox_user()
-    if identity is None:
-        info = _sandbox_info(network_error is None, "root", False, [network_error, NO_USER])
-        return Sandbox(process.Isolation(network=network_error is None), info)
-    return _plan_as_root(workdir, identity, network_error)
-
-
-def _plan_as_root(
-    workdir: Path, identity: tuple[int, int, bool], network_error: str | None
-) -> Sandbox:
-    uid, gid, private_user = identity
-    _hand_over(workdir, uid, gid)
-    paths = _needed_paths(workdir)
-    masks = _plan_masks(paths, uid, gid, process.Limits().file_bytes)
-    mounts_error = "the sandbox user cannot reach Python, torch or the run directory"
-    if masks is not None:
-        mounts_error = process.probe(process.Isolation(masks=masks, hide_processes=True))
-        mounts_error = mounts_error and f"mounts: {mounts_error}"
-    mounts = masks is not None and mounts_error is None
-    # Without our mounts the user can still switch if everything it needs is open to it.
-    user = (uid, gid) if mounts or _reachable(paths, uid, gid) else None
-    isolation = process.Isolation(
-        user=user,
-        groups=_device_groups() if user is not None else (),
-        private_user=private_user and user is not None,
-        network=network_error is None,
-        masks=(masks or ()) if mounts else (),
-        hide_processes=mounts,
-    )
-    name = "root" if user is None else f"uid {uid}" if private_user else "nobody"
-    errors = [network_error, mounts_error]
-    return Sandbox(isolation, _sandbox_info(network_error is None, name, mounts, errors))
-
-
-def _device_groups() -> tuple[int, ...]:
-    """Groups that open GPU device nodes closed to others (ROCm's `render`, say): the sandbox
-    user joins those, and no other group."""
-    groups = set()
-    for directory, pattern in GPU_DEVICES:
-        for device in Path(directory).glob(pattern):
-            mode = device.stat().st_mode
-            if mode & 0o006 != 0o006 and mode & 0o060 == 0o060:
-                groups.add(device.stat().st_gid)
-    return tuple(sorted(groups))
-
-
-def _user_name() -> str:
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError):
-        return f"uid {os.geteuid()}"
-
-
-def _sandbox_info(
-    network: bool, user: str, private_fs: bool, errors: list[str | None]
-) -> dict[str, str]:
-    info = {
-        "network": "isolated" if network else "shared",
-        "user": user,
-        "filesystem": "private" if private_fs else "shared",
-    }
-    if any(errors):
-        info["sandbox_error"] = "; ".join(e for e in errors if e)
-    return info
-
-
-def _hand_over(workdir: Path, uid: int, gid: int) -> None:
-    """The run directory stays root's: readable by the sandbox user (its group), not writable,
-    so nothing it plants there (a module shadowing ours) reaches the next phase. Only HOME and
-    TMPDIR are its own."""
-    for path in workdir.rglob("*"):
-        if path.is_dir() and not path.is_symlink():
-            path.chmod(0o755)  # inside a directory only root and the sandbox may enter
-        elif path.is_file() and not path.is_symlink():
-            _share(path)
-    for name in (HOME_DIR, TMP_DIR):
-        os.chown(workdir / name, uid, gid)
-        (workdir / name).chmod(0o700)
-    os.chown(workdir, 0, gid)
-    workdir.chmod(0o750)
-
-
-def _share(path: Path, executable: bool = False) -> None:
-    """Root's file, readable by whoever may enter the run directory."""
-    os.chown(path, 0, 0)
-    path.chmod(0o755 if executable or path.stat().st_mode & stat.S_IXUSR else 0o644)
 
 
 def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.Limits:
@@ -341,7 +127,7 @@ def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.Li
     # RLIMIT_NPROC counts every process of the user: it can only apply to a user of our own.
     # Threads count too: torch starts about one per core in every process.
     processes = None
-    if sandbox.isolation.user is not None:
+    if sandbox.user is not None:
         processes = request.limits.processes or 256 + 64 * cpus
     return process.Limits(
         memory_bytes=request.limits.memory_bytes,
@@ -356,7 +142,7 @@ def compile_cuda(
     request: RunRequest, workdir: Path, env: dict[str, str], sandbox: Sandbox | None = None
 ) -> CompileOutcome:
     """Compiles as the sandbox user into its TMPDIR; the binary then becomes root's, read-only."""
-    sandbox = sandbox or Sandbox()
+    sandbox = sandbox or unsandboxed()
     cuda = request.task.cuda
     assert cuda is not None
     built = f"{TMP_DIR}/{CUDA_BINARY}"
@@ -372,7 +158,7 @@ def compile_cuda(
     if shutil.which(command[0], path=env.get("PATH")) is None:
         return CompileOutcome(False, tuple(command), f"{command[0]} not found on PATH", 0.0)
     result = process.run_tree(
-        command,
+        sandbox.wrap(command),
         cwd=workdir,
         env=env,
         timeout=request.limits.compile_timeout,
@@ -382,8 +168,8 @@ def compile_cuda(
     )
     if result.exit_code == 0 and (workdir / built).is_file():
         (workdir / built).replace(workdir / CUDA_BINARY)
-        if sandbox.isolation.user is not None:
-            _share(workdir / CUDA_BINARY, executable=True)  # the submission cannot swap it
+        if sandbox.user is not None:
+            share(workdir / CUDA_BINARY, executable=True)  # the submission cannot swap it
     output = (result.stdout + result.stderr).strip()
     if result.timed_out:
         output += f"\ncompilation exceeded {request.limits.compile_timeout:g} s"
@@ -413,18 +199,19 @@ def run_phase(
     env: dict[str, str],
     sandbox: Sandbox | None = None,
 ) -> PhaseOutcome:
-    sandbox = sandbox or Sandbox()
+    sandbox = sandbox or unsandboxed()
     tests_file = f".cases-{phase.mode}.txt"
     (workdir / tests_file).write_text(protocol.format_tests_file(phase.cases), encoding="utf-8")
-    if sandbox.isolation.user is not None:
-        _share(workdir / tests_file)
+    if sandbox.user is not None:
+        share(workdir / tests_file)
+    fresh_private_dirs(workdir, sandbox)
     timeout = request.task.timeout_for(phase.mode)
     phase_env = dict(env)
     phase_env[protocol.ENV_TIME_BUDGET] = f"{timeout * 0.8:g}"
     if phase.secret and request.secret_seed is not None:
         phase_env[protocol.ENV_SEED] = str(request.secret_seed)
     result = process.run_tree(
-        _main_command(request, phase.mode, tests_file),
+        sandbox.wrap(_main_command(request, phase.mode, tests_file)),
         cwd=workdir,
         env=phase_env,
         timeout=timeout + request.limits.grace,
@@ -500,8 +287,8 @@ def run(
             materialise(request, workdir)
             for name in (HOME_DIR, TMP_DIR):
                 (workdir / name).mkdir(mode=0o700)
-            sandbox = _plan_sandbox(workdir) if isolate else Sandbox()
-            system.update(sandbox.info or _sandbox_info(False, _user_name(), False, []))
+            sandbox = plan_sandbox(workdir) if isolate else unsandboxed()
+            system.update(sandbox.info)
             env = _child_env(workdir, request, sandbox)
             durations["materialise"] = round(time.monotonic() - began, 3)
             compilation = None
@@ -568,6 +355,15 @@ def _total(durations: dict[str, float], began: float) -> dict[str, float]:
     return {**durations, "total": round(time.monotonic() - began, 3)}
 
 
+def _take(path: Path) -> str:
+    """Reads the payload file and removes it: the secret seed stays on disk no longer than
+    it must, and no later process (the submission's included) can find it there."""
+    try:
+        return path.read_text("utf-8")
+    finally:
+        path.unlink(missing_ok=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Run one request and write its RunResult JSON.")
     source = parser.add_mutually_exclusive_group()
@@ -589,7 +385,7 @@ def main(argv: list[str] | None = None) -> int:
     process.kill_everything_on_sigterm()
     try:
         if args.payload:
-            request = decode_payload(Path(args.payload).read_text("utf-8"))
+            request = decode_payload(_take(Path(args.payload)))
         else:
             raw = sys.stdin.read() if args.request == "-" else Path(args.request).read_text("utf-8")
             request = RunRequest.from_json(json.loads(raw))

@@ -6,12 +6,23 @@ import asyncpg
 
 from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
+from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.database import Executor
 
 
-async def record_run(conn: asyncpg.Connection, *, job: Job, owner: str, result: RunResult) -> bool:
+async def record_run(
+    conn: asyncpg.Connection,
+    *,
+    job: Job,
+    owner: str,
+    result: RunResult,
+    allow_unsandboxed: bool = False,
+) -> bool:
     """Stores the job's result and updates the ranking, all or nothing.
+
+    A ranked pair whose runs were not both fully sandboxed is stored but not ranked, unless
+    the operator allows it (`allow_unsandboxed`).
 
     Returns False (and writes nothing) when this owner no longer holds the job, e.g. because
     another worker took it over and already recorded it: results are written exactly once.
@@ -52,15 +63,17 @@ async def record_run(conn: asyncpg.Connection, *, job: Job, owner: str, result: 
         if inserted is None:
             return False
         if job.mode is Mode.LEADERBOARD:
-            await _rank_pair(conn, job, submission)
+            await _rank_pair(conn, job, submission, allow_unsandboxed)
     return True
 
 
-async def _rank_pair(conn: asyncpg.Connection, job: Job, submission: asyncpg.Record) -> None:
+async def _rank_pair(
+    conn: asyncpg.Connection, job: Job, submission: asyncpg.Record, allow_unsandboxed: bool
+) -> None:
     """Ranks the public score once both it and the secret re-run passed on this GPU."""
     pair = await conn.fetch(
         """
-        SELECT secret, passed, score FROM runs
+        SELECT secret, passed, score, system FROM runs
         WHERE submission_id = $1 AND gpu = $2 AND mode = 'leaderboard'
         """,
         job.submission_id,
@@ -71,6 +84,10 @@ async def _rank_pair(conn: asyncpg.Connection, job: Job, submission: asyncpg.Rec
     if public is None or secret is None or not public["passed"] or not secret["passed"]:
         return
     if public["score"] is None:
+        return
+    if any(
+        ranking_hold(r["system"], allow_unsandboxed=allow_unsandboxed) for r in (public, secret)
+    ):
         return
     await conn.execute(
         """

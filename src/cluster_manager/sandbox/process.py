@@ -165,6 +165,8 @@ class Isolation:
     network: bool = False  # a network namespace of its own, with only loopback up
     masks: tuple[Mask, ...] = ()  # needs root
     hide_processes: bool = False  # /proc shows only processes the tree may inspect
+    # False: the tree becomes `user` by itself (inside bubblewrap); it is still killed as it.
+    switch_user: bool = True
 
 
 def _check(result: int, what: str) -> None:
@@ -268,7 +270,7 @@ def _sandbox_child(limits: Limits, isolation: Isolation, cwd: Path) -> Callable[
         _set_limits(limits)
         _enter_namespaces(isolation)
         os.chdir(cwd)  # through the new mounts, if any
-        if isolation.user is not None:
+        if isolation.user is not None and isolation.switch_user:
             _become(*isolation.user, isolation.groups)
             die_with_parent()  # a change of credentials clears the parent-death signal
             if os.getppid() != parent:

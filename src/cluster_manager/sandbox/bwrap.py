@@ -1,0 +1,120 @@
+"""Applies a `SandboxSpec` with bubblewrap (Debian/Ubuntu package `bubblewrap`).
+
+bubblewrap builds a new root from the listed paths only, in new mount, PID, network, IPC and
+UTS namespaces, and dies with its parent. As root it needs no user namespace, and the tree
+switches to the run's own user with `setpriv` after the mounts; as an ordinary user it runs in
+an unprivileged user namespace, which it then forbids the tree to nest.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from pathlib import PurePosixPath
+
+from cluster_manager.sandbox.spec import SandboxSpec, View
+
+NAMESPACES = (
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+)
+PROBE_TIMEOUT_S = 10
+
+
+def bwrap_path() -> str | None:
+    return shutil.which("bwrap")
+
+
+def setpriv_path() -> str | None:
+    return shutil.which("setpriv")
+
+
+def _depth(path: str) -> int:
+    return path.rstrip("/").count("/")
+
+
+def _ancestors(view: View) -> list[str]:
+    """Directories on the way to what is bound, which bubblewrap would create closed (0700):
+    the sandbox user must pass through them, say /root on the way to a Python under it."""
+    targets = [*view.read_only, *view.writable, *(t for t, _ in view.files)]
+    covered = [*view.read_only, *view.private, *(p for p, _ in view.symlinks), "/dev", "/proc"]
+    found: set[str] = set()
+    for target in targets:
+        for parent in PurePosixPath(target).parents:
+            path = str(parent)
+            if path != "/" and not any(_within(path, c) for c in covered):
+                found.add(path)
+    return sorted(found, key=lambda p: (_depth(p), p))
+
+
+def _within(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -> list[str]:
+    """The command line that runs a command (appended after it) inside `spec`."""
+    view = spec.view
+    # No reaper of bwrap's as PID 1: it would keep the environment the tree started with
+    # (the secret seed) readable to the tree's own user in /proc/1/environ.
+    args = [bwrap, *NAMESPACES, "--as-pid-1", "--die-with-parent", "--new-session"]
+    args += ["--hostname", spec.hostname]
+    if not as_root:
+        args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    for path, target in view.symlinks:
+        args += ["--symlink", target, path]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for directory in _ancestors(view):
+        args += ["--perms", "0755", "--dir", directory]
+    for path in sorted(view.private, key=_depth):
+        args += ["--perms", "1777", "--size", str(view.private_bytes), "--tmpfs", path]
+    # Outer paths first, so an inner writable one (the run's HOME) is mounted over its
+    # read-only parent; all after the private directories, since a run directory lives in one.
+    binds = [(p, "--ro-bind") for p in view.read_only] + [(p, "--bind") for p in view.writable]
+    for path, how in sorted(binds, key=lambda b: (_depth(b[0]), b[1] == "--bind")):
+        args += [how, path, path]
+    for target, source in view.files:
+        args += ["--ro-bind", source, target]
+    for device in view.devices:
+        args += ["--dev-bind", device, device]
+    args.append("--")
+    if as_root and spec.user is not None:
+        if setpriv is None:
+            raise FileNotFoundError("setpriv (util-linux) is needed to leave root in the sandbox")
+        uid, gid = spec.user
+        groups = ",".join(str(g) for g in spec.groups)
+        args += [
+            setpriv,
+            f"--reuid={uid}",
+            f"--regid={gid}",
+            f"--groups={groups}" if groups else "--clear-groups",
+            "--inh-caps=-all",
+            "--bounding-set=-all",
+            "--no-new-privs",
+            "--",
+        ]
+    return args
+
+
+@functools.cache
+def probe(as_root: bool) -> str | None:
+    """Starts an empty sandbox once per process: None if bubblewrap works here, else why not."""
+    bwrap = bwrap_path()
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed"
+    true = shutil.which("true") or "/bin/true"
+    command = [bwrap, *NAMESPACES, "--die-with-parent"]
+    if not as_root:
+        command += ["--unshare-user", "--disable-userns"]
+    command += ["--ro-bind", "/", "/", "--proc", "/proc", "--", true]
+    try:
+        done = subprocess.run(command, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bubblewrap failed to start: {exc}"
+    if done.returncode != 0:
+        reason = done.stderr.decode(errors="replace").strip().splitlines()
+        return f"bubblewrap cannot create namespaces here: {reason[-1] if reason else 'failed'}"
+    return None

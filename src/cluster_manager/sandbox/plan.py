@@ -1,0 +1,342 @@
+"""Decides the sandbox of one run: the full one where the machine allows it, else what it can.
+
+Full: bubblewrap shows the tree only its `SandboxSpec` (the run directory, the interpreter, its
+packages and the toolchain read-only, GPU device nodes, private /tmp, /proc of its own
+processes, loopback only), as a user id of the run's own on a root runner and as the runner's
+user in a user namespace otherwise. Partial (no bubblewrap, or namespaces refused): the older
+in-process isolation, as far as it goes, and `info` says what is missing and why; a ranked
+score from such a run is held back (`core.sandboxing`).
+"""
+
+from __future__ import annotations
+
+import getpass
+import importlib.util
+import itertools
+import os
+import pwd
+import shutil
+import site
+import stat
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cluster_manager.core.sandboxing import FULL, PARTIAL, SANDBOX_KEY, SANDBOX_REASON_KEY
+from cluster_manager.sandbox import bwrap
+from cluster_manager.sandbox.process import Isolation, Limits, Mask
+from cluster_manager.sandbox.process import probe as probe_isolation
+from cluster_manager.sandbox.spec import (
+    ETC_FILES,
+    KERNEL_VIEWS,
+    PRIVATE_DIRS,
+    SYSTEM_DIRS,
+    SandboxSpec,
+    View,
+)
+
+HOME_DIR = ".home"
+TMP_DIR = ".tmp"
+ETC_DIR = ".etc"  # the sandbox's own files of /etc, written by the runner
+ETC_WRITTEN = ("passwd", "group", "hosts")
+# Sandbox user ids: far above accounts and container ranges, then the runner's pid (< 2**22)
+# and one of 64 slots for runs in the same process, below 2**31: concurrent runs never share
+# one, so `kill(-1)` as it reaches only this run.
+SANDBOX_UID_BASE = 0x7000_0000
+SANDBOX_SLOTS = 64
+GPU_DEVICES = (("/dev", "nvidia*"), ("/dev", "kfd"), ("/dev/dri", "*"))
+NO_USER = "no unprivileged user id is mapped in this user namespace"
+_slots = itertools.count()
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """How each process tree of one run is started: wrapped in `prefix`, set up by `isolation`."""
+
+    isolation: Isolation = field(default_factory=Isolation)
+    prefix: tuple[str, ...] = ()  # the bubblewrap command line, when the sandbox is full
+    info: dict[str, str] = field(default_factory=dict)  # goes into RunResult.system
+
+    @property
+    def user(self) -> tuple[int, int] | None:
+        """The user id the tree runs as, when it is one of its own (not the runner's)."""
+        return self.isolation.user
+
+    def wrap(self, command: Sequence[str]) -> list[str]:
+        return [*self.prefix, *command]
+
+
+def unsandboxed() -> Sandbox:
+    """The task runs as the caller, with their files and network (`eval` without --sandbox)."""
+    return Sandbox(info=_info(PARTIAL, _user_name(), "not asked for (--no-sandbox)"))
+
+
+def plan_sandbox(workdir: Path) -> Sandbox:
+    """As much of the sandbox as this machine allows; `info` says what it got, and why not."""
+    as_root = os.geteuid() == 0
+    identity = _sandbox_user() if as_root else None
+    if as_root and identity is None:
+        return _partial(workdir, None, NO_USER)
+    problem = bwrap.probe(as_root)
+    if problem is None and as_root and bwrap.setpriv_path() is None:
+        problem = "setpriv (util-linux) is not installed"
+    if problem is not None:
+        return _partial(workdir, identity, problem)
+    return _full(workdir, identity)
+
+
+def _full(workdir: Path, identity: tuple[int, int, bool] | None) -> Sandbox:
+    _write_etc(workdir, identity)
+    spec = SandboxSpec(view=_view(workdir))
+    isolation = Isolation()
+    user_name = _user_name()
+    if identity is not None:
+        uid, gid, private_user = identity
+        _hand_over(workdir, uid, gid)
+        spec = SandboxSpec(view=spec.view, user=(uid, gid), groups=_device_groups())
+        # The user switch happens inside the sandbox (setpriv); the runner only needs to know
+        # the id to kill what is left of it.
+        isolation = Isolation(user=(uid, gid), private_user=private_user, switch_user=False)
+        user_name = f"uid {uid}" if private_user else "nobody"
+    prefix = bwrap.argv(
+        spec,
+        bwrap=bwrap.bwrap_path() or "bwrap",
+        setpriv=bwrap.setpriv_path(),
+        as_root=identity is not None,
+    )
+    return Sandbox(isolation, tuple(prefix), _info(FULL, user_name, ""))
+
+
+def _view(workdir: Path) -> View:
+    read_only: set[str] = {str(workdir)}
+    symlinks: list[tuple[str, str]] = []
+    for path in SYSTEM_DIRS:
+        host = Path(path)
+        if host.is_symlink():
+            symlinks.append((path, str(host.readlink())))
+        elif host.is_dir():
+            read_only.add(path)
+    read_only.update(p for p in (*ETC_FILES, *KERNEL_VIEWS) if Path(p).exists())
+    read_only.update(_interpreter_paths())
+    files = tuple((f"/etc/{name}", str(workdir / ETC_DIR / name)) for name in ETC_WRITTEN)
+    return View(
+        read_only=_outermost(read_only),
+        writable=(str(workdir / HOME_DIR), str(workdir / TMP_DIR)),
+        devices=tuple(str(d) for d in _gpu_devices()),
+        symlinks=tuple(symlinks),
+        files=files,
+        private_bytes=Limits().file_bytes,
+    )
+
+
+def _etc_files(identity: tuple[int, int, bool] | None) -> dict[str, str]:
+    """passwd and group naming the sandbox's user, hosts naming only loopback."""
+    uid, gid = (identity[0], identity[1]) if identity else (os.geteuid(), os.getegid())
+    return {
+        "passwd": f"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}::/:/usr/sbin/nologin\n",
+        "group": f"root:x:0:\nsandbox:x:{gid}:\n",
+        "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
+    }
+
+
+def _write_etc(workdir: Path, identity: tuple[int, int, bool] | None) -> None:
+    etc = workdir / ETC_DIR
+    etc.mkdir(mode=0o755, exist_ok=True)
+    for name, text in _etc_files(identity).items():
+        (etc / name).write_text(text, encoding="utf-8")
+
+
+def _interpreter_paths() -> list[str]:
+    """The interpreter, its packages, torch, CUDA and this package: what the tree must import."""
+    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *site.getsitepackages()]
+    paths.append(str(Path(__file__).resolve().parents[2]))  # the tree holding cluster_manager
+    torch = importlib.util.find_spec("torch")
+    if torch is not None and torch.submodule_search_locations:
+        paths.extend(str(Path(p).parent) for p in torch.submodule_search_locations)
+    paths.extend(os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if k in os.environ)
+    return sorted({str(Path(p).resolve()) for p in paths if Path(p).exists()})
+
+
+def _gpu_devices() -> list[Path]:
+    return [d for directory, pattern in GPU_DEVICES for d in sorted(Path(directory).glob(pattern))]
+
+
+def _partial(workdir: Path, identity: tuple[int, int, bool] | None, problem: str) -> Sandbox:
+    """The in-process isolation: a network namespace, and as root a user of the run's own with
+    private /tmp and a limited /proc. The host's other files stay visible."""
+    network_error = probe_isolation(Isolation(network=True))
+    reasons = [problem, network_error and f"network: {network_error}"]
+    if identity is None:
+        who = "root" if os.geteuid() == 0 else _user_name()
+        return Sandbox(Isolation(network=network_error is None), (), _info(PARTIAL, who, *reasons))
+    uid, gid, private_user = identity
+    _hand_over(workdir, uid, gid)
+    paths = [*_interpreter_paths(), str(workdir)]
+    masks = _plan_masks(paths, uid, gid, Limits().file_bytes)
+    mounts_error = "the sandbox user cannot reach Python, torch or the run directory"
+    if masks is not None:
+        mounts_error = probe_isolation(Isolation(masks=masks, hide_processes=True))
+        mounts_error = mounts_error and f"mounts: {mounts_error}"
+    mounts = masks is not None and mounts_error is None
+    # Without our mounts the user can still switch if everything it needs is open to it.
+    user = (uid, gid) if mounts or _reachable(paths, uid, gid) else None
+    isolation = Isolation(
+        user=user,
+        groups=_device_groups() if user is not None else (),
+        private_user=private_user and user is not None,
+        network=network_error is None,
+        masks=(masks or ()) if mounts else (),
+        hide_processes=mounts,
+    )
+    name = "root" if user is None else f"uid {uid}" if private_user else "nobody"
+    return Sandbox(isolation, (), _info(PARTIAL, name, *reasons, mounts_error))
+
+
+def _info(level: str, user: str, *reasons: str | None) -> dict[str, str]:
+    info = {SANDBOX_KEY: level, "user": user}
+    if level == FULL:
+        info.update(filesystem="private", network="isolated", processes="own")
+    why = "; ".join(r for r in reasons if r)
+    if why:
+        info[SANDBOX_REASON_KEY] = why
+    return info
+
+
+def _sandbox_user() -> tuple[int, int, bool] | None:
+    """A user id of this run's own when the id map allows it, else the shared `nobody`."""
+    uid = SANDBOX_UID_BASE + os.getpid() * SANDBOX_SLOTS + next(_slots) % SANDBOX_SLOTS
+    if _mapped("uid_map", uid) and _mapped("gid_map", uid):
+        return uid, uid, True
+    try:
+        nobody = pwd.getpwnam("nobody")
+    except KeyError:
+        return None
+    if _mapped("uid_map", nobody.pw_uid) and _mapped("gid_map", nobody.pw_gid):
+        return nobody.pw_uid, nobody.pw_gid, False
+    return None
+
+
+def _mapped(map_name: str, value: int) -> bool:
+    """Inside a user namespace only the mapped ids exist; setuid to another one fails."""
+    try:
+        lines = Path(f"/proc/self/{map_name}").read_text().splitlines()
+    except OSError:
+        return False
+    for line in lines:
+        inside, _, count = (int(x) for x in line.split())
+        if inside <= value < inside + count:
+            return True
+    return False
+
+
+def _may(path: str, uid: int, gid: int, bits: int) -> bool:
+    """Mode bits only (as for a user that is neither root nor in any supplementary group)."""
+    info = Path(path).stat()
+    shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
+    return (info.st_mode >> shift) & bits == bits
+
+
+def _blocked_ancestor(path: str, uid: int, gid: int) -> str | None:
+    parts = Path(path).parts
+    for depth in range(1, len(parts)):
+        ancestor = str(Path(*parts[:depth]))
+        if not _may(ancestor, uid, gid, 0o1):
+            return ancestor
+    return None
+
+
+def _under(path: str, directory: str) -> bool:
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
+    kept: list[str] = []
+    for path in sorted(paths):
+        if not any(_under(path, k) for k in kept):
+            kept.append(path)
+    return tuple(kept)
+
+
+def _readable(path: str, uid: int, gid: int) -> bool:
+    return _may(path, uid, gid, 0o5 if Path(path).is_dir() else 0o4)
+
+
+def _reachable(paths: list[str], uid: int, gid: int) -> bool:
+    return all(_blocked_ancestor(p, uid, gid) is None and _readable(p, uid, gid) for p in paths)
+
+
+def _plan_masks(
+    paths: list[str], uid: int, gid: int, private_bytes: int
+) -> tuple[Mask, ...] | None:
+    """Private dirs get an empty tmpfs; a closed directory on the way to a needed path (say a
+    Python under /root) is replaced by one holding just that path. None: a path stays closed."""
+    private = [str(Path(d).resolve()) for d in PRIVATE_DIRS if Path(d).is_dir()]
+    keep: dict[str, set[str]] = {d: set() for d in private}
+    for path in paths:
+        anchor = next((d for d in private if _under(path, d)), None)
+        anchor = anchor or _blocked_ancestor(path, uid, gid)
+        if anchor == path or not _readable(path, uid, gid):
+            return None
+        if anchor is not None:
+            keep.setdefault(anchor, set()).add(path)
+    return tuple(
+        Mask(
+            path=anchor,
+            mode=0o1777 if anchor in private else 0o755,
+            size_bytes=private_bytes if anchor in private else 1 << 20,
+            keep=_outermost(kept),
+        )
+        for anchor, kept in sorted(keep.items())
+    )
+
+
+def _device_groups() -> tuple[int, ...]:
+    """Groups that open GPU device nodes closed to others (ROCm's `render`, say): the sandbox
+    user joins those, and no other group."""
+    groups = set()
+    for device in _gpu_devices():
+        mode = device.stat().st_mode
+        if mode & 0o006 != 0o006 and mode & 0o060 == 0o060:
+            groups.add(device.stat().st_gid)
+    return tuple(sorted(groups))
+
+
+def _user_name() -> str:
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):
+        return f"uid {os.geteuid()}"
+
+
+def _hand_over(workdir: Path, uid: int, gid: int) -> None:
+    """The run directory stays root's: readable by the sandbox user (its group), not writable,
+    so nothing it plants there (a module shadowing ours) reaches the next phase. Only HOME and
+    TMPDIR are its own."""
+    for path in workdir.rglob("*"):
+        if path.is_dir() and not path.is_symlink():
+            path.chmod(0o755)  # inside a directory only root and the sandbox may enter
+        elif path.is_file() and not path.is_symlink():
+            share(path)
+    for name in (HOME_DIR, TMP_DIR):
+        os.chown(workdir / name, uid, gid)
+        (workdir / name).chmod(0o700)
+    os.chown(workdir, 0, gid)
+    workdir.chmod(0o750)
+
+
+def share(path: Path, executable: bool = False) -> None:
+    """Root's file, readable by whoever may enter the run directory."""
+    os.chown(path, 0, 0)
+    path.chmod(0o755 if executable or path.stat().st_mode & stat.S_IXUSR else 0o644)
+
+
+def fresh_private_dirs(workdir: Path, sandbox: Sandbox) -> None:
+    """Empties HOME and TMPDIR before each phase: nothing one phase plants (a poisoned cache,
+    a startup file) reaches the next, which may be the ranked one."""
+    for name in (HOME_DIR, TMP_DIR):
+        directory = workdir / name
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(mode=0o700)
+        if sandbox.user is not None:
+            os.chown(directory, *sandbox.user)
