@@ -1,4 +1,4 @@
-"""Fixtures for the anti-cheat suite: small tasks, and the `adversarial` marker."""
+"""Fixtures for the anti-cheat suite: small tasks."""
 
 from __future__ import annotations
 
@@ -10,12 +10,6 @@ from cluster_manager.core.models import Task
 from cluster_manager.core.task import load_task
 from tests.adversarial.helpers import NEGATE_REFERENCE, small_task
 from tests.conftest import EXAMPLES
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "adversarial: a hostile submission run through the real runner"
-    )
 
 
 @pytest.fixture

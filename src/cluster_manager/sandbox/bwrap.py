@@ -9,6 +9,7 @@ an unprivileged user namespace, which it then forbids the tree to nest.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import subprocess
 from pathlib import PurePosixPath
@@ -23,10 +24,13 @@ NAMESPACES = (
     "--unshare-cgroup-try",
 )
 PROBE_TIMEOUT_S = 10
+BWRAP_SETTING = "CLUSTER_MANAGER_BWRAP"
 
 
 def bwrap_path() -> str | None:
-    return shutil.which("bwrap")
+    """`CLUSTER_MANAGER_BWRAP` names another binary, or `off` to run without (partial)."""
+    chosen = os.environ.get(BWRAP_SETTING, "bwrap")
+    return None if chosen == "off" else shutil.which(chosen)
 
 
 def setpriv_path() -> str | None:
@@ -99,12 +103,17 @@ def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -
     return args
 
 
-@functools.cache
 def probe(as_root: bool) -> str | None:
-    """Starts an empty sandbox once per process: None if bubblewrap works here, else why not."""
+    """None if bubblewrap works here, else why not."""
     bwrap = bwrap_path()
     if bwrap is None:
-        return "bubblewrap (bwrap) is not installed"
+        return f"bubblewrap (bwrap) is not installed or {BWRAP_SETTING} turns it off"
+    return _probe(bwrap, as_root)
+
+
+@functools.cache
+def _probe(bwrap: str, as_root: bool) -> str | None:
+    """Starts an empty sandbox, once per process and binary."""
     true = shutil.which("true") or "/bin/true"
     command = [bwrap, *NAMESPACES, "--die-with-parent"]
     if not as_root:
