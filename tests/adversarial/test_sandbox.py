@@ -19,7 +19,7 @@ import pytest
 from cluster_manager.core.models import Limits, Mode, Verdict
 from cluster_manager.core.task import load_task
 from cluster_manager.launchers.local import LocalLauncher
-from cluster_manager.sandbox import process
+from cluster_manager.sandbox import namespaces
 from tests.adversarial.helpers import (
     LIMITS,
     SECRET,
@@ -38,7 +38,7 @@ pytestmark = pytest.mark.adversarial
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="the sandbox user needs root")
 needs_netns = pytest.mark.skipif(
-    process.probe(process.Isolation(network=True)) is not None,
+    namespaces.probe(namespaces.Isolation(network=True)) is not None,
     reason="no network namespaces here (neither root nor unprivileged user namespaces)",
 )
 FAST_FAIL = dataclasses.replace(LIMITS, grace=0)

@@ -58,10 +58,10 @@ def run_here(
     own code, and what it writes (debug dumps, say) stays where they can see it.
     """
     from cluster_manager.harness import runner
-    from cluster_manager.sandbox import process
+    from cluster_manager.sandbox import lifecycle
 
-    process.become_subreaper()  # what the task's processes leave behind is ours to kill
-    process.kill_everything_on_sigterm()
+    lifecycle.become_subreaper()  # what the task's processes leave behind is ours to kill
+    lifecycle.kill_everything_on_sigterm()
     return runner.run(request, progress=on_progress, isolate=sandbox)
 
 

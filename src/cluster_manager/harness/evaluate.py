@@ -41,7 +41,7 @@ from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
 from cluster_manager.harness import timing, worker
 from cluster_manager.harness.witness import Calibration, ClockWitness
-from cluster_manager.sandbox.process import make_undumpable
+from cluster_manager.sandbox.lifecycle import make_undumpable
 
 MAX_BENCHMARK_BUDGET_S = 3.0
 # Ranked runs take enough calls, budget permitting, that the few whose windows a preempted

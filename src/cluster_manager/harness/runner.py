@@ -49,7 +49,7 @@ from cluster_manager.core.payload import decode_payload
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.verdicts import judge_phase
 from cluster_manager.harness.sysinfo import system_info
-from cluster_manager.sandbox import process
+from cluster_manager.sandbox import lifecycle, process
 from cluster_manager.sandbox.plan import (
     HOME_DIR,
     TMP_DIR,
@@ -263,7 +263,7 @@ def _run_directory() -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="cm-run-") as tmp:
         workdir = Path(tmp)
         workdir.chmod(0o700)
-        forget = process.on_termination(lambda: shutil.rmtree(workdir, ignore_errors=True))
+        forget = lifecycle.on_termination(lambda: shutil.rmtree(workdir, ignore_errors=True))
         try:
             yield workdir
         finally:
@@ -380,9 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     # Before reading the request: its secret seed must not be readable through /proc.
-    process.make_undumpable()
-    process.become_subreaper()
-    process.kill_everything_on_sigterm()
+    lifecycle.make_undumpable()
+    lifecycle.become_subreaper()
+    lifecycle.kill_everything_on_sigterm()
     try:
         if args.payload:
             request = decode_payload(_take(Path(args.payload)))

@@ -22,7 +22,7 @@ from typing import Any
 
 from cluster_manager.core.models import Case, Verdict
 from cluster_manager.harness import timing
-from cluster_manager.sandbox.process import die_with_parent
+from cluster_manager.sandbox.lifecycle import die_with_parent
 
 MAX_ERROR_CHARS = 4000
 # A timed call's reply: the nanoseconds and the request's token, so the harness's window holds

@@ -25,8 +25,9 @@ from pathlib import Path
 
 from cluster_manager.core.sandboxing import FULL, PARTIAL, SANDBOX_KEY, SANDBOX_REASON_KEY
 from cluster_manager.sandbox import bwrap
-from cluster_manager.sandbox.process import Isolation, Limits, Mask
-from cluster_manager.sandbox.process import probe as probe_isolation
+from cluster_manager.sandbox.namespaces import Isolation, Mask
+from cluster_manager.sandbox.namespaces import probe as probe_isolation
+from cluster_manager.sandbox.process import Limits
 from cluster_manager.sandbox.spec import (
     ETC_FILES,
     KERNEL_VIEWS,
