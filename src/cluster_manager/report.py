@@ -5,7 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from cluster_manager.core.models import BenchmarkOutcome, RunResult, Verdict
+from cluster_manager.core import sandboxing
+from cluster_manager.core.models import BenchmarkOutcome, Mode, RunResult, Verdict
+from cluster_manager.core.sandboxing import SANDBOX_KEY
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
@@ -69,6 +71,8 @@ def format_report(result: RunResult, *, title: str = "") -> str:
             lines += ["  " + ln for ln in phase.stderr.strip().splitlines()[-15:]]
     if result.score is not None:
         lines += ["", f"Score: {format_duration_ns(result.score * 1e9)}"]
+    if result.mode is Mode.LEADERBOARD and SANDBOX_KEY in result.system:
+        lines += ["", sandboxing.describe(result.system)]
     if not result.passed:
         lines += ["", result.message]
     return "\n".join(lines)

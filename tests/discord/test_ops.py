@@ -37,9 +37,13 @@ async def test_verifyruns_runs_the_example_on_every_served_gpu(harness):
     reply = await harness.command("verifyruns", ADMIN, timeout=120)
     lines = reply.only.content.splitlines()
     assert reply.only.ephemeral
-    assert len(lines) == 2
-    assert lines[0].startswith("✅ fake · **H100**: passed in ")
-    assert lines[1].startswith("✅ local · **CPU**: passed in ")
+    assert len(lines) == 3
+    assert lines[0].startswith("✅ fake · **H100**: passed (sandbox: full) in ")
+    assert lines[1].startswith("✅ local · **CPU**: passed (sandbox: full) in ")
+    assert lines[2] == (
+        "🔒 scores of partially sandboxed runs are held back "
+        "(CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING is off)"
+    )
 
 
 async def test_verifydb_times_a_round_trip_and_checks_migrations(harness):

@@ -21,6 +21,20 @@ def fully_sandboxed(system: Mapping[str, Any]) -> bool:
     return system.get(SANDBOX_KEY) == FULL
 
 
+def describe(system: Mapping[str, Any]) -> str:
+    """One line for reports and health checks: how far the run was sandboxed, and why not."""
+    if fully_sandboxed(system):
+        return "sandbox: full"
+    return f"sandbox: partial ({system.get(SANDBOX_REASON_KEY) or 'not reported'})"
+
+
+def policy(allow_unsandboxed: bool) -> str:
+    """What happens to the scores of runs that were not fully sandboxed."""
+    if allow_unsandboxed:
+        return f"scores of partially sandboxed runs are ranked ({ALLOW_SETTING}=1)"
+    return f"scores of partially sandboxed runs are held back ({ALLOW_SETTING} is off)"
+
+
 def ranking_hold(system: Mapping[str, Any], *, allow_unsandboxed: bool) -> str | None:
     """Why a passing ranked run is stored but not ranked; None when it may be ranked."""
     if allow_unsandboxed or fully_sandboxed(system):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import cluster_manager
 from cluster_manager.app import App
+from cluster_manager.core import sandboxing
 from cluster_manager.core.models import Mode, RunRequest, Task
 from cluster_manager.core.plan import run_timeout
 from cluster_manager.core.task import load_task
@@ -92,4 +93,5 @@ async def _verify(app: App, task: Task, code: str, gpu: GpuType) -> LauncherChec
     if result is None:
         return LauncherCheck(gpu.launcher, gpu.name, False, took, "the run was lost")
     detail = result.verdict.value if result.passed else f"{result.verdict.value}: {result.message}"
+    detail += f" ({sandboxing.describe(result.system)})"
     return LauncherCheck(gpu.launcher, gpu.name, result.passed, took, detail)

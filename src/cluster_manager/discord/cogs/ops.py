@@ -10,6 +10,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from cluster_manager.core import sandboxing
 from cluster_manager.discord import health
 from cluster_manager.discord.render import icon
 from cluster_manager.discord.replies import answer, defer
@@ -67,11 +68,10 @@ class OpsCog(commands.Cog):
             f"{icon(c.passed)} {c.launcher} · **{c.gpu}**: {c.detail} in {c.seconds:.1f} s"
             for c in checks
         ]
-        await answer(
-            interaction,
-            content="\n".join(lines) or "No GPU type has a launcher configured here.",
-            ephemeral=True,
-        )
+        if not lines:
+            lines = ["No GPU type has a launcher configured here."]
+        lines.append(f"🔒 {sandboxing.policy(self.bot.app.settings.allow_unsandboxed_ranking)}")
+        await answer(interaction, content="\n".join(lines), ephemeral=True)
 
     @app_commands.command(name="resync", description="Sync the slash commands with Discord")
     @app_commands.guild_only()
