@@ -28,6 +28,7 @@ MODULE_TIMEOUT_S = 300
 # Cheapest and most sensitive to noise first, the database bulk load last but one.
 MODULES = (
     "eval_overhead",
+    "sandbox_overhead",
     "timing_error",
     "github_overhead",
     "github_requests",
@@ -38,6 +39,7 @@ MODULES = (
 # What a module that crashed would have reported.
 FIGURES = {
     "eval_overhead": ("eval_overhead_ratio",),
+    "sandbox_overhead": ("sandbox_overhead_ms_root", "sandbox_overhead_ms_unprivileged"),
     "timing_error": ("timing_error_pct_max", "ranked_timing_error_pct_max"),
     "github_overhead": ("github_overhead_s_p50",),
     "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),
