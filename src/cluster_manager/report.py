@@ -71,6 +71,8 @@ def format_report(result: RunResult, *, title: str = "") -> str:
             lines += ["  " + ln for ln in phase.stderr.strip().splitlines()[-15:]]
     if result.score is not None:
         lines += ["", f"Score: {format_duration_ns(result.score * 1e9)}"]
+    if result.review:
+        lines += ["", f"⚠️ {result.review}"]
     if result.mode is Mode.LEADERBOARD and SANDBOX_KEY in result.system:
         lines += ["", sandboxing.describe(result.system)]
     if not result.passed:

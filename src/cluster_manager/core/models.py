@@ -90,6 +90,9 @@ class Task:
     ranking_by: RankingBy = RankingBy.LAST
     multi_gpu: bool = False
     description: str = ""
+    # Per benchmark, the fastest time physically possible (µs), or None: a ranked mean below
+    # it is held for an admin's review instead of being ranked (a shortcut, not a kernel).
+    floors_us: tuple[float | None, ...] = ()
 
     @property
     def submission_name(self) -> str:
@@ -133,6 +136,7 @@ class Task:
             ranking_by=RankingBy(data.get("ranking_by", "last")),
             multi_gpu=bool(data.get("multi_gpu", False)),
             description=data.get("description", ""),
+            floors_us=tuple(data.get("floors_us", ())),
         )
 
 
@@ -243,6 +247,7 @@ class RunResult:
     compilation: CompileOutcome | None = None
     score: float | None = None  # seconds, lower is better; ranked mode only
     system: dict[str, Any] = field(default_factory=dict)
+    review: str = ""  # why the score is held for an admin's review instead of being ranked
     durations: dict[str, float] = field(default_factory=dict)
     version: int = RUN_RESULT_VERSION
 
@@ -284,6 +289,7 @@ class RunResult:
             else CompileOutcome(**{**compilation, "command": tuple(compilation["command"])}),
             score=data.get("score"),
             system=dict(data.get("system", {})),
+            review=str(data.get("review", "")),
             durations=dict(data.get("durations", {})),
             version=version,
         )

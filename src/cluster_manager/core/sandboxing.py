@@ -35,8 +35,12 @@ def policy(allow_unsandboxed: bool) -> str:
     return f"scores of partially sandboxed runs are held back ({ALLOW_SETTING} is off)"
 
 
-def ranking_hold(system: Mapping[str, Any], *, allow_unsandboxed: bool) -> str | None:
+def ranking_hold(
+    system: Mapping[str, Any], *, allow_unsandboxed: bool, review: str = ""
+) -> str | None:
     """Why a passing ranked run is stored but not ranked; None when it may be ranked."""
+    if review:
+        return review
     if allow_unsandboxed or fully_sandboxed(system):
         return None
     reason = system.get(SANDBOX_REASON_KEY) or "the runner did not report its sandbox"

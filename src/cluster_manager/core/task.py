@@ -45,6 +45,7 @@ class TaskLimits:
 
 
 DEFAULT_LIMITS = TaskLimits()
+FLOOR_KEY = "min_time_us"
 _TIMEOUT_KEYS = ("test_timeout", "benchmark_timeout", "ranked_timeout")
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # What opening a damaged or exotic archive can raise from zipfile (a header asking for a zip
@@ -271,13 +272,15 @@ def _load(source: _Source, name: str, limits: TaskLimits) -> Task:
     description = spec.get("description", "")
     if not isinstance(description, str):
         raise InvalidTaskError(TASK_YAML, "description", "must be text")
+    benchmarks = spec.get("benchmarks")
 
     return Task(
         name=name,
         lang=lang,
         files=files,
         tests=_cases(spec.get("tests"), "tests", multi_gpu),
-        benchmarks=_cases(spec.get("benchmarks"), "benchmarks", multi_gpu),
+        benchmarks=_cases(_without_floors(benchmarks), "benchmarks", multi_gpu),
+        floors_us=_floors(benchmarks),
         main=main,
         cuda=cuda,
         templates=_templates(spec.get("templates"), source),
@@ -407,6 +410,33 @@ def _cases(raw: object, key: str, multi_gpu: bool) -> tuple[Case, ...]:
             )
         cases.append(dict(case))
     return tuple(cases)
+
+
+def _without_floors(raw: object) -> object:
+    """Benchmark cases as the harness gets them: `min_time_us` is ours, not a parameter."""
+    if not isinstance(raw, list):
+        return raw
+    return [
+        {k: v for k, v in case.items() if k != FLOOR_KEY} if isinstance(case, dict) else case
+        for case in raw
+    ]
+
+
+def _floors(raw: object) -> tuple[float | None, ...]:
+    """Each benchmark's `min_time_us`, or None; () when no benchmark states one."""
+    if not isinstance(raw, list):
+        return ()
+    floors: list[float | None] = []
+    for i, case in enumerate(raw):
+        value = case.get(FLOOR_KEY) if isinstance(case, dict) else None
+        valid = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
+        if value is not None and not valid:
+            where = f"benchmarks[{i}].{FLOOR_KEY}"
+            raise InvalidTaskError(
+                TASK_YAML, where, f"must be positive microseconds, got {value!r}"
+            )
+        floors.append(float(value) if valid else None)
+    return tuple(floors) if any(f is not None for f in floors) else ()
 
 
 def _timeout(spec: Mapping[str, Any], key: str) -> float:

@@ -245,16 +245,18 @@ def run_phase(
     )
 
 
-def _score(request: RunRequest, phases: list[PhaseOutcome]) -> tuple[float | None, str]:
-    """The score, or why the reported timings cannot be one (a main that reported 0 ns)."""
+def _score(request: RunRequest, phases: list[PhaseOutcome]) -> tuple[float | None, str, str]:
+    """The score and why it is held for review, or why the reported timings cannot be one
+    (a main that reported 0 ns)."""
     ranked = [p for p in phases if p.name == "leaderboard" and p.verdict is Verdict.PASSED]
     if not ranked:
-        return None, ""
+        return None, "", ""
     means = [b.mean for b in ranked[0].benchmarks]
     try:
-        return scoring.score_seconds(means, request.task.ranking_by), ""
+        score = scoring.score_seconds(means, request.task.ranking_by)
     except ValueError as exc:
-        return None, f"leaderboard: unusable timings ({exc})"
+        return None, "", f"leaderboard: unusable timings ({exc})"
+    return score, scoring.floor_review(means, request.task.floors_us), ""
 
 
 @contextlib.contextmanager
@@ -330,7 +332,7 @@ def run(
     passed = failed is None and len(phases) == len(planned)
     verdict = Verdict.PASSED if failed is None else failed.verdict
     message = "; ".join(p.message for p in phases) if failed is None else failed.message
-    score, unusable = _score(request, phases) if passed else (None, "")
+    score, review, unusable = _score(request, phases) if passed else (None, "", "")
     if unusable:
         passed, verdict, message = False, Verdict.RUNTIME_ERROR, unusable
     return RunResult(
@@ -342,6 +344,7 @@ def run(
         compilation=compilation,
         score=score,
         system=system,
+        review=review,
         durations=_total(durations, began),
     )
 

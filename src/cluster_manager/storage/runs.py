@@ -73,7 +73,8 @@ async def _rank_pair(
     """Ranks the public score once both it and the secret re-run passed on this GPU."""
     pair = await conn.fetch(
         """
-        SELECT secret, passed, score, system FROM runs
+        SELECT secret, passed, score, system, coalesce(result->>'review', '') AS review
+        FROM runs
         WHERE submission_id = $1 AND gpu = $2 AND mode = 'leaderboard'
         """,
         job.submission_id,
@@ -85,10 +86,9 @@ async def _rank_pair(
         return
     if public["score"] is None:
         return
-    if any(
-        ranking_hold(r["system"], allow_unsandboxed=allow_unsandboxed) for r in (public, secret)
-    ):
-        return
+    for run in (public, secret):
+        if ranking_hold(run["system"], allow_unsandboxed=allow_unsandboxed, review=run["review"]):
+            return
     await conn.execute(
         """
         INSERT INTO rankings (leaderboard_id, gpu, user_id, submission_id, score, submitted_at)
