@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cluster_manager.app import App
 from cluster_manager.core.models import Mode
+from cluster_manager.core.sandboxing import ALLOW_SETTING
 from cluster_manager.core.task import load_task
 from cluster_manager.report import (
     format_event,
@@ -23,7 +24,23 @@ from cluster_manager.report import (
     format_ranking,
     format_table,
 )
+from cluster_manager.sandbox.plan import full_sandbox_problem
+from cluster_manager.scheduler import SchedulerConfig
 from cluster_manager.service import NotFoundError, SubmissionReceipt, Submitter
+from cluster_manager.settings import local_limits
+
+
+def _lenient_config(app: App, echo: Callable[[str], None]) -> SchedulerConfig | None:
+    """On a machine that cannot sandbox fully (no bubblewrap, no user namespaces), the demo
+    still ranks its own examples in its own embedded database, and says so."""
+    problem = full_sandbox_problem()
+    if problem is None or not app.embedded or app.settings.allow_unsandboxed_ranking:
+        return None
+    echo(
+        f"This machine cannot sandbox runs fully ({problem}): the demo ranks its examples "
+        f"anyway, in its embedded database only, as {ALLOW_SETTING}=1 would."
+    )
+    return SchedulerConfig(limits=local_limits(app.settings), allow_unsandboxed_ranking=True)
 
 
 @dataclass(frozen=True)
@@ -78,7 +95,7 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
         receipts[receipt.submission_id] = (plan, receipt)
     echo(f"Submitted {len(receipts)} files; following their jobs live:")
 
-    scheduler = app.scheduler(submission_ids=set(receipts))
+    scheduler = app.scheduler(_lenient_config(app, echo), submission_ids=set(receipts))
 
     async def follow() -> None:
         async for event in service.watch(*receipts):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from types import SimpleNamespace
 
 import pytest
 
@@ -14,10 +15,12 @@ from cluster_manager.core.sandboxing import (
     SANDBOX_REASON_KEY,
     ranking_hold,
 )
+from cluster_manager.demo import _lenient_config
 from cluster_manager.harness import runner
 from cluster_manager.sandbox.bwrap import BWRAP_SETTING
+from cluster_manager.sandbox.plan import full_sandbox_problem
 from cluster_manager.service import Submitter
-from cluster_manager.settings import load_settings
+from cluster_manager.settings import Settings, load_settings
 from cluster_manager.storage import runs as run_store
 from tests.adversarial.helpers import LIMITS, SECRET, small_task
 from tests.conftest import CORRECT, make_request
@@ -89,3 +92,17 @@ def test_the_operator_setting_is_off_unless_named():
     assert load_settings({ALLOW_SETTING: "1"}, dotenv_path=None).allow_unsandboxed_ranking
     with pytest.raises(Exception, match=ALLOW_SETTING):
         load_settings({ALLOW_SETTING: "maybe"}, dotenv_path=None)
+
+
+def test_the_demo_ranks_partial_runs_only_in_its_embedded_database(monkeypatch):
+    monkeypatch.setenv(BWRAP_SETTING, "off")
+    said: list[str] = []
+    embedded = SimpleNamespace(embedded=True, settings=Settings())
+    config = _lenient_config(embedded, said.append)  # type: ignore[arg-type]
+    assert config is not None and config.allow_unsandboxed_ranking
+    assert ALLOW_SETTING in said[0] and "embedded database only" in said[0]
+    shared = SimpleNamespace(embedded=False, settings=Settings())
+    assert _lenient_config(shared, said.append) is None  # type: ignore[arg-type]
+    monkeypatch.delenv(BWRAP_SETTING)
+    if full_sandbox_problem() is None:  # a machine that sandboxes fully ranks as usual
+        assert _lenient_config(embedded, said.append) is None  # type: ignore[arg-type]

@@ -79,12 +79,19 @@ def plan_sandbox(workdir: Path) -> Sandbox:
     identity = _sandbox_user() if as_root else None
     if as_root and identity is None:
         return _partial(workdir, None, NO_USER)
-    problem = bwrap.probe(as_root)
-    if problem is None and as_root and bwrap.setpriv_path() is None:
-        problem = "setpriv (util-linux) is not installed"
+    problem = full_sandbox_problem()
     if problem is not None:
         return _partial(workdir, identity, problem)
     return _full(workdir, identity)
+
+
+def full_sandbox_problem() -> str | None:
+    """Why this machine cannot give runs the full sandbox, or None when it can."""
+    as_root = os.geteuid() == 0
+    problem = bwrap.probe(as_root)
+    if problem is None and as_root and bwrap.setpriv_path() is None:
+        problem = "setpriv (util-linux) is not installed"
+    return problem
 
 
 def _full(workdir: Path, identity: tuple[int, int, bool] | None) -> Sandbox:
