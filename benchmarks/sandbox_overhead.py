@@ -36,7 +36,7 @@ def _start(workdir: Path, prefix: list[str]) -> float:
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         timeout=30,
         output_cap=1 << 16,
-        limits=process.Limits(),
+        limits=process.ResourceLimits(),
     )
     elapsed = time.perf_counter() - began
     if result.exit_code != 0:

@@ -67,7 +67,7 @@ def _run_tree(tmp_path: Path, code: str, timeout: float) -> process.ProcessResul
         env=dict(os.environ),
         timeout=timeout,
         output_cap=1024,
-        limits=process.Limits(),
+        limits=process.ResourceLimits(),
     )
 
 

@@ -119,7 +119,7 @@ def _child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str
     return env
 
 
-def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.Limits:
+def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.ResourceLimits:
     cpus = len(os.sched_getaffinity(0))
     # CPU time grows at most `cpus` times as fast as wall time: an honest run under its
     # timeout never reaches this; anything that escaped the timeout still stops.
@@ -129,7 +129,7 @@ def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.Li
     processes = None
     if sandbox.user is not None:
         processes = request.limits.processes or 256 + 64 * cpus
-    return process.Limits(
+    return process.ResourceLimits(
         memory_bytes=request.limits.memory_bytes,
         file_bytes=request.limits.file_bytes,
         open_files=request.limits.open_files,

@@ -27,7 +27,7 @@ from cluster_manager.core.sandboxing import FULL, PARTIAL, SANDBOX_KEY, SANDBOX_
 from cluster_manager.sandbox import bwrap
 from cluster_manager.sandbox.namespaces import Isolation, Mask
 from cluster_manager.sandbox.namespaces import probe as probe_isolation
-from cluster_manager.sandbox.process import Limits
+from cluster_manager.sandbox.process import ResourceLimits
 from cluster_manager.sandbox.spec import (
     ETC_FILES,
     KERNEL_VIEWS,
@@ -134,7 +134,7 @@ def _view(workdir: Path) -> View:
         devices=tuple(str(d) for d in _gpu_devices()),
         symlinks=tuple(symlinks),
         files=files,
-        private_bytes=Limits().file_bytes,
+        private_bytes=ResourceLimits().file_bytes,
     )
 
 
@@ -181,7 +181,7 @@ def _partial(workdir: Path, identity: tuple[int, int, bool] | None, problem: str
     uid, gid, private_user = identity
     _hand_over(workdir, uid, gid)
     paths = [*_interpreter_paths(), str(workdir)]
-    masks = _plan_masks(paths, uid, gid, Limits().file_bytes)
+    masks = _plan_masks(paths, uid, gid, ResourceLimits().file_bytes)
     mounts_error = "the sandbox user cannot reach Python, torch or the run directory"
     if masks is not None:
         mounts_error = probe_isolation(Isolation(masks=masks, hide_processes=True))

@@ -61,7 +61,9 @@ def _drain(stream: int, sink: CappedBuffer) -> threading.Thread:
 
 
 @dataclass(frozen=True)
-class Limits:
+class ResourceLimits:
+    """rlimits of every process of a tree (the run's `core.models.Limits` decide them)."""
+
     memory_bytes: int | None = None
     file_bytes: int = 1 << 30
     open_files: int = 4096
@@ -69,7 +71,7 @@ class Limits:
     processes: int | None = None  # RLIMIT_NPROC counts every process of the user: sandbox only
 
 
-def _set_limits(limits: Limits) -> None:
+def _set_limits(limits: ResourceLimits) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
     resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
@@ -81,7 +83,7 @@ def _set_limits(limits: Limits) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
 
 
-def _sandbox_child(limits: Limits, isolation: Isolation, cwd: Path) -> Callable[[], None]:
+def _sandbox_child(limits: ResourceLimits, isolation: Isolation, cwd: Path) -> Callable[[], None]:
     parent = os.getpid()
 
     def preexec() -> None:
@@ -141,7 +143,7 @@ def run_tree(
     env: Mapping[str, str],
     timeout: float,
     output_cap: int,
-    limits: Limits,
+    limits: ResourceLimits,
     side_channels: Sequence[str] = (),
     side_channel_cap: int = 1 << 20,
     isolation: Isolation | None = None,
