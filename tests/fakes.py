@@ -41,6 +41,7 @@ class FakeLauncher(Launcher):
     runs: dict[str, FakeRun] = field(default_factory=dict)
     submits: Counter[str] = field(default_factory=Counter)
     cancelled: list[str] = field(default_factory=list)
+    released: list[str] = field(default_factory=list)
 
     async def submit(
         self, request: RunRequest, key: str, *, gpu: GpuType | None = None
@@ -71,6 +72,9 @@ class FakeLauncher(Launcher):
         if run is None or run.state is not RunState.FINISHED:
             raise LauncherError(f"no result for {handle.external_id}")
         return self.outcome(run.request)
+
+    async def release(self, handle: RunHandle) -> None:
+        self.released.append(handle.external_id)
 
     async def cancel(self, handle: RunHandle) -> None:
         self.cancelled.append(handle.external_id)

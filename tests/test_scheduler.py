@@ -54,6 +54,8 @@ async def test_ranked_submission_runs_public_and_secret_jobs_and_ranks(pool, boa
     ranking = await board.ranking("board")
     assert [e.user for e in ranking["H100"]] == ["alice"]
     assert report.submission.status.value == "done"
+    # Once stored, what each run left on the launcher's side is released.
+    assert sorted(launcher.released) == sorted(launcher.runs)
 
 
 async def test_concurrency_limit_per_gpu_is_never_exceeded(pool, board, fake_registry):

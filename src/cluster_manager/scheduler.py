@@ -336,6 +336,15 @@ class Scheduler:
             await self._give_up(job, "the run was lost before it reported a result")
             return
         await self._record(job, result)
+        await self._release(launcher, handle)
+
+    async def _release(self, launcher: Launcher, handle: RunHandle) -> None:
+        """What the run left on the launcher's side (its request included) goes once the
+        result is stored; a failure only leaves it to the launcher's sweep."""
+        try:
+            await launcher.release(handle)
+        except (LauncherError, OSError) as exc:
+            log.warning("could not release run %s: %s", handle.external_id, exc)
 
     async def _record(self, job: Job, result: RunResult) -> None:
         async with self.pool.acquire() as conn:

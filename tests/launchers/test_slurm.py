@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import subprocess
 import time
 import uuid
@@ -532,3 +533,38 @@ async def test_sbatch_refusals_carry_slurms_message(task: Task, launcher: SlurmL
     gpu = GpuType("NOPE", "slurm", params={"partition": "no-such-partition"})
     with pytest.raises(LauncherError, match=r"sbatch failed .*invalid partition"):
         await launcher.submit(_request(task), _key(), gpu=gpu)
+
+
+@pytest.mark.reliability(
+    "Sandbox",
+    "reading other competitors' payloads (their code) left in the Slurm shared directory",
+    "the runner removes the payload once read; the run directory goes once the result is stored",
+)
+@needs_cluster
+async def test_a_collected_run_leaves_nothing_in_the_shared_directory(
+    task: Task, launcher: SlurmLauncher, record_property
+):
+    key = _key()
+    handle = await launcher.submit(_request(task), key, gpu=CPU_GPU)
+    result = await launcher.follow(handle, timeout=90)
+    assert result is not None and result.passed
+    run_dir = launcher.shared_dir / key
+    assert not (run_dir / "payload.txt").exists()  # the runner took it before the task ran
+    await launcher.release(handle)
+    assert not run_dir.exists()
+    assert not (launcher.shared_dir / "by-id" / handle.external_id).is_symlink()
+    left = sorted(p.name for p in launcher.shared_dir.iterdir())
+    record_property("observed", f"shared directory after release: {left}")
+    assert left == ["by-id"]
+
+
+async def test_the_sweep_removes_only_stale_runs_nobody_collects(launcher: SlurmLauncher):
+    stale, fresh = launcher.shared_dir / "stale-run", launcher.shared_dir / "fresh-run"
+    for run_dir in (stale, fresh):
+        run_dir.mkdir(parents=True, mode=0o700)
+        (run_dir / "payload.txt").write_text("someone's code")
+    old = time.time() - slurm.STALE_RUN_S - 60
+    for path in (stale / "payload.txt", stale):
+        os.utime(path, (old, old))
+    assert await launcher.sweep() == ["stale-run"]
+    assert not stale.exists() and (fresh / "payload.txt").is_file()

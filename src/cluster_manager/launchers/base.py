@@ -72,6 +72,11 @@ class Launcher(abc.ABC):
         """Re-attaches to a run started earlier, e.g. by a process that has since died."""
         return RunHandle(self.name, external_id)
 
+    async def release(self, handle: RunHandle) -> None:
+        """The run's result is stored: whatever the run left behind (its request, its output)
+        may go. Called once the result is recorded; a no-op where nothing is left."""
+        return None
+
     async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:
         """Progress events reported so far by the run, oldest first (empty if unsupported)."""
         return []

@@ -29,7 +29,9 @@ import math
 import os
 import re
 import shlex
+import shutil
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -56,6 +58,9 @@ JOB_NAME_PREFIX = "cm-"
 
 MAX_RESULT_BYTES = 64 * 1024 * 1024
 MAX_PROGRESS_BYTES = 4 * 1024 * 1024
+# A run directory untouched this long, whose job is neither queued nor running, is left over.
+STALE_RUN_S = 24 * 3600.0
+SWEEP_EVERY_S = 3600.0
 
 # Registry parameter -> sbatch option. A parameter left out (or empty) is not passed at all,
 # so a GPU type without `gres` asks for no generic resource.
@@ -114,6 +119,7 @@ class SlurmLauncher(Launcher):
             if not _ENV_NAME.fullmatch(name):
                 raise ValueError(f"invalid environment variable name {name!r}")
         self._accounting: bool | None = None  # unknown until sacct answers once
+        self._last_sweep: float | None = None
 
     # --- submit --------------------------------------------------------------------------
 
@@ -121,6 +127,7 @@ class SlurmLauncher(Launcher):
         self, request: RunRequest, key: str, *, gpu: GpuType | None = None
     ) -> RunHandle:
         run_dir = self._key_dir(key)
+        await self._sweep_now_and_then()
         existing = await self._adopt(run_dir)
         if existing is not None:
             return RunHandle(self.name, existing)  # already dispatched under this key
@@ -276,6 +283,61 @@ class SlurmLauncher(Launcher):
     def attach(self, external_id: str) -> RunHandle:
         """Takes a job id, or the dispatch key (resolved to its job id if it has one)."""
         return RunHandle(self.name, self._job_id(external_id) or external_id)
+
+    async def release(self, handle: RunHandle) -> None:
+        """Removes the run directory (request, script, output, result) and its by-id link."""
+        run = self._locate(handle.external_id)
+        if run is not None:
+            await asyncio.to_thread(self._remove, *run)
+
+    async def _sweep_now_and_then(self) -> None:
+        """At most once per `SWEEP_EVERY_S`, on a dispatch: a bot that submits also cleans."""
+        now = time.monotonic()
+        if self._last_sweep is not None and now - self._last_sweep < SWEEP_EVERY_S:
+            return
+        self._last_sweep = now
+        try:
+            removed = await self.sweep()
+        except (LauncherError, OSError) as exc:
+            log.warning("sweeping %s failed: %s", self.shared_dir, exc)
+            return
+        if removed:
+            log.info("removed %d stale run directories from %s", len(removed), self.shared_dir)
+
+    async def sweep(self, *, older_than_s: float = STALE_RUN_S) -> list[str]:
+        """Removes run directories left by runs nobody will collect (a worker that gave up or
+        died): untouched for `older_than_s` and not queued or running. Returns their keys."""
+        stale = await asyncio.to_thread(self._untouched_runs, older_than_s)
+        jobs = {key: job_id for key, job_id in stale.items() if job_id}
+        states = await self.states([RunHandle(self.name, j) for j in jobs.values()]) if jobs else {}
+        removed = []
+        for key, job_id in stale.items():
+            if job_id and states.get(job_id) in (RunState.QUEUED, RunState.RUNNING):
+                continue
+            await asyncio.to_thread(self._remove, job_id, self.shared_dir / key)
+            removed.append(key)
+        return removed
+
+    def _untouched_runs(self, older_than_s: float) -> dict[str, str | None]:
+        """Key -> recorded job id of run directories not modified for `older_than_s`."""
+        if not self.shared_dir.is_dir():
+            return {}
+        cutoff = time.time() - older_than_s
+        found: dict[str, str | None] = {}
+        for entry in self.shared_dir.iterdir():
+            if entry.name == BY_ID_DIR or not _KEY.fullmatch(entry.name) or not entry.is_dir():
+                continue
+            newest = max((p.stat().st_mtime for p in entry.iterdir()), default=0.0)
+            if max(newest, entry.stat().st_mtime) < cutoff:
+                found[entry.name] = _read_job_id(entry)
+        return found
+
+    def _remove(self, job_id: str | None, run_dir: Path) -> None:
+        if job_id is not None:
+            link = self.shared_dir / BY_ID_DIR / job_id
+            if self._run_dir(job_id) == run_dir:
+                link.unlink(missing_ok=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
 
     # --- paths and commands --------------------------------------------------------------
 
