@@ -88,6 +88,7 @@ async def serve_and_measure(pool: asyncpg.Pool, github: FakeGitHub) -> list[floa
         ["t1", "t2"],
         base_url=github.base_url,
         poll_interval=ghlib.POLL_INTERVAL_S,
+        payload_key=github.payload_key,
     )
     service = Service(pool, ghlib.REGISTRY)
     deadline = datetime.now(UTC) + timedelta(days=1)

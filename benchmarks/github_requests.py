@@ -82,6 +82,7 @@ async def requests_per_minute(count: int) -> dict[str, float]:
             base_url=github.base_url,
             poll_interval=ghlib.POLL_INTERVAL_S,
             write_interval=0.0,
+            payload_key=github.payload_key,
         )
         try:
             return await follow_window(launcher, github, count)

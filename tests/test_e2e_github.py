@@ -46,6 +46,7 @@ def launcher(github: FakeGitHub) -> Iterator[GitHubLauncher]:
         base_url=github.base_url,
         poll_interval=0.3,
         write_interval=0.0,
+        payload_key=github.payload_key,
     )
     yield made
     made.close()

@@ -68,6 +68,7 @@ def build_launchers(settings: Settings) -> dict[str, Launcher]:
             base_url=settings.github_api_url,
             ref=settings.github_ref,
             poll_interval=settings.github_poll_interval_s,
+            payload_key=settings.payload_key,
         )
     if settings.slurm_dir:
         from cluster_manager.launchers.slurm import SlurmLauncher

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cluster_manager.core.models import Limits
+from cluster_manager.core.sealed import KEY_ENV, SealError, parse_key
 from cluster_manager.errors import ClusterManagerError
 
 
@@ -27,6 +28,9 @@ class Settings:
     github_api_url: str = "https://api.github.com"
     github_ref: str = "main"
     github_poll_interval_s: float = 5.0
+    # Seals GitHub dispatch payloads and result artifacts (core.sealed); the runner repository
+    # holds the same key as its secret CLUSTER_MANAGER_PAYLOAD_KEY. Kept out of repr.
+    payload_key: str | None = field(default=None, repr=False)
     # Modal: the deployed app's name; used when Modal credentials are present.
     modal_app: str | None = None
     # Slurm: a directory the compute nodes share with this host; unset disables Slurm.
@@ -59,6 +63,17 @@ def _path_or_none(raw: str | None) -> Path | None:
 def _tokens(raw: str | None) -> tuple[str, ...]:
     """Comma- or space-separated tokens; they are used in rotation."""
     return tuple(t for t in (raw or "").replace(",", " ").split() if t)
+
+
+def _payload_key(raw: str | None) -> str | None:
+    """The key as configured, checked now so a bad one stops the start, not a dispatch."""
+    if not raw or not raw.strip():
+        return None
+    try:
+        parse_key(raw)
+    except SealError as exc:
+        raise ClusterManagerError(str(exc)) from None
+    return raw.strip()
 
 
 def _seconds(raw: str | None, name: str, default: float) -> float:
@@ -130,6 +145,7 @@ def load_settings(
             "GITHUB_POLL_INTERVAL",
             defaults.github_poll_interval_s,
         ),
+        payload_key=_payload_key(values.get(KEY_ENV)),
         modal_app=values.get("CLUSTER_MANAGER_MODAL_APP")
         or ("discord-cluster-manager" if values.get("MODAL_TOKEN_ID") else None),
         slurm_dir=_path_or_none(values.get("CLUSTER_MANAGER_SLURM_DIR")),

@@ -6,8 +6,14 @@ worker thread, as a self-hosted runner would, and its `result.json` becomes the 
 artifact. Knobs make runs slow, stuck or instant (a canned result), and inject 5xx bursts,
 rate limits and slow answers. Every request is counted by (method, route).
 
+The repository has the secret CLUSTER_MANAGER_PAYLOAD_KEY (`payload_key`, fresh per fake), and
+the runner gets it in its environment as the workflows' runner step does; results are sealed
+with it like the runner's. A fake made with `payload_key=None` is a repository without it.
+
     with FakeGitHub(queue_delay=0.5) as github:
-        launcher = GitHubLauncher("acme/kernels", ["t1"], base_url=github.base_url)
+        launcher = GitHubLauncher(
+            "acme/kernels", ["t1"], base_url=github.base_url, payload_key=github.payload_key
+        )
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import hashlib
 import io
 import json
 import math
+import os
 import re
 import socket
 import subprocess
@@ -34,7 +41,15 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from cluster_manager.core.models import RunResult
-from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT
+from cluster_manager.core.payload import (
+    GITHUB_INPUTS_LIMIT,
+    decode_payload,
+    encode_payload,
+    seal_result,
+)
+from cluster_manager.core.sealed import KEY_ENV, generate_key
+
+_FRESH_KEY = "fresh"  # the default of `payload_key`: a new key for each fake
 
 REQUIRED_INPUTS = ("payload", "job_id", "runner_labels")
 DEFAULT_WORKFLOWS = {"nvidia_workflow.yml": "NVIDIA", "amd_workflow.yml": "AMD"}
@@ -145,8 +160,11 @@ class FakeGitHub:
         canned: RunResult | None = None,
         return_run_details: bool = True,
         redirect_downloads: bool = True,
+        payload_key: str | None = _FRESH_KEY,
     ) -> None:
         self.owner, self.repo, self.ref = owner, repo, ref
+        # The repository secret the workflows hand to the runner step.
+        self.payload_key = generate_key() if payload_key == _FRESH_KEY else payload_key
         self.tokens = set(tokens)
         self.workflows = dict(workflows or DEFAULT_WORKFLOWS)
         self.queue_delay = queue_delay  # seconds a run waits for a runner
@@ -589,15 +607,34 @@ class FakeGitHub:
             return None
         canned = self.canned
         if canned is not None:
-            return json.dumps(canned.to_json()).encode()
+            return seal_result(json.dumps(canned.to_json()), self.payload_key).encode()
+        # A runner that does not read the key yet gets the payload opened and its result
+        # sealed here, around it, so the launcher sees what a runner holding the key sends.
+        around = self.payload_key is not None and not runner_opens_seals()
+        payload = run.inputs["payload"]
         with tempfile.TemporaryDirectory(prefix="fake-github-run-") as tmp:
             workdir = Path(tmp)
-            (workdir / "payload.txt").write_text(run.inputs["payload"], encoding="utf-8")
+            if around:
+                try:
+                    payload = encode_payload(decode_payload(payload, self.payload_key))
+                except ValueError as exc:  # what the runner would refuse with exit code 2
+                    run.stderr = f"invalid run request: {exc}"
+                    return None
+            (workdir / "payload.txt").write_text(payload, encoding="utf-8")
             code = self._run_runner(run, workdir)
             output = workdir / "result.json"
             if code != 0 or not output.is_file():
                 return None
+            if around:
+                return seal_result(output.read_text("utf-8"), self.payload_key).encode()
             return output.read_bytes()
+
+    def _runner_env(self) -> dict[str, str]:
+        """The runner step's environment: the repository secret, as the workflows pass it."""
+        env = {k: v for k, v in os.environ.items() if k != KEY_ENV}
+        if self.payload_key is not None:
+            env[KEY_ENV] = self.payload_key
+        return env
 
     def _run_runner(self, run: FakeRun, workdir: Path) -> int | None:
         command = [sys.executable, "-m", "cluster_manager.harness.runner"]
@@ -606,6 +643,7 @@ class FakeGitHub:
             proc = subprocess.Popen(
                 command,
                 cwd=workdir,
+                env=self._runner_env(),
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=stderr,
@@ -624,6 +662,14 @@ class FakeGitHub:
                     self._procs.discard(proc)
         run.stderr = (workdir / "stderr.txt").read_text(errors="replace")[-4000:]
         return proc.returncode
+
+
+def runner_opens_seals() -> bool:
+    """Whether the runner entrypoint takes the payload key from its environment itself
+    (`core.sealed.take_payload_key`), opening sealed payloads and sealing its result."""
+    from cluster_manager.harness import runner
+
+    return hasattr(runner, "take_payload_key")
 
 
 def _until_exit(proc: subprocess.Popen[bytes]) -> Iterator[None]:

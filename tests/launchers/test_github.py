@@ -5,6 +5,9 @@ and the workflows it dispatches, checked by actionlint."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import contextlib
+import io
 import json
 import os
 import secrets
@@ -13,6 +16,8 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -20,6 +25,8 @@ import pytest
 import yaml
 
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task, Verdict
+from cluster_manager.core.payload import encode_payload, seal_result
+from cluster_manager.core.sealed import generate_key, is_sealed
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
@@ -27,7 +34,7 @@ from cluster_manager.launchers.base import RunState, RunTimedOutError
 from cluster_manager.launchers.github import RESULT_ARTIFACT, RUN_NAME, GitHubLauncher
 from tests.conftest import CORRECT, ROOT, make_request, write_task
 from tests.fake_github import FakeGitHub
-from tests.fake_github.server import REQUIRED_INPUTS, zip_bytes
+from tests.fake_github.server import REQUIRED_INPUTS, FakeRun, zip_bytes
 
 NVIDIA = GpuType(
     "H100",
@@ -42,6 +49,7 @@ WORKFLOWS = [
 ]
 
 LauncherFactory = Callable[..., GitHubLauncher]
+RUNNER_MODULE = "cluster_manager.harness.runner"
 
 
 @pytest.fixture
@@ -62,7 +70,12 @@ def launcher_for(github: FakeGitHub) -> Iterator[LauncherFactory]:
     made: list[GitHubLauncher] = []
 
     def make(tokens: tuple[str, ...] = ("t1", "t2"), **kwargs: object) -> GitHubLauncher:
-        options = {"base_url": github.base_url, "poll_interval": POLL, "write_interval": 0.0}
+        options = {
+            "base_url": github.base_url,
+            "poll_interval": POLL,
+            "write_interval": 0.0,
+            "payload_key": github.payload_key,
+        }
         launcher = GitHubLauncher(github.full_name, tokens, **{**options, **kwargs})
         made.append(launcher)
         return launcher
@@ -391,13 +404,18 @@ async def test_a_run_stuck_in_the_queue_is_cancelled_at_the_timeout(
     assert (run.status, run.conclusion) == ("completed", "cancelled")
 
 
+def _sealed_result(text: str) -> Callable[[str], bytes]:
+    """An artifact whose result.json is `text` sealed with the repository's key."""
+    return lambda key: zip_bytes({"result.json": seal_result(text, key).encode()})
+
+
 @pytest.mark.parametrize(
     ("artifact", "message"),
     [
-        (b"this is not a zip", "not a valid zip"),
-        (zip_bytes({"other.txt": b"{}"}), "holds no result.json"),
-        (zip_bytes({"result.json": b"{not json"}), "result.json is not valid JSON"),
-        (zip_bytes({"result.json": b'{"passed": true}'}), "not a valid run result"),
+        (lambda key: b"this is not a zip", "not a valid zip"),
+        (lambda key: zip_bytes({"other.txt": b"{}"}), "holds no result.json"),
+        (_sealed_result("{not json"), "result.json is not valid JSON"),
+        (_sealed_result('{"passed": true}'), "not a valid run result"),
     ],
     ids=["garbage", "no-result-json", "invalid-json", "not-a-run-result"],
 )
@@ -410,11 +428,11 @@ async def test_a_corrupt_artifact_is_a_clear_error(
     canned: FakeGitHub,
     launcher_for: LauncherFactory,
     request_: RunRequest,
-    artifact: bytes,
+    artifact: Callable[[str], bytes],
     message: str,
     record_property,
 ):
-    canned.artifact_override = artifact
+    canned.artifact_override = artifact(canned.payload_key)
     with pytest.raises(LauncherError, match=message) as raised:
         await submit_and_follow(launcher_for(), request_, timeout=30)
     record_property("observed", str(raised.value))
@@ -467,6 +485,243 @@ def test_requests_without_a_token_are_refused(github: FakeGitHub):
     assert reply.status == 401
 
 
+# --- nothing readable outside --------------------------------------------------------------
+
+CODE_MARKER = "kernel-marker-7f3a9c51"  # a comment in the submission's code
+SEED = 1_739_184_265  # the ranked run's secret seed (31 bits, as leaderboards draw them)
+RESULT_MARKER = "result-marker-5be1c0d2"
+
+
+def _readable(text: str) -> str:
+    """What anyone can read from `text` without the key: the text, and whatever a base64
+    decoding (of it, or of what follows a prefix) and then zlib make of it."""
+    found = [text]
+    for candidate in (text, text.partition(":")[2]):
+        for altchars in (None, b"-_"):
+            try:
+                raw = base64.b64decode(candidate + "=" * (-len(candidate) % 4), altchars)
+            except ValueError:
+                continue
+            found.append(raw.decode("latin-1"))
+            with contextlib.suppress(zlib.error):
+                found.append(zlib.decompress(raw).decode("utf-8", "replace"))
+    return "\n".join(found)
+
+
+def _shown_inputs(run: FakeRun) -> str:
+    return "\n".join(_readable(value) for value in run.inputs.values())
+
+
+def _artifact_text(run: FakeRun) -> str:
+    """result.json as anyone who downloads the artifact reads it."""
+    assert run.artifact is not None, run.stderr
+    with zipfile.ZipFile(io.BytesIO(run.artifact)) as archive:
+        return archive.read("result.json").decode("utf-8")
+
+
+@pytest.mark.slow
+@pytest.mark.reliability(
+    "Access",
+    "reading a ranked GitHub run's dispatch inputs (decoded: base64, zlib) without the key, "
+    "for a marker in the submission's code, the secret seed's digits and the result",
+    "none of them is there: inputs and result.json are sealed; the run still passes",
+)
+async def test_a_runs_inputs_and_artifact_reveal_neither_code_nor_seed_nor_result(
+    github: FakeGitHub, launcher_for: LauncherFactory, task: Task, record_property
+):
+    request = make_request(task, f"# {CODE_MARKER}\n{CORRECT}", Mode.LEADERBOARD, seed=SEED)
+    result = await submit_and_follow(launcher_for(), request)
+
+    (run,) = github.runs.values()
+    shown, artifact = _shown_inputs(run), _artifact_text(run)
+    record_property(
+        "observed",
+        f"verdict {result.verdict.value if result else None}; payload "
+        f"{run.inputs['payload'][:24]}… ({len(run.inputs['payload']):,} chars), code marker "
+        f"{'found' if CODE_MARKER in shown else 'absent'}, seed "
+        f"{'found' if str(SEED) in shown else 'absent'}; result.json {artifact[:24]}…",
+    )
+    assert result is not None and result.passed, result and result.message
+    assert CODE_MARKER not in shown and str(SEED) not in shown
+    assert is_sealed(artifact) and '"verdict"' not in _readable(artifact)
+    # The check has teeth: the unsealed encoding shows both.
+    plain = _readable(encode_payload(request))
+    assert CODE_MARKER in plain and str(SEED) in plain
+
+
+# Looks for the payload key wherever a submission might: its environment, and every process's
+# environment it can open under /proc (the runner's, the runner step's).
+KEY_HUNTER = """
+import glob, os
+
+def custom_kernel(data):
+    seen = ["own environment"] if "CLUSTER_MANAGER_PAYLOAD_KEY" in os.environ else []
+    read = 0
+    for path in glob.glob("/proc/*/environ"):
+        try:
+            with open(path, "rb") as environ:
+                text = environ.read()
+        except OSError:
+            continue
+        read += 1
+        if b"CLUSTER_MANAGER_PAYLOAD_KEY" in text:
+            seen.append(path)
+    raise RuntimeError(f"payload key seen in {seen} ({read} environments read)")
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.reliability(
+    "Access",
+    "a submission on a GitHub runner looks for CLUSTER_MANAGER_PAYLOAD_KEY in its environment "
+    "and in every /proc/*/environ it can open",
+    "found nowhere: the runner's environment is closed to it and its own never had the key",
+)
+async def test_a_submission_cannot_find_the_payload_key(
+    github: FakeGitHub, launcher_for: LauncherFactory, task: Task, record_property
+):
+    result = await submit_and_follow(launcher_for(), make_request(task, KEY_HUNTER))
+
+    assert result is not None
+    found = json.dumps(result.to_json())
+    record_property("observed", f"{result.verdict.value}: {result.message[:200]}")
+    assert "payload key seen in []" in found, found[:2000]
+
+
+@pytest.mark.reliability(
+    "Access",
+    "downloading a GitHub run's result artifact without the key, looking for the result's text",
+    "result.json is sealed and holds no trace of it; the launcher opens it with the key",
+)
+async def test_the_result_artifact_holds_no_readable_result(
+    canned: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
+):
+    canned.canned = RunResult(True, Verdict.PASSED, Mode.TEST, f"passed {RESULT_MARKER}")
+    result = await submit_and_follow(launcher_for(), request_, timeout=30)
+
+    (run,) = canned.runs.values()
+    artifact = _artifact_text(run)
+    record_property(
+        "observed",
+        f"result.json {artifact[:24]}… ({len(artifact):,} chars), marker "
+        f"{'found' if RESULT_MARKER in _readable(artifact) else 'absent'}; the launcher read "
+        f"{result.message if result else None!r}",
+    )
+    assert result is not None and result.message == f"passed {RESULT_MARKER}"
+    assert RESULT_MARKER not in _readable(artifact)
+    assert RESULT_MARKER.encode() not in (run.artifact or b"")
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a GitHub launcher configured without CLUSTER_MANAGER_PAYLOAD_KEY is asked to dispatch",
+    "a LauncherError naming the setting; nothing is sent to GitHub",
+)
+async def test_a_launcher_without_a_payload_key_refuses_to_dispatch(
+    github: FakeGitHub, launcher_for: LauncherFactory, request_: RunRequest, record_property
+):
+    with pytest.raises(LauncherError, match="needs CLUSTER_MANAGER_PAYLOAD_KEY") as raised:
+        await launcher_for(payload_key=None).submit(request_, "job-no-key", gpu=NVIDIA)
+    record_property("observed", f"{raised.value}; {github.count()} requests")
+    assert github.count() == 0
+
+
+def test_a_malformed_payload_key_is_refused_when_the_launcher_is_made():
+    with pytest.raises(LauncherError, match="CLUSTER_MANAGER_PAYLOAD_KEY holds 5 bytes"):
+        GitHubLauncher("acme/kernels", ["t1"], payload_key="aGVsbG8")
+
+
+@pytest.mark.parametrize(
+    ("forge", "message"),
+    [
+        (lambda request, key: json.dumps(CANNED.to_json()), "not sealed with CLUSTER_MANAGER"),
+        (
+            lambda request, key: seal_result(json.dumps(CANNED.to_json()), generate_key()),
+            "sealed with another CLUSTER_MANAGER_PAYLOAD_KEY",
+        ),
+        (encode_payload, "a sealed payload was given where a result belongs"),
+    ],
+    ids=["plain", "another-key", "a-payload"],
+)
+@pytest.mark.reliability(
+    "Access",
+    "a forged result artifact: plain result.json, one sealed with another key, a request "
+    "rather than a result",
+    "refused with a LauncherError naming CLUSTER_MANAGER_PAYLOAD_KEY; no result is recorded",
+)
+async def test_a_result_not_sealed_with_the_key_is_refused(
+    canned: FakeGitHub,
+    launcher_for: LauncherFactory,
+    request_: RunRequest,
+    forge: Callable[[RunRequest, str], str],
+    message: str,
+    record_property,
+):
+    assert canned.payload_key is not None
+    forged = forge(request_, canned.payload_key)
+    canned.artifact_override = zip_bytes({"result.json": forged.encode()})
+    with pytest.raises(LauncherError, match=message) as raised:
+        await submit_and_follow(launcher_for(), request_, timeout=30)
+    record_property("observed", str(raised.value))
+
+
+@pytest.mark.parametrize(
+    ("secret", "message"),
+    [
+        ("missing", "CLUSTER_MANAGER_PAYLOAD_KEY is not set"),
+        ("another", "sealed with another CLUSTER_MANAGER_PAYLOAD_KEY"),
+    ],
+    ids=["missing", "another"],
+)
+@pytest.mark.reliability(
+    "Access",
+    "the runner repository's secret CLUSTER_MANAGER_PAYLOAD_KEY is missing, or differs from "
+    "the bot's",
+    "the runner refuses the payload with a one-line error naming the secret (no traceback); "
+    "no result, so the run is lost",
+)
+async def test_a_runner_without_the_right_key_says_so(
+    request_: RunRequest, secret: str, message: str, record_property
+):
+    repo_key = None if secret == "missing" else generate_key()
+    with FakeGitHub(payload_key=repo_key) as github:
+        launcher = GitHubLauncher(
+            github.full_name,
+            ["t1"],
+            base_url=github.base_url,
+            poll_interval=POLL,
+            write_interval=0.0,
+            payload_key=generate_key(),
+        )
+        try:
+            result = await submit_and_follow(launcher, request_, timeout=60)
+        finally:
+            launcher.close()
+        (run,) = github.runs.values()
+    record_property("observed", f"{run.conclusion}, no artifact; runner: {run.stderr.strip()}")
+    assert result is None
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+async def test_the_size_limit_applies_to_the_sealed_payload(
+    github: FakeGitHub,
+    launcher_for: LauncherFactory,
+    request_: RunRequest,
+    monkeypatch: pytest.MonkeyPatch,
+):
+    import cluster_manager.launchers.github as launcher_module
+
+    labels = json.dumps(NVIDIA.params["runner_labels"])
+    plain = {"payload": encode_payload(request_), "job_id": "k", "runner_labels": labels}
+    plain_size = len(json.dumps(plain, separators=(",", ":")))
+    # Room for the encoded inputs, not for what sealing adds.
+    monkeypatch.setattr(launcher_module, "GITHUB_INPUTS_LIMIT", plain_size + 8)
+    with pytest.raises(LauncherError, match="GitHub accepts at most"):
+        await launcher_for().submit(request_, "k", gpu=NVIDIA)
+    assert github.count() == 0
+
+
 # --- the workflows --------------------------------------------------------------------------
 
 
@@ -505,3 +760,11 @@ def test_the_workflows_match_what_the_launcher_expects(path: Path):
     upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["with"]["name"] == RESULT_ARTIFACT and upload["if"] == "always()"
     assert "inputs.payload" not in text  # read from the event file, never interpolated
+    # The payload key reaches the runner step alone.
+    # `exec`: no shell stays behind as the runner's parent with the key in its environment.
+    keyed = [s for s in steps if "CLUSTER_MANAGER_PAYLOAD_KEY" in s.get("env", {})]
+    assert [s["run"].split()[:4] for s in keyed] == [["exec", "python", "-m", RUNNER_MODULE]]
+    assert keyed[0]["env"]["CLUSTER_MANAGER_PAYLOAD_KEY"] == (
+        "${{ secrets.CLUSTER_MANAGER_PAYLOAD_KEY }}"
+    )
+    assert text.count("secrets.CLUSTER_MANAGER_PAYLOAD_KEY") == 1

@@ -5,6 +5,10 @@ runner labels (`runner_labels`). The request travels as the `payload` input (cor
 workflow's `run-name` is `cm job <key>`, which is how a run is found again by its dispatch key;
 the runner's result.json comes back as the run's artifact named `result`.
 
+Both are sealed with the payload key (core.sealed): everyone who can read the runner repository
+sees a run's inputs and artifacts. Without a key the launcher refuses to dispatch; a result not
+sealed with it is refused too.
+
 External ids are run ids. A non-numeric external id is taken for a dispatch key and resolved by
 run name among the newest runs (a worker that died before learning the run id re-attaches so).
 
@@ -58,7 +62,8 @@ from tenacity import (
 )
 
 from cluster_manager.core.models import RunRequest, RunResult
-from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, encode_payload
+from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, encode_payload, open_result
+from cluster_manager.core.sealed import KEY_ENV, SealError, as_key
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
@@ -157,12 +162,14 @@ class GitHubLauncher(Launcher):
         write_interval: float = 1.0,
         max_rate_limit_wait: float = 300.0,
         attempts: int = 6,
+        payload_key: bytes | str | None = None,
     ) -> None:
         if not tokens:
             raise LauncherError("the GitHub launcher needs at least one token")
         if repo.count("/") != 1:
             raise LauncherError(f"GitHub repository must be OWNER/NAME, not {repo!r}")
         self.repo = repo
+        self._payload_key = _payload_key(payload_key)
         self.base_url = base_url.rstrip("/")
         self.ref = ref
         self.poll_interval = poll_interval
@@ -189,7 +196,8 @@ class GitHubLauncher(Launcher):
         self, request: RunRequest, key: str, *, gpu: GpuType | None = None
     ) -> RunHandle:
         workflow, labels = _workflow_params(gpu)
-        inputs = _dispatch_inputs(request, key, labels)  # refuses oversized payloads first
+        # Refuses a missing key and oversized payloads before any request.
+        inputs = _dispatch_inputs(request, key, labels, self._payload_key)
         run_id = await self._dispatch_once(key, workflow, inputs)
         self._track(run_id).dispatched_here = True
         return RunHandle(self.name, run_id)
@@ -218,7 +226,7 @@ class GitHubLauncher(Launcher):
             raise LauncherError(f"GitHub run {run_id}: the result artifact is {size:,} bytes")
         url = f"{self.base_url}/repos/{self.repo}/actions/artifacts/{run.artifact['id']}/zip"
         blob = await self._call(partial(self._download, url=url))
-        return _read_result(blob, run_id)
+        return _read_result(blob, run_id, self._payload_key)
 
     async def cancel(self, handle: RunHandle) -> None:
         run_id = self._resolve(handle.external_id)
@@ -555,8 +563,25 @@ def _workflow_params(gpu: GpuType | None) -> tuple[str, list[str]]:
     return workflow, list(labels)
 
 
-def _dispatch_inputs(request: RunRequest, key: str, labels: list[str]) -> dict[str, str]:
-    payload = encode_payload(request)
+def _payload_key(key: bytes | str | None) -> bytes | None:
+    if key is None:
+        return None
+    try:
+        return as_key(key)
+    except SealError as exc:
+        raise LauncherError(str(exc)) from None
+
+
+def _dispatch_inputs(
+    request: RunRequest, key: str, labels: list[str], payload_key: bytes | None
+) -> dict[str, str]:
+    if payload_key is None:
+        raise LauncherError(
+            f"the GitHub launcher needs {KEY_ENV}: the runner repository shows every run's "
+            "inputs and artifacts to its readers, so the submission and the secret seed travel "
+            "sealed. Set the same key in the bot's settings and as the repository's secret"
+        )
+    payload = encode_payload(request, payload_key)
     inputs = {"payload": payload, "job_id": key, "runner_labels": json.dumps(labels)}
     # Measured as the JSON GitHub receives: a little stricter than the values alone.
     size = len(json.dumps(inputs, separators=(",", ":")))
@@ -678,8 +703,9 @@ def _bounded(chunks: Iterable[bytes], limit: int) -> bytes:
     return b"".join(parts)
 
 
-def _read_result(blob: bytes, run_id: str) -> RunResult:
-    """result.json from the artifact's zip, read with a bound, checked as a RunResult."""
+def _read_result(blob: bytes, run_id: str, key: bytes | None) -> RunResult:
+    """result.json from the artifact's zip, read with a bound, opened with the payload key,
+    checked as a RunResult."""
     where = f"GitHub run {run_id}"
     try:
         with zipfile.ZipFile(io.BytesIO(blob)) as archive:
@@ -695,10 +721,19 @@ def _read_result(blob: bytes, run_id: str) -> RunResult:
     if len(raw) > MAX_RESULT_BYTES:
         raise LauncherError(f"{where}: {RESULT_FILE} is larger than {MAX_RESULT_BYTES:,} bytes")
     try:
-        data = json.loads(raw)
+        data = json.loads(_opened(raw, key))
+    except SealError as exc:
+        raise LauncherError(f"{where}: {RESULT_FILE}: {exc}") from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise LauncherError(f"{where}: {RESULT_FILE} is not valid JSON ({exc})") from exc
     try:
         return RunResult.from_json(data)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise LauncherError(f"{where}: {RESULT_FILE} is not a valid run result ({exc!r})") from exc
+
+
+def _opened(raw: bytes, key: bytes | None) -> str | bytes:
+    """The result's JSON: opened with the key when there is one, else as it came."""
+    if key is None:
+        return raw
+    return open_result(raw.decode("utf-8", errors="replace"), key)
