@@ -43,8 +43,6 @@ from urllib.parse import parse_qs, urlsplit
 from cluster_manager.core.models import RunResult
 from cluster_manager.core.payload import (
     GITHUB_INPUTS_LIMIT,
-    decode_payload,
-    encode_payload,
     seal_result,
 )
 from cluster_manager.core.sealed import KEY_ENV, generate_key
@@ -608,25 +606,13 @@ class FakeGitHub:
         canned = self.canned
         if canned is not None:
             return seal_result(json.dumps(canned.to_json()), self.payload_key).encode()
-        # A runner that does not read the key yet gets the payload opened and its result
-        # sealed here, around it, so the launcher sees what a runner holding the key sends.
-        around = self.payload_key is not None and not runner_opens_seals()
-        payload = run.inputs["payload"]
         with tempfile.TemporaryDirectory(prefix="fake-github-run-") as tmp:
             workdir = Path(tmp)
-            if around:
-                try:
-                    payload = encode_payload(decode_payload(payload, self.payload_key))
-                except ValueError as exc:  # what the runner would refuse with exit code 2
-                    run.stderr = f"invalid run request: {exc}"
-                    return None
-            (workdir / "payload.txt").write_text(payload, encoding="utf-8")
+            (workdir / "payload.txt").write_text(run.inputs["payload"], encoding="utf-8")
             code = self._run_runner(run, workdir)
             output = workdir / "result.json"
             if code != 0 or not output.is_file():
                 return None
-            if around:
-                return seal_result(output.read_text("utf-8"), self.payload_key).encode()
             return output.read_bytes()
 
     def _runner_env(self) -> dict[str, str]:
@@ -662,14 +648,6 @@ class FakeGitHub:
                     self._procs.discard(proc)
         run.stderr = (workdir / "stderr.txt").read_text(errors="replace")[-4000:]
         return proc.returncode
-
-
-def runner_opens_seals() -> bool:
-    """Whether the runner entrypoint takes the payload key from its environment itself
-    (`core.sealed.take_payload_key`), opening sealed payloads and sealing its result."""
-    from cluster_manager.harness import runner
-
-    return hasattr(runner, "take_payload_key")
 
 
 def _until_exit(proc: subprocess.Popen[bytes]) -> Iterator[None]:

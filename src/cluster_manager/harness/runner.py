@@ -45,8 +45,9 @@ from cluster_manager.core.models import (
     RunResult,
     Verdict,
 )
-from cluster_manager.core.payload import decode_payload
+from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.plan import Phase, plan_phases
+from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import judge_phase
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
@@ -386,9 +387,11 @@ def main(argv: list[str] | None = None) -> int:
     lifecycle.make_undumpable()
     lifecycle.become_subreaper()
     lifecycle.kill_everything_on_sigterm()
+    result_key = None  # a result is sealed exactly when its request came sealed
     try:
+        key = take_payload_key()  # first: no process started from here on inherits it
         if args.payload:
-            request = decode_payload(_take(Path(args.payload)))
+            request, result_key = open_payload(_take(Path(args.payload)), key)
         else:
             raw = sys.stdin.read() if args.request == "-" else Path(args.request).read_text("utf-8")
             request = RunRequest.from_json(json.loads(raw))
@@ -400,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.progress:
             print(json.dumps(event, default=str), file=sys.stderr, flush=True)
 
-    result = json.dumps(run(request, progress=progress, isolate=not args.no_sandbox).to_json())
+    outcome = run(request, progress=progress, isolate=not args.no_sandbox)
+    result = seal_result(json.dumps(outcome.to_json()), result_key)
     if args.output == "-":
         print(result)
     else:
