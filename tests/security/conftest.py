@@ -190,10 +190,10 @@ def hostile_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     kind = request.param
     if kind == "root" and os.geteuid() != 0:
         pytest.skip("the root runner needs root")
-    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")  # the same in every worker of a run
-    if run_id is None:
+    if "PYTEST_XDIST_WORKER" not in os.environ:
         return observe(kind, tmp_path_factory.mktemp("security"))
-    cache = Path(tempfile.gettempdir()) / f"cm-security-{run_id}-{kind.replace(' ', '-')}"
+    # The workers' temporary directories share a parent of this run, which pytest cleans up.
+    cache = tmp_path_factory.getbasetemp().parent / f"cm-security-{kind.replace(' ', '-')}"
     with open(f"{cache}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if cache.is_file():
