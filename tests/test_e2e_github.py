@@ -5,7 +5,7 @@ result artifact -> database -> ranking; and faults at the fake that must never l
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
 import pytest
@@ -16,6 +16,9 @@ from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.github import GitHubLauncher
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
+from cluster_manager.storage.database import create_pool
+from cluster_manager.storage.installation import installation_id
+from tests import database
 from tests.conftest import CORRECT, load_task, write_task
 from tests.fake_github import FakeGitHub
 
@@ -50,6 +53,16 @@ def launcher(github: FakeGitHub) -> Iterator[GitHubLauncher]:
     )
     yield made
     made.close()
+
+
+@pytest.fixture
+async def other_pool(pg_server: str) -> AsyncIterator:
+    """A second installation: a database of its own, migrated from scratch."""
+    name = database.create_template(pg_server, "other")
+    pool = await create_pool(database._with_database(pg_server, name))
+    yield pool
+    await pool.close()
+    database.drop(pg_server, name)
 
 
 async def _board(pool, clock, tmp_path, **task_options) -> Service:
@@ -137,3 +150,44 @@ async def test_a_run_stuck_in_the_queue_ends_as_a_clear_timeout(
     assert [r.verdict for r in report.runs] == [Verdict.TIMEOUT]
     assert "no result within" in report.runs[0].result["message"]
     assert github.count("cancel") == 1
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "two installations (two databases, e.g. staging and production or a database made anew) "
+    "share one runner repository; both dispatch their job 1, attempt 1",
+    "each dispatches a run of its own and records its own result: no run of one installation "
+    "is taken for the other's",
+)
+async def test_installations_sharing_a_repository_never_take_each_others_runs(
+    pool, other_pool, clock, tmp_path, github, record_property
+):
+    wrong = "def custom_kernel(data):\n    return data * 2\n"
+    verdicts = []
+    for db, code in ((pool, wrong), (other_pool, CORRECT)):
+        service = await _board(db, clock, tmp_path)
+        receipt = await service.submit(
+            "gh", Submitter("a", "a"), "s.py", code.encode(), mode=Mode.TEST
+        )
+        # Each installation has a launcher of its own (a process of its own) on the same repo.
+        launcher = GitHubLauncher(
+            github.full_name,
+            ["t1"],
+            base_url=github.base_url,
+            poll_interval=0.3,
+            write_interval=0.0,
+            payload_key=github.payload_key,
+        )
+        try:
+            await _serve(db, launcher, {j.id for j in receipt.jobs})
+        finally:
+            launcher.close()
+        (run,) = (await service.report(receipt.submission_id)).runs
+        verdicts.append(run.verdict)
+    ids = {await installation_id(pool), await installation_id(other_pool)}
+    names = sorted(run.job_id for run in github.runs.values())
+    record_property("observed", f"verdicts {[v.value for v in verdicts]}; GitHub runs {names}")
+    assert len(ids) == 2
+    assert verdicts == [Verdict.WRONG_ANSWER, Verdict.PASSED]
+    assert len(github.runs) == 2  # the second installation dispatched a run of its own
+    assert all(any(i in name for i in ids) for name in names)

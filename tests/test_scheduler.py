@@ -14,6 +14,7 @@ from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage.installation import installation_id
 from tests.conftest import CORRECT, load_task, write_task
 from tests.fakes import FakeLauncher
 
@@ -91,6 +92,7 @@ async def test_launcher_outage_is_retried_then_succeeds(
 ):
     launcher = FakeLauncher(submit_failures=2)
     receipt = await submit(board, "alice", Mode.TEST)
+    (job_id,) = (j.id for j in receipt.jobs)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
     report = await board.report(receipt.submission_id)
@@ -102,6 +104,8 @@ async def test_launcher_outage_is_retried_then_succeeds(
     assert report.runs[0].passed
     (key,) = launcher.submits
     assert launcher.submits[key] == 3  # two failures, then the run: one key, one run
+    # The key names this installation: no other database sharing the launcher uses it.
+    assert key == f"{await installation_id(pool)}-job-{job_id}-attempt-1"
 
 
 @pytest.mark.reliability(

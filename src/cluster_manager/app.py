@@ -20,6 +20,7 @@ from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings, local_limits
 from cluster_manager.storage.database import DatabaseError, create_pool, database_url
+from cluster_manager.storage.installation import installation_id
 from cluster_manager.storage.migrations import apply_migrations, pending_migrations
 
 
@@ -32,6 +33,8 @@ class App:
     registry: GpuRegistry
     launchers: dict[str, Launcher]
     service: Service
+    # This database's installation id (storage.installation): in every dispatch key.
+    installation: str | None = None
 
     def scheduler(
         self, config: SchedulerConfig | None = None, *, submission_ids: set[int] | None = None
@@ -46,6 +49,7 @@ class App:
             self.launchers,
             config=config,
             submission_ids=submission_ids,
+            installation=self.installation,
         )
 
 
@@ -113,6 +117,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                 service=Service(
                     pool, registry, default_rate_limit_per_hour=settings.rate_limit_per_hour
                 ),
+                installation=await installation_id(pool),
             )
         finally:
             await pool.close()

@@ -28,10 +28,11 @@ from tenacity import (
 
 from cluster_manager.core.models import Limits, RunRequest, RunResult, Verdict
 from cluster_manager.core.plan import run_timeout
-from cluster_manager.core.records import Job, JobEvent, JobState
+from cluster_manager.core.records import Job, JobEvent, JobState, dispatch_key
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState, RunTimedOutError
+from cluster_manager.storage import installation as installation_store
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
@@ -69,6 +70,7 @@ class Scheduler:
         config: SchedulerConfig | None = None,
         owner: str | None = None,
         submission_ids: set[int] | None = None,
+        installation: str | None = None,
     ) -> None:
         self.pool = pool
         self.registry = registry
@@ -77,6 +79,8 @@ class Scheduler:
         self.owner = owner or new_owner_id()
         # Serve only these submissions (the CLI's own); None serves the whole queue.
         self.submission_ids = submission_ids
+        # Carried in every dispatch key; read from the database when not given.
+        self.installation = installation
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._publishing: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
@@ -291,7 +295,7 @@ class Scheduler:
                     self.pool, job_id=job.id, owner=self.owner, external_id=handle.external_id
                 )
                 return handle
-        key = job.external_id or f"job-{job.id}-attempt-{job.attempts}"
+        key = job.external_id or await self._dispatch_key(job)
         if job.external_id is None and not await job_store.set_external_id(
             self.pool, job_id=job.id, owner=self.owner, launcher=launcher.name, external_id=key
         ):
@@ -308,6 +312,11 @@ class Scheduler:
             self.pool, job_id=job.id, owner=self.owner, external_id=handle.external_id
         )
         return handle
+
+    async def _dispatch_key(self, job: Job) -> str:
+        if self.installation is None:
+            self.installation = await installation_store.installation_id(self.pool)
+        return dispatch_key(self.installation, f"job-{job.id}-attempt-{job.attempts}")
 
     async def _follow_and_record(
         self, job: Job, launcher: Launcher, handle: RunHandle, request: RunRequest

@@ -40,6 +40,13 @@ class JobState(enum.StrEnum):
     FAILED = "failed"  # gave up (launcher errors, lost run); error says why
 
 
+def dispatch_key(installation: str, name: str) -> str:
+    """A launcher's idempotency key. `name` (job 7, attempt 1) is unique in one database
+    only; the installation id makes it unique among all databases that share a launcher (a
+    runner repository, a Slurm directory), so none takes another's run for its own."""
+    return f"{installation}-{name}"
+
+
 class SubmissionStatus(enum.StrEnum):
     QUEUED = "queued"
     RUNNING = "running"

@@ -11,6 +11,8 @@ sealed with it is refused too.
 
 External ids are run ids. A non-numeric external id is taken for a dispatch key and resolved by
 run name among the newest runs (a worker that died before learning the run id re-attaches so).
+Keys carry the installation's id (core.records.dispatch_key): installations sharing the
+repository, or a database made anew, never find each other's runs.
 
 Run states, from the run's `status` and its artifacts:
     queued / waiting / pending / requested -> QUEUED; in_progress -> RUNNING;
