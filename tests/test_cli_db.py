@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from tests import database
@@ -248,3 +251,74 @@ def test_demo_runs_on_the_database(cm):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Every verdict was as expected." in done.stdout
     assert "demo-identity on CPU" in done.stdout and "demo-softmax on CPU" in done.stdout
+
+
+def _job_state(db_url: str, user: str) -> str | None:
+    with psycopg.connect(db_url) as conn:
+        row = conn.execute(
+            "SELECT j.state FROM jobs j JOIN submissions s ON s.id = j.submission_id "
+            "JOIN users u ON u.id = s.user_id WHERE u.external_id = %s",
+            (user,),
+        ).fetchone()
+    return None if row is None else row[0]
+
+
+def _wait_for_state(db_url: str, user: str, state: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _job_state(db_url, user) != state:
+        assert time.monotonic() < deadline, f"{user}'s job never became {state}"
+        time.sleep(0.05)
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "a `submit` is killed while its job runs (no worker anywhere; the GPU type allows one job at "
+    "a time) and, once its lease has expired, another user runs `submit` on that GPU type",
+    "the second `submit` adopts the orphan and finishes it, then runs its own job: both passed",
+)
+def test_a_submit_finishes_the_job_a_dead_submit_left_on_its_gpu(
+    db_url: str, tmp_path: Path, record_property
+):
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data"),
+        "CLUSTER_MANAGER_LOCAL_CONCURRENCY": "1",
+    }
+    command = [sys.executable, "-m", "cluster_manager"]
+    create = ["leaderboard", "create", "identity", "--task", str(IDENTITY), "--deadline", FUTURE]
+    done = subprocess.run([*command, *create, "--gpu", "CPU"], env=env, capture_output=True)
+    assert done.returncode == 0, done.stderr
+    slow = tmp_path / "slow.py"  # runs long enough to be killed mid-run
+    slow.write_text("import time\ntime.sleep(3)\n" + (IDENTITY / "submission.py").read_text())
+    submit = [*command, "submit", "identity", "--mode", "test", "--user"]
+
+    dead = subprocess.Popen([*submit, "alice", str(slow)], env=env, stderr=subprocess.DEVNULL)
+    try:
+        _wait_for_state(db_url, "alice", "dispatched")
+    finally:
+        os.kill(dead.pid, signal.SIGKILL)
+        dead.wait()
+    assert _job_state(db_url, "alice") == "dispatched"
+    with psycopg.connect(db_url) as conn:  # time passes: the dead submit's lease runs out
+        conn.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 second'")
+
+    # Before, this waited for ever: the orphan held the only slot and nobody adopted it.
+    heir = subprocess.run(
+        [*submit, "bob", str(IDENTITY / "submission.py")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    states = {user: _job_state(db_url, user) for user in ("alice", "bob")}
+    with psycopg.connect(db_url) as conn:
+        verdicts = dict(
+            conn.execute(
+                "SELECT u.external_id, r.verdict FROM runs r JOIN users u ON u.id = r.user_id"
+            ).fetchall()
+        )
+    record_property("observed", f"second submit exit {heir.returncode}; jobs {states}; {verdicts}")
+    assert heir.returncode == 0, heir.stdout + heir.stderr
+    assert states == {"alice": "finished", "bob": "finished"}
+    assert verdicts == {"alice": "passed", "bob": "passed"}

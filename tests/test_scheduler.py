@@ -231,3 +231,49 @@ async def test_result_of_a_failed_run_is_recorded_with_its_verdict(pool, board, 
     report = await board.report(receipt.submission_id)
     assert {r.verdict for r in report.runs} == {Verdict.WRONG_ANSWER}
     assert (await board.ranking("board"))["H100"] == []
+
+
+async def test_a_submit_adopts_orphans_of_its_own_gpu_types_only(pool, clock, tmp_path):
+    registry = GpuRegistry(
+        {"H100": GpuType("H100", "fake", max_concurrent=1), "B200": GpuType("B200", "fake")}
+    )
+    service = Service(pool, registry, clock=clock)
+    task = load_task(write_task(tmp_path / "t"))
+    await service.create_leaderboard("two", task, clock.now + timedelta(days=1), ["H100", "B200"])
+    orphans = [
+        await service.submit(
+            "two", Submitter(u, u), "s.py", CORRECT.encode(), gpus=[g], mode=Mode.TEST
+        )
+        for u, g in (("dead-h100", "H100"), ("dead-b200", "B200"))
+    ]
+    launcher = FakeLauncher(polls=10**9)
+    dead = Scheduler(pool, registry, {"fake": launcher}, config=FAST, owner="dead")
+    await dead.step()
+    for task_ in list(dead._tasks.values()):
+        task_.cancel()
+    await pool.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 second'")
+    launcher.polls = 1
+    for run in launcher.runs.values():
+        run.polls_left = 1
+
+    mine = await service.submit(
+        "two", Submitter("me", "me"), "s.py", CORRECT.encode(), gpus=["H100"], mode=Mode.TEST
+    )
+    cli = Scheduler(
+        pool,
+        registry,
+        {"fake": launcher},
+        config=FAST,
+        submission_ids={mine.submission_id},
+        gpus={"H100"},
+    )
+    await asyncio.wait_for(cli.run_until_idle({j.id for j in mine.jobs}), 30)
+    states = {
+        r.submission_id: [j.state for j in (await service.report(r.submission_id)).jobs]
+        for r in (*orphans, mine)
+    }
+    done = [JobState.FINISHED]
+    assert states[orphans[0].submission_id] == done  # its GPU's orphan: finished first
+    assert states[mine.submission_id] == done
+    # Another GPU type's orphan is left to whoever serves that type.
+    assert JobState.FINISHED not in states[orphans[1].submission_id]

@@ -37,7 +37,11 @@ class App:
     installation: str | None = None
 
     def scheduler(
-        self, config: SchedulerConfig | None = None, *, submission_ids: set[int] | None = None
+        self,
+        config: SchedulerConfig | None = None,
+        *,
+        submission_ids: set[int] | None = None,
+        gpus: set[str] | None = None,
     ) -> Scheduler:
         config = config or SchedulerConfig(
             limits=local_limits(self.settings),
@@ -50,6 +54,7 @@ class App:
             config=config,
             submission_ids=submission_ids,
             installation=self.installation,
+            gpus=gpus,
         )
 
 

@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -71,6 +71,7 @@ class Scheduler:
         owner: str | None = None,
         submission_ids: set[int] | None = None,
         installation: str | None = None,
+        gpus: Collection[str] | None = None,
     ) -> None:
         self.pool = pool
         self.registry = registry
@@ -82,10 +83,15 @@ class Scheduler:
         # Carried in every dispatch key; read from the database when not given.
         self.installation = installation
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._taken_over: set[int] = set()  # orphans adopted from a dead scheduler
         self._publishing: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
-        # GPU types this scheduler can serve: those whose launcher it has.
-        self.gpus = [g.name for g in registry.types.values() if g.launcher in launchers]
+        # GPU types this scheduler serves: those whose launcher it has (of `gpus`, if given).
+        self.gpus = [
+            g.name
+            for g in registry.types.values()
+            if g.launcher in launchers and (gpus is None or g.name in gpus)
+        ]
 
     @property
     def in_flight(self) -> int:
@@ -127,7 +133,7 @@ class Scheduler:
                 if job_ids is None:
                     if not self._tasks and await self._queue_empty():
                         break
-                elif await self._all_terminal(job_ids):
+                elif not self._adopted(job_ids) and await self._all_terminal(job_ids):
                     break
             stop.set()
 
@@ -138,14 +144,15 @@ class Scheduler:
             watcher.cancel()
 
     async def step(self) -> None:
-        """One pass: adopt orphaned jobs, then claim what the GPUs have room for."""
-        adopted = []
-        if self.submission_ids is None:  # adopting orphans is a full worker's duty
-            adopted = await job_store.take_over_expired(
-                self.pool, owner=self.owner, lease_s=self.config.lease_s, gpus=self.gpus
-            )
+        """One pass: adopt orphaned jobs, then claim what the GPUs have room for. A CLI
+        serving its own submission adopts too: with no worker running, an orphan left by a
+        dead `submit` would otherwise hold its GPU type's slot for good."""
+        adopted = await job_store.take_over_expired(
+            self.pool, owner=self.owner, lease_s=self.config.lease_s, gpus=self.gpus
+        )
         for job in adopted:
             log.info("job %s: taken over from a scheduler that stopped renewing", job.id)
+            self._taken_over.add(job.id)
             self._start(job)
         for gpu in self.gpus:
             gpu_type = self.registry.get(gpu)
@@ -199,6 +206,11 @@ class Scheduler:
                     # Another scheduler owns it now: stop following, it will record the result.
                     log.warning("job %s: lease lost; leaving it to its new owner", job_id)
                     self._tasks[job_id].cancel()
+
+    def _adopted(self, job_ids: set[int]) -> bool:
+        """Whether orphans taken over besides `job_ids` are still driven here: they are
+        finished before a CLI's scheduler stops, or they would be orphaned again."""
+        return bool((self._tasks.keys() & self._taken_over) - job_ids)
 
     async def _queue_empty(self) -> bool:
         count = await self.pool.fetchval(

@@ -78,7 +78,10 @@ def submit_command(
         )
         if no_wait:
             return True
-        scheduler = app.scheduler(submission_ids={receipt.submission_id})
+        # Serves its own jobs, and adopts orphans of their GPU types (a dead submit's).
+        scheduler = app.scheduler(
+            submission_ids={receipt.submission_id}, gpus={j.gpu for j in receipt.jobs}
+        )
 
         async def follow() -> None:
             async for event in app.service.watch(receipt.submission_id):
