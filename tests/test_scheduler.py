@@ -9,14 +9,14 @@ import pytest
 
 import cluster_manager.core.plan as plan
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
-from cluster_manager.core.records import JobState
+from cluster_manager.core.records import JobEvent, JobState
 from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.installation import installation_id
 from tests.conftest import CORRECT, load_task, write_task
-from tests.fakes import FakeLauncher
+from tests.fakes import SANDBOXED, FakeLauncher, passing
 
 FAST = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05, max_attempts=3)
 
@@ -277,3 +277,50 @@ async def test_a_submit_adopts_orphans_of_its_own_gpu_types_only(pool, clock, tm
     assert states[mine.submission_id] == done
     # Another GPU type's orphan is left to whoever serves that type.
     assert JobState.FINISHED not in states[orphans[1].submission_id]
+
+
+def _secret_tells(request: RunRequest) -> RunResult:
+    """A ranked run whose secret re-run has a score and a message of its own."""
+    if request.secret_seed is None:
+        return passing(request)
+    return RunResult(
+        True,
+        Verdict.PASSED,
+        request.mode,
+        f"seed-derived detail {request.secret_seed}",
+        score=0.007,
+        system=SANDBOXED,
+    )
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a ranked submission whose secret re-run has its own score and message; the author follows "
+    "it live, then reads its report and their personal runs",
+    "the secret run shows its verdict only: no score, result or message in the events, the "
+    "report or the personal runs",
+)
+async def test_a_secret_runs_score_and_message_reach_no_user(
+    pool, board, fake_registry, record_property
+):
+    launcher = FakeLauncher(outcome=_secret_tells)
+    receipt = await submit(board, "alice")
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+
+    async def follow() -> list[JobEvent]:
+        return [e async for e in board.watch(receipt.submission_id)]
+
+    events, _ = await asyncio.wait_for(
+        asyncio.gather(follow(), scheduler.run_until_idle({j.id for j in receipt.jobs})), 30
+    )
+    report = await board.report(receipt.submission_id)
+    personal = await board.personal_runs("board", Submitter("alice", "alice"))
+    secret = [r for r in (*report.runs, *personal) if r.secret]
+    shown = [(r.score, r.result) for r in secret] + [e.detail for e in events if e.secret]
+    record_property("observed", f"secret run as shown: {shown}")
+    assert len(secret) == 2 and all(r.verdict is Verdict.PASSED for r in secret)
+    assert all(r.score is None and r.result == {} for r in secret)
+    assert not any("seed-derived" in e.detail for e in events)
+    # The public run keeps its score, and the ranking uses it.
+    assert [r.score for r in report.runs if not r.secret] == [0.001]
+    assert [e.score for e in (await board.ranking("board"))["H100"]] == [0.001]

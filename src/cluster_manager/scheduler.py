@@ -379,8 +379,10 @@ class Scheduler:
             if written:
                 await sub_store.refresh_status(conn, job.submission_id)
         if written:
+            # A secret run's message may quote its seed's inputs: subscribers get the verdict.
+            detail = "" if job.secret else result.message
             await self._publish(
-                job, JobState.FINISHED.value, verdict=result.verdict.value, detail=result.message
+                job, JobState.FINISHED.value, verdict=result.verdict.value, detail=detail
             )
 
     async def _give_up(self, job: Job, error: str) -> None:

@@ -414,12 +414,13 @@ async def _snapshot_event(conn: asyncpg.Connection, job: Job) -> JobEvent:
 
 
 def _redact(run: RunRecord) -> RunRecord:
-    """Secret runs are never shown in detail: their inputs derive from the secret seed."""
+    """Secret runs show their verdict only: their inputs derive from the secret seed, and so
+    do their score, timings and messages (the ranking shows the public run's score)."""
     if not run.secret:
         return run
     from dataclasses import replace
 
-    return replace(run, result={})
+    return replace(run, result={}, score=None)
 
 
 def _human(seconds: int) -> str:

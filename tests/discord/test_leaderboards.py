@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
+
+import pytest
 
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
 from cluster_manager.scheduler import Scheduler
@@ -131,6 +134,42 @@ async def test_show_personal_lists_only_the_callers_runs(harness, app, clock, fa
     assert "H100 · ranked · ✅ passed · 1 µs" in text
     assert "H100 (secret) · ranked · ✅ passed" in text
     assert text.count("\n#") == 2  # the public and the secret run of one submission
+
+
+def _secret_scored_apart(request: RunRequest) -> RunResult:
+    """The secret re-run scores 7 µs, the public run 1 µs."""
+    result = _scored(dataclasses.replace(request, submission_code="# score 1"))
+    if request.secret_seed is None:
+        return result
+    return dataclasses.replace(result, score=7e-6, message="seed-derived detail")
+
+
+@pytest.mark.reliability(
+    "Access",
+    "/leaderboard show-personal after a ranked submission whose secret re-run scored 7 µs and "
+    "its public run 1 µs",
+    "the secret run's line shows its verdict only; 1 µs, the public score, is all that is shown",
+)
+async def test_show_personal_shows_no_score_of_a_secret_run(
+    harness, app, clock, fake_launcher, record_property
+):
+    await create_board(app, clock, gpus=("H100",))
+    fake_launcher.outcome = _secret_scored_apart
+    receipt = await app.service.submit(
+        "identity", Submitter("2000", "user0"), "s.py", CORRECT.encode()
+    )
+    scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
+
+    reply = await harness.command(
+        "leaderboard show-personal", Member(2000, "user0"), name="identity"
+    )
+    text = reply.only.text()
+    record_property("observed", text.replace("\n", " / "))
+    assert "H100 · ranked · ✅ passed · 1 µs" in text
+    (secret_line,) = [line for line in text.splitlines() if "(secret)" in line]
+    assert "ranked · ✅ passed · <t:" in secret_line  # the verdict, then straight to the time
+    assert "7 µs" not in text and "seed-derived" not in text
 
 
 async def test_task_files_come_as_attachments(harness, app, clock):

@@ -116,7 +116,7 @@ def personal_pages(name: str, runs: Sequence[RunRecord]) -> list[discord.Embed]:
     lines = [
         f"#{r.submission_id} `{r.file_name}` · {r.gpu}{' (secret)' if r.secret else ''} · "
         f"{MODE_LABELS[r.mode]} · {icon(r.passed)} {r.verdict.value}"
-        + (f" · {seconds(r.score)}" if r.score is not None else "")
+        + (f" · {seconds(r.score)}" if r.score is not None and not r.secret else "")
         + f" · {discord.utils.format_dt(r.created_at, 'R')}"
         for r in reversed(runs)  # newest first
     ]
