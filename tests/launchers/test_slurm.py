@@ -568,3 +568,35 @@ async def test_the_sweep_removes_only_stale_runs_nobody_collects(launcher: Slurm
         os.utime(path, (old, old))
     assert await launcher.sweep() == ["stale-run"]
     assert not stale.exists() and (fresh / "payload.txt").is_file()
+
+
+async def test_a_slow_shared_directory_never_blocks_the_event_loop(
+    launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch
+):
+    """A network file system that takes 0.3 s per read: leases are renewed meanwhile."""
+    (launcher.shared_dir / "by-id").mkdir(parents=True)
+    (launcher.shared_dir / "by-id" / "123").symlink_to("../some-run")
+    real = slurm._read_job_id
+
+    def slow(run_dir: Path) -> str | None:
+        time.sleep(0.3)
+        return real(run_dir)
+
+    monkeypatch.setattr(slurm, "_read_job_id", slow)
+    gaps: list[float] = []
+
+    async def ticker() -> None:
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(0.01)
+            gaps.append(time.monotonic() - last)
+            last = time.monotonic()
+
+    ticking = asyncio.create_task(ticker())
+    handle = RunHandle("slurm", "123")
+    assert await launcher.progress(handle) == []
+    with pytest.raises(LauncherError, match="unknown Slurm run"):
+        await launcher.result(handle)
+    assert await launcher.states([handle]) == {"123": RunState.LOST}
+    ticking.cancel()
+    assert gaps and max(gaps) < 0.2, max(gaps)

@@ -132,21 +132,21 @@ class SlurmLauncher(Launcher):
         if existing is not None:
             return RunHandle(self.name, existing)  # already dispatched under this key
         command = sbatch_command(request, key, gpu, run_dir)  # bad parameters fail early
-        self._prepare(run_dir, request, key)
+        await asyncio.to_thread(self._prepare, run_dir, request, key)
         job_id = _parse_sbatch(await self._check(command))
-        self._record(run_dir, job_id)
+        await asyncio.to_thread(self._record, run_dir, job_id)
         return RunHandle(self.name, job_id)
 
     async def _adopt(self, run_dir: Path) -> str | None:
         """A job submitted earlier under this key that is not lost, if there is one."""
-        if not run_dir.is_dir():
+        if not await asyncio.to_thread(run_dir.is_dir):
             return None
-        recorded = _read_job_id(run_dir)
+        recorded = await asyncio.to_thread(_read_job_id, run_dir)
         # No id on file: sbatch may have answered just before the submitting process died.
         candidates = [recorded] if recorded else await self._jobs_named(job_name(run_dir.name))
         for job_id in candidates:
             if job_id != recorded:
-                self._record(run_dir, job_id)
+                await asyncio.to_thread(self._record, run_dir, job_id)
             if (await self.states([RunHandle(self.name, job_id)]))[job_id] is not RunState.LOST:
                 return job_id
         return None
@@ -179,13 +179,14 @@ class SlurmLauncher(Launcher):
     # --- states --------------------------------------------------------------------------
 
     async def states(self, handles: Sequence[RunHandle]) -> dict[str, RunState]:
-        runs = {h.external_id: self._locate(h.external_id) for h in handles}
+        # The shared directory may be a slow network file system: never on the event loop.
+        runs = await asyncio.to_thread(self._survey, [h.external_id for h in handles])
         located = {ext: run for ext, run in runs.items() if run is not None}
-        queue = await self._squeue(sorted({job_id for job_id, _ in located.values()}))
+        queue = await self._squeue(sorted({job_id for job_id, _, _ in located.values()}))
         states = dict.fromkeys(runs, RunState.LOST)  # no run directory: nothing to wait for
         forgotten: dict[str, tuple[str, Path]] = {}
-        for external_id, (job_id, run_dir) in located.items():
-            state = _queue_state(queue.get(job_id), run_dir)
+        for external_id, (job_id, run_dir, has_result) in located.items():
+            state = _queue_state(queue.get(job_id), run_dir, has_result)
             if state is None:
                 forgotten[external_id] = (job_id, run_dir)
             else:
@@ -193,6 +194,14 @@ class SlurmLauncher(Launcher):
         if forgotten:
             states.update(await self._accounted_states(forgotten))
         return states
+
+    def _survey(self, external_ids: Sequence[str]) -> dict[str, tuple[str, Path, bool] | None]:
+        """Job id, run directory and whether its result is there, per external id."""
+        found: dict[str, tuple[str, Path, bool] | None] = {}
+        for external_id in external_ids:
+            run = self._locate(external_id)
+            found[external_id] = None if run is None else (*run, (run[1] / RESULT_FILE).is_file())
+        return found
 
     async def _accounted_states(
         self, forgotten: Mapping[str, tuple[str, Path]]
@@ -249,17 +258,23 @@ class SlurmLauncher(Launcher):
     # --- results, progress, cancel, attach ------------------------------------------------
 
     async def result(self, handle: RunHandle) -> RunResult:
-        run = self._locate(handle.external_id)
+        return await asyncio.to_thread(self._read_result, handle.external_id)
+
+    def _read_result(self, external_id: str) -> RunResult:
+        run = self._locate(external_id)
         if run is None:
-            raise LauncherError(f"unknown Slurm run {handle.external_id!r}")
+            raise LauncherError(f"unknown Slurm run {external_id!r}")
         try:
             raw = _read_bounded(run[1] / RESULT_FILE, MAX_RESULT_BYTES)
             return RunResult.from_json(json.loads(raw))
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise LauncherError(f"run {handle.external_id}: unreadable result ({exc})") from exc
+            raise LauncherError(f"run {external_id}: unreadable result ({exc})") from exc
 
     async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:
-        run = self._locate(handle.external_id)
+        return await asyncio.to_thread(self._read_progress, handle.external_id)
+
+    def _read_progress(self, external_id: str) -> list[dict[str, Any]]:
+        run = self._locate(external_id)
         if run is None:
             return []
         try:
@@ -271,7 +286,7 @@ class SlurmLauncher(Launcher):
     async def cancel(self, handle: RunHandle) -> None:
         """scancel; Slurm sends SIGTERM (the runner then kills its tree) and SIGKILL after
         KillWait. Returns once the signal is sent, not when the job has gone."""
-        run = self._locate(handle.external_id)
+        run = await asyncio.to_thread(self._locate, handle.external_id)
         if run is None:
             return
         job_id, run_dir = run
@@ -286,7 +301,7 @@ class SlurmLauncher(Launcher):
 
     async def release(self, handle: RunHandle) -> None:
         """Removes the run directory (request, script, output, result) and its by-id link."""
-        run = self._locate(handle.external_id)
+        run = await asyncio.to_thread(self._locate, handle.external_id)
         if run is not None:
             await asyncio.to_thread(self._remove, *run)
 
@@ -534,9 +549,8 @@ def _parse_events(text: str) -> list[dict[str, Any]]:
     return events
 
 
-def _queue_state(queued: _QueuedJob | None, run_dir: Path) -> RunState | None:
+def _queue_state(queued: _QueuedJob | None, run_dir: Path, has_result: bool) -> RunState | None:
     """The state of a run from squeue's line for its job; None if squeue has no say."""
-    has_result = (run_dir / RESULT_FILE).is_file()
     if queued is not None and queued.name == job_name(run_dir.name):
         return slurm_state(queued.state, has_result=has_result)
     # Purged by slurmctld (or the id now belongs to another job): the result file decides.
