@@ -55,7 +55,7 @@ def job_line(event: JobEvent) -> str:
 
 
 @dataclass
-class SubmissionStatus:
+class LiveSubmission:
     receipt: SubmissionReceipt
     author: str
     started: float
@@ -166,7 +166,7 @@ async def follow_submission(
     edit_interval: float,
 ) -> None:
     loop = asyncio.get_running_loop()
-    status = SubmissionStatus(receipt, interaction.user.mention, started=loop.time())
+    status = LiveSubmission(receipt, interaction.user.mention, started=loop.time())
     for job in receipt.jobs:
         status.apply(JobEvent(job.id, receipt.submission_id, job.gpu, job.secret, "queued"))
     first = await answer(interaction, content=status.render(loop.time()))

@@ -84,7 +84,7 @@ FIND_ATTEMPTS = 8
 TRANSIENT_WAIT = wait_exponential_jitter(multiplier=0.25, max=8, jitter=0.25)
 
 
-class RateLimitedError(LauncherError):
+class GitHubRateLimitedError(LauncherError):
     """Every token is rate-limited for longer than the launcher is willing to wait."""
 
 
@@ -504,7 +504,7 @@ class GitHubLauncher(Launcher):
                 return ready
             wait = min(t.blocked_until for t in self._tokens) - now
             if wait > self.max_rate_limit_wait:
-                raise RateLimitedError(
+                raise GitHubRateLimitedError(
                     f"every GitHub token is rate-limited for another {math.ceil(wait)} s"
                 )
             await asyncio.sleep(wait)
