@@ -112,6 +112,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
         pool = await create_pool(url)
         try:
             registry = load_settings_registry(settings)
+            installation = await installation_id(pool)
             yield App(
                 settings=settings,
                 database_url=url,
@@ -120,9 +121,13 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                 registry=registry,
                 launchers=build_launchers(settings),
                 service=Service(
-                    pool, registry, default_rate_limit_per_hour=settings.rate_limit_per_hour
+                    pool,
+                    registry,
+                    default_rate_limit_per_hour=settings.rate_limit_per_hour,
+                    script_rate_limit_per_hour=settings.script_rate_limit_per_hour,
+                    installation=installation,
                 ),
-                installation=await installation_id(pool),
+                installation=installation,
             )
         finally:
             await pool.close()

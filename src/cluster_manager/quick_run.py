@@ -1,7 +1,8 @@
 """Quick experiments (`/run`): a script run as-is on a GPU, unranked and time-limited.
 
-Unlike submissions these are not queued or stored: the caller waits for the result, and a
-restart forgets them. They go through the same launchers and runner as everything else.
+Unlike submissions these are not queued and their results are not stored: the caller waits for
+the result. They go through the same launchers and runner as everything else, and through the
+service (`Service.run_script`) for a slot of the GPU type's concurrency and a per-user limit.
 """
 
 from __future__ import annotations
@@ -46,19 +47,28 @@ def script_request(file_name: str, data: bytes, *, timeout_s: float, limits: Lim
     )
 
 
+def launcher_for(registry: GpuRegistry, launchers: Mapping[str, Launcher], gpu: str) -> Launcher:
+    gpu_type = registry.get(gpu)
+    launcher = launchers.get(gpu_type.launcher)
+    if launcher is None:
+        raise LauncherError(f"this bot has no {gpu_type.launcher} launcher for {gpu}")
+    return launcher
+
+
 async def run_script(
     registry: GpuRegistry,
     launchers: Mapping[str, Launcher],
     gpu: str,
     request: RunRequest,
     *,
+    key: str | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    gpu_type = registry.get(gpu)
-    launcher = launchers.get(gpu_type.launcher)
-    if launcher is None:
-        raise LauncherError(f"this bot has no {gpu_type.launcher} launcher for {gpu}")
-    handle = await launcher.submit(request, f"script-{uuid.uuid4().hex}", gpu=gpu_type)
+    """Runs it and waits for the result. Front ends go through `Service.run_script`, which
+    holds a slot of the GPU type's concurrency and applies the per-user limit."""
+    launcher = launcher_for(registry, launchers, gpu)
+    key = key or f"script-{uuid.uuid4().hex}"
+    handle = await launcher.submit(request, key, gpu=registry.get(gpu))
     result = await launcher.follow(handle, timeout=run_timeout(request), on_progress=on_progress)
     if result is None:
         raise LauncherError(f"the run on {gpu} was lost before it reported a result")

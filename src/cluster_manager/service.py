@@ -10,13 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import asyncpg
 
-from cluster_manager.core.models import Mode, Task
+from cluster_manager import quick_run
+from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
     Job,
@@ -28,17 +31,26 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
     check_leaderboard_name,
+    dispatch_key,
 )
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES, validate_submission
 from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import GpuRegistry
+from cluster_manager.gpus import GpuRegistry, GpuType
+from cluster_manager.launchers.base import Launcher, ProgressCallback
+from cluster_manager.storage import installation as installation_store
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import scripts as script_store
 from cluster_manager.storage import submissions as sub_store
+from cluster_manager.storage.database import CONNECTION_ERRORS
 from cluster_manager.storage.submissions import StoredSubmission
 
 DEFAULT_RATE_LIMIT_PER_HOUR = 30
+DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR = 10
+# A script's slot lapses this long after its holder stops renewing it (the bot died).
+SCRIPT_LEASE_S = 30.0
+SCRIPT_SLOT_POLL_S = 1.0
 TERMINAL_STATES = {JobState.FINISHED, JobState.FAILED}
 
 
@@ -70,6 +82,10 @@ class RateLimitedError(ClusterManagerError):
     def __init__(self, message: str, retry_after: timedelta) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class GpuBusyError(ClusterManagerError):
+    """Every slot of a GPU type stayed taken for as long as a script run may wait."""
 
 
 @dataclass(frozen=True)
@@ -123,12 +139,20 @@ class Service:
         registry: GpuRegistry,
         *,
         default_rate_limit_per_hour: int = DEFAULT_RATE_LIMIT_PER_HOUR,
+        script_rate_limit_per_hour: int = DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
+        script_wait_s: float = 300.0,
         max_submission_bytes: int = MAX_SUBMISSION_BYTES,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        installation: str | None = None,
     ) -> None:
         self.pool = pool
         self.registry = registry
         self.default_rate_limit = default_rate_limit_per_hour
+        self.script_rate_limit = script_rate_limit_per_hour
+        # How long a script run waits for a free slot of its GPU type before giving up.
+        self.script_wait_s = script_wait_s
+        # Carried in script runs' dispatch keys; read from the database when not given.
+        self._installation = installation
         self.max_submission_bytes = max_submission_bytes
         self.clock = clock
 
@@ -353,6 +377,100 @@ class Service:
                 )
             )
         return placements
+
+    # --- quick script runs ----------------------------------------------------------------------
+
+    async def run_script(
+        self,
+        user: Submitter,
+        gpu: str,
+        request: RunRequest,
+        launchers: Mapping[str, Launcher],
+        *,
+        on_state: Callable[[str], Awaitable[None]] | None = None,
+        on_progress: ProgressCallback | None = None,
+    ) -> RunResult:
+        """Runs a script (`/run`) once the user is under their hourly limit and the GPU type
+        has a free slot: scripts and queued jobs share its concurrency. `on_state` hears
+        "waiting" (for a slot) and "running"."""
+        gpu_type = self.registry.get(gpu)
+        quick_run.launcher_for(self.registry, launchers, gpu)  # refused before it counts
+        script_id = await self._script_slot(user, gpu_type, on_state)
+        async with self._holding_slot(script_id):
+            if on_state is not None:
+                await on_state("running")
+            key = dispatch_key(await self._installation_id(), f"script-{uuid.uuid4().hex}")
+            return await quick_run.run_script(
+                self.registry, launchers, gpu, request, key=key, on_progress=on_progress
+            )
+
+    async def _script_slot(
+        self, user: Submitter, gpu: GpuType, on_state: Callable[[str], Awaitable[None]] | None
+    ) -> int:
+        """Waits for a free slot of `gpu` (up to `script_wait_s`); the slot's id."""
+        deadline = time.monotonic() + self.script_wait_s
+        waiting = False
+        while True:
+            script_id = await self._try_script_slot(user, gpu)
+            if script_id is not None:
+                return script_id
+            if on_state is not None and not waiting:
+                await on_state("waiting")
+            waiting = True
+            if time.monotonic() >= deadline:
+                raise GpuBusyError(
+                    f"all {gpu.max_concurrent} slot(s) of {gpu.name} stayed busy for "
+                    f"{_human(int(self.script_wait_s))}; try again later"
+                )
+            await asyncio.sleep(SCRIPT_SLOT_POLL_S)
+
+    async def _try_script_slot(self, user: Submitter, gpu: GpuType) -> int | None:
+        now = self.clock()
+        async with self.pool.acquire() as conn, conn.transaction():
+            found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await script_store.lock_user(conn, found.id)
+            recent = await script_store.started_since(
+                conn, user_id=found.id, since=now - _rate_window()
+            )
+            if len(recent) >= self.script_rate_limit:
+                seconds = max(1, int((recent[0] + _rate_window() - now).total_seconds()) + 1)
+                raise RateLimitedError(
+                    f"rate limit: {self.script_rate_limit} script runs per hour; "
+                    f"try again in {_human(seconds)}",
+                    timedelta(seconds=seconds),
+                )
+            return await script_store.take_slot(
+                conn,
+                user_id=found.id,
+                gpu=gpu.name,
+                max_active=gpu.max_concurrent,
+                lease_s=SCRIPT_LEASE_S,
+                started_at=now,
+            )
+
+    @contextlib.asynccontextmanager
+    async def _holding_slot(self, script_id: int) -> AsyncIterator[None]:
+        """Renews the slot's lease while the script runs; frees the slot when it ends."""
+
+        async def renew() -> None:
+            while True:
+                await asyncio.sleep(SCRIPT_LEASE_S / 3)
+                with contextlib.suppress(*CONNECTION_ERRORS):
+                    await script_store.renew_slot(self.pool, script_id, lease_s=SCRIPT_LEASE_S)
+
+        renewing = asyncio.create_task(renew())
+        try:
+            yield
+        finally:
+            renewing.cancel()
+            # If the database is away, the lease lapses on its own.
+            with contextlib.suppress(*CONNECTION_ERRORS):
+                await script_store.release_slot(self.pool, script_id)
+
+    async def _installation_id(self) -> str:
+        if self._installation is None:
+            self._installation = await installation_store.installation_id(self.pool)
+        return self._installation
 
     async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
         """Live transitions of these submissions' jobs, from their current state until all

@@ -22,6 +22,8 @@ class Settings:
     # Overrides max_concurrent of the local launcher's GPU types (None: the registry's).
     local_concurrency: int | None = None
     rate_limit_per_hour: int = 30
+    # Quick script runs (`/run`) per user per hour.
+    script_rate_limit_per_hour: int = 10
     # GitHub Actions: repository "owner/name", tokens used in rotation, API base URL, branch.
     github_repo: str | None = None
     github_tokens: tuple[str, ...] = ()
@@ -156,6 +158,12 @@ def load_settings(
             defaults.rate_limit_per_hour,
         )
         or defaults.rate_limit_per_hour,
+        script_rate_limit_per_hour=_positive_int(
+            values.get("CLUSTER_MANAGER_SCRIPT_RATE_LIMIT_PER_HOUR"),
+            "CLUSTER_MANAGER_SCRIPT_RATE_LIMIT_PER_HOUR",
+            defaults.script_rate_limit_per_hour,
+        )
+        or defaults.script_rate_limit_per_hour,
         local_memory_limit_mb=_int_or_none(
             values.get("CLUSTER_MANAGER_LOCAL_MEMORY_MB"),
             "CLUSTER_MANAGER_LOCAL_MEMORY_MB",

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+from datetime import timedelta
+
 import pytest
 
+from cluster_manager.core.models import Mode
 from cluster_manager.discord import health
-from tests.discord.conftest import ADMIN
+from cluster_manager.scheduler import Scheduler
+from cluster_manager.service import Submitter
+from tests.discord.conftest import ADMIN, BOB, FAST, SOLUTION, create_board
 
 
 async def test_run_shows_the_output_and_attaches_all_of_it(harness):
@@ -70,3 +76,77 @@ async def test_ping_answers_with_the_latency(harness):
     reply = await harness.command("ping")
     assert reply.only.ephemeral and reply.acknowledged
     assert reply.only.content.startswith("🏓 Pong! API round trip ")
+
+
+def _hello(harness):
+    return harness.upload("hello.py", b"print('hi')\n")
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a user sends /run 3 times within an hour where the limit is 2 script runs per hour",
+    "the third is refused privately ('Rate limited', the limit, when to retry) and never runs; "
+    "another user may still run, and so may the first an hour later",
+)
+async def test_run_has_a_per_user_hourly_limit(harness, app, clock, fake_launcher, record_property):
+    app.service.script_rate_limit = 2
+    for _ in range(2):
+        reply = await harness.command("run", script=_hello(harness), gpu="H100")
+        assert reply.only.embeds, reply.only.text()
+    refused = await harness.command("run", script=_hello(harness), gpu="H100")
+    record_property("observed", " / ".join(m.text() for m in refused.messages))
+    message = refused.only
+    assert message.ephemeral
+    assert "Rate limited" in message.text() and "2 script runs per hour" in message.text()
+    assert "try again in 60 min" in message.text()
+    assert len(fake_launcher.runs) == 2  # the refused one never reached a launcher
+
+    assert (await harness.command("run", BOB, script=_hello(harness), gpu="H100")).only.embeds
+    clock.now += timedelta(hours=1, seconds=1)
+    assert (await harness.command("run", script=_hello(harness), gpu="H100")).only.embeds
+    assert len(fake_launcher.runs) == 4
+
+
+async def _wait_for(predicate, timeout: float = 10) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "/run on a GPU type allowing one run at a time while a queued submission's job runs there",
+    "the script waits for the job to end before it is dispatched: scripts and jobs share the "
+    "GPU type's concurrency",
+)
+async def test_run_waits_for_a_slot_taken_by_a_job(
+    harness, app, clock, fake_launcher, record_property
+):
+    await create_board(app, clock, gpus=("H100",))
+    fake_launcher.polls = 10**9  # the job runs until released below
+    receipt = await app.service.submit(
+        "identity", Submitter("9", "nine"), "s.py", SOLUTION, mode=Mode.TEST
+    )
+    scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
+    serving = asyncio.create_task(scheduler.run_until_idle({j.id for j in receipt.jobs}))
+    await _wait_for(lambda: len(fake_launcher.runs) == 1)
+
+    reply, tasks = harness.start("run", script=_hello(harness), gpu="H100")
+    try:
+        await asyncio.sleep(2)  # two of the script's polls for a slot
+        dispatched_early = len(fake_launcher.runs) > 1
+    finally:
+        fake_launcher.polls = 1
+        for run in fake_launcher.runs.values():
+            run.polls_left = 1  # the job ends; its slot frees
+    await asyncio.wait_for(asyncio.gather(serving, *tasks), 30)
+    record_property(
+        "observed",
+        f"script dispatched while the job ran: {dispatched_early}; then "
+        f"{reply.only.embeds[0]['title'] if reply.only.embeds else reply.only.text()}",
+    )
+    assert not dispatched_early
+    assert reply.only.history[0] == "⏳ Waiting for a free slot on **H100** for `hello.py`…"
+    assert len(fake_launcher.runs) == 2
+    assert reply.only.embeds[0]["title"].startswith("✅ hello.py on H100: passed")

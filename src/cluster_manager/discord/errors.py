@@ -27,6 +27,7 @@ from cluster_manager.gpus import UnknownGpuError
 from cluster_manager.service import (
     AlreadyExistsError,
     DeadlinePassedError,
+    GpuBusyError,
     GpuNotAllowedError,
     InvalidDeadlineError,
     NotFoundError,
@@ -88,6 +89,7 @@ USER_ERRORS: dict[type[BaseException], tuple[str, Callable[[Any], str]]] = {
     AlreadyExistsError: ("Already exists", str),
     PermissionDeniedError: ("Not allowed", str),
     RateLimitedError: ("Rate limited", _rate_limited),
+    GpuBusyError: ("GPU busy", str),
     LauncherError: ("Runner unavailable", str),
     UsageError: ("Cannot do that", str),
     app_commands.MissingAnyRole: ("Missing role", _roles),

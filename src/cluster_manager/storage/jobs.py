@@ -67,6 +67,24 @@ async def enqueue(
     return [_job(r) for r in rows]
 
 
+async def lock_gpu(conn: asyncpg.Connection, gpu: str) -> None:
+    """Serialises whoever takes a slot of `gpu` (a claim, a script run) until the transaction
+    ends, so two cannot both take the last one."""
+    await conn.execute("SELECT pg_advisory_xact_lock(hashtext('cm-gpu:' || $1))", gpu)
+
+
+async def active_on_gpu(db: Executor, gpu: str) -> int:
+    """Slots of `gpu` in use: jobs in flight and script runs whose holder is alive."""
+    return await db.fetchval(
+        """
+        SELECT (SELECT count(*) FROM jobs WHERE gpu = $1 AND state IN ('claimed', 'dispatched'))
+             + (SELECT count(*) FROM script_runs
+                WHERE gpu = $1 AND finished_at IS NULL AND lease_expires_at > now())
+        """,
+        gpu,
+    )
+
+
 async def claim(
     pool: asyncpg.Pool,
     *,
@@ -77,14 +95,12 @@ async def claim(
     limit: int,
     submission_ids: Sequence[int] | None = None,
 ) -> list[Job]:
-    """Claims up to `limit` queued jobs of `gpu`, never exceeding `max_active` in flight.
+    """Claims up to `limit` queued jobs of `gpu`, never exceeding `max_active` in flight
+    (script runs holding a slot included).
     With `submission_ids`, only jobs of those submissions (a CLI serving its own)."""
     async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(hashtext('cm-gpu:' || $1))", gpu)
-        active = await conn.fetchval(
-            "SELECT count(*) FROM jobs WHERE gpu = $1 AND state IN ('claimed', 'dispatched')",
-            gpu,
-        )
+        await lock_gpu(conn, gpu)
+        active = await active_on_gpu(conn, gpu)
         room = min(limit, max_active - active)
         if room <= 0:
             return []

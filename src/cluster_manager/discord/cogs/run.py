@@ -13,13 +13,20 @@ from cluster_manager.discord import render
 from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import served_gpus
 from cluster_manager.discord.replies import defer, text_file
-from cluster_manager.quick_run import MAX_SCRIPT_SECONDS, run_script, script_request
+from cluster_manager.discord.roles import submitter
+from cluster_manager.quick_run import MAX_SCRIPT_SECONDS, script_request
 from cluster_manager.settings import local_limits
 
 if TYPE_CHECKING:
     from cluster_manager.discord.bot import ClusterBot
 
 DEFAULT_SCRIPT_SECONDS = 60.0
+
+
+def _status(state: str, name: str, gpu: str) -> str:
+    if state == "waiting":
+        return f"⏳ Waiting for a free slot on **{gpu}** for `{name}`…"
+    return f"⚙️ Running `{name}` on **{gpu}**…"
 
 
 class RunCog(commands.Cog):
@@ -51,10 +58,15 @@ class RunCog(commands.Cog):
         gpu_type = app.registry.get(gpu)  # an unknown GPU is refused before anything starts
         limits = gpu_type.run_limits(local_limits(app.settings))
         request = script_request(script.filename, data, timeout_s=time_limit, limits=limits)
-        await interaction.edit_original_response(
-            content=f"⚙️ Running `{request.submission_name}` on **{gpu}**…"
+        name = request.submission_name
+
+        async def show(state: str) -> None:
+            await interaction.edit_original_response(content=_status(state, name, gpu))
+
+        # The service applies the per-user limit and waits for a slot of the GPU type.
+        result = await app.service.run_script(
+            submitter(interaction.user), gpu, request, app.launchers, on_state=show
         )
-        result = await run_script(app.registry, app.launchers, gpu, request)
         await interaction.edit_original_response(
             content=None,
             embed=render.script_embed(request.submission_name, gpu, result),

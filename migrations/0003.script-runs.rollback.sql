@@ -1,0 +1,1 @@
+DROP TABLE script_runs;
