@@ -12,6 +12,7 @@ from cluster_manager.service import GpuNotAllowedError, NotFoundError, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
+from tests.fakes import SANDBOXED
 from tests.storage.helpers import (
     ALICE,
     BOB,
@@ -384,7 +385,7 @@ async def test_run_rows_hold_the_result(service, pool, board):
     assert row["verdict"] == "timeout"
     assert row["score"] is None
     assert row["result"] == result.to_json()
-    assert row["system"] == {"gpu": "test"}
+    assert row["system"] == {"gpu": "test", **SANDBOXED}
     assert await run_store.verdict_of_job(pool, job.id) == "timeout"
     fresh = await job_store.get_job(pool, job.id)
     assert (fresh.state, fresh.lease_owner) == (JobState.FINISHED, None)
