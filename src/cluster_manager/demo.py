@@ -16,6 +16,7 @@ from pathlib import Path
 
 from cluster_manager.app import App
 from cluster_manager.core.models import Mode
+from cluster_manager.core.records import EventState
 from cluster_manager.core.sandboxing import ALLOW_SETTING
 from cluster_manager.core.task import load_task
 from cluster_manager.report import (
@@ -41,6 +42,9 @@ def _lenient_config(app: App, echo: Callable[[str], None]) -> SchedulerConfig | 
         f"anyway, in its embedded database only, as {ALLOW_SETTING}=1 would."
     )
     return SchedulerConfig(limits=local_limits(app.settings), allow_unsandboxed_ranking=True)
+
+
+SHOWN_EVENTS = (EventState.DISPATCHED, EventState.FINISHED, EventState.FAILED)
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
 
     async def follow() -> None:
         async for event in service.watch(*receipts):
-            if event.state in ("dispatched", "finished", "failed"):
+            if event.state in SHOWN_EVENTS:
                 plan, _ = receipts[event.submission_id]
                 echo(
                     f"  #{event.submission_id} {plan.user:<6} {plan.path:<22} {format_event(event)}"

@@ -139,19 +139,21 @@ def format_ranking(name: str, rankings: dict[str, list[RankingEntry]]) -> str:
 
 
 def format_event(event: JobEvent) -> str:
+    from cluster_manager.core.records import EventState
+
     who = f"[{event.gpu}{' secret' if event.secret else ''}]"
     match event.state:
-        case "queued":
+        case EventState.QUEUED:
             where = f" (position {event.position})" if event.position else ""
             return f"{who} queued{where}" + (f": {event.detail}" if event.detail else "")
-        case "dispatched":
+        case EventState.DISPATCHED:
             return f"{who} dispatched to {event.detail or 'a launcher'}"
-        case "running":
+        case EventState.RUNNING:
             return f"{who} running {event.detail}"
-        case "finished":
+        case EventState.FINISHED:
             icon = "✅" if event.verdict == "passed" else "❌"
             return f"{who} {icon} {event.verdict}"
-        case "failed":
+        case EventState.FAILED:
             return f"{who} ❌ failed: {event.detail}"
     return f"{who} {event.state} {event.detail}".rstrip()
 

@@ -28,7 +28,7 @@ from tenacity import (
 
 from cluster_manager.core.models import Limits, RunRequest, RunResult, Verdict
 from cluster_manager.core.plan import run_timeout
-from cluster_manager.core.records import Job, JobEvent, JobState, dispatch_key
+from cluster_manager.core.records import EventState, Job, JobEvent, JobState, dispatch_key
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState, RunTimedOutError
@@ -246,7 +246,7 @@ class Scheduler:
         )
 
     async def _publish(
-        self, job: Job, state: str, *, detail: str = "", verdict: str | None = None
+        self, job: Job, state: EventState, *, detail: str = "", verdict: str | None = None
     ) -> None:
         event = JobEvent(
             job.id, job.submission_id, job.gpu, job.secret, state, detail=detail, verdict=verdict
@@ -262,7 +262,7 @@ class Scheduler:
                 request = await self._request(job)
                 launcher = self.launchers[self.registry.get(job.gpu).launcher]
                 handle = await self._dispatch(job, launcher, request)
-                await self._publish(job, JobState.DISPATCHED.value, detail=launcher.name)
+                await self._publish(job, EventState.DISPATCHED, detail=launcher.name)
                 await self._follow_and_record(job, launcher, handle, request)
                 return
             except asyncio.CancelledError:
@@ -342,7 +342,7 @@ class Scheduler:
                 detail = f"{event.get('phase')}: {event.get('cases')} case(s)"
                 # Keep a reference: the loop holds tasks only weakly.
                 task = asyncio.get_running_loop().create_task(
-                    self._publish(job, "running", detail=detail)
+                    self._publish(job, EventState.RUNNING, detail=detail)
                 )
                 self._publishing.add(task)
                 task.add_done_callback(self._publishing.discard)
@@ -382,7 +382,7 @@ class Scheduler:
             # A secret run's message may quote its seed's inputs: subscribers get the verdict.
             detail = "" if job.secret else result.message
             await self._publish(
-                job, JobState.FINISHED.value, verdict=result.verdict.value, detail=detail
+                job, EventState.FINISHED, verdict=result.verdict.value, detail=detail
             )
 
     async def _give_up(self, job: Job, error: str) -> None:
@@ -396,7 +396,7 @@ class Scheduler:
             return
         async with self.pool.acquire() as conn:
             await sub_store.refresh_status(conn, job.submission_id)
-        await self._publish(job, state.value, detail=error)
+        await self._publish(job, EventState.of(state), detail=error)
 
 
 async def _first(*awaitables: object) -> None:

@@ -317,7 +317,7 @@ class Service:
             position = await job_store.queue_position(self.pool, job.id)
             await job_store.publish(
                 self.pool,
-                JobEvent(job.id, submission_id, job.gpu, job.secret, "queued", position=position),
+                JobEvent.of_job(job, position=position),
             )
         return SubmissionReceipt(
             submission_id, board.name, user.external_id, submission.file_name, mode, tuple(jobs)
@@ -519,13 +519,8 @@ class Service:
 
 async def _snapshot_event(conn: asyncpg.Connection, job: Job) -> JobEvent:
     """The event that describes a job's stored state (for late subscribers)."""
-    return JobEvent(
-        job.id,
-        job.submission_id,
-        job.gpu,
-        job.secret,
-        job.state.value,
-        detail=job.error or "",
+    return JobEvent.of_job(
+        job,
         position=await job_store.queue_position(conn, job.id),
         verdict=await run_store.verdict_of_job(conn, job.id),
     )

@@ -40,6 +40,21 @@ class JobState(enum.StrEnum):
     FAILED = "failed"  # gave up (launcher errors, lost run); error says why
 
 
+class EventState(enum.StrEnum):
+    """What a job event tells: a job's state, or that its run is under way on the runner."""
+
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    DISPATCHED = "dispatched"
+    RUNNING = "running"  # not stored: the runner reported a phase (detail says which)
+    FINISHED = "finished"
+    FAILED = "failed"
+
+    @classmethod
+    def of(cls, state: JobState) -> EventState:
+        return cls(state.value)
+
+
 def dispatch_key(installation: str, name: str) -> str:
     """A launcher's idempotency key. `name` (job 7, attempt 1) is unique in one database
     only; the installation id makes it unique among all databases that share a launcher (a
@@ -147,7 +162,7 @@ class JobEvent:
     submission_id: int
     gpu: str
     secret: bool
-    state: str  # a JobState, or "running" with a detail from the runner
+    state: EventState
     detail: str = ""
     position: int | None = None  # place in the queue for its GPU, 1 = next
     verdict: str | None = None
@@ -157,4 +172,20 @@ class JobEvent:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobEvent:
-        return cls(**data)
+        return cls(**{**data, "state": EventState(data["state"])})
+
+    @classmethod
+    def of_job(
+        cls, job: Job, *, verdict: str | None = None, position: int | None = None
+    ) -> JobEvent:
+        """The event that describes a job's stored state (late subscribers, polling)."""
+        return cls(
+            job.id,
+            job.submission_id,
+            job.gpu,
+            job.secret,
+            EventState.of(job.state),
+            detail=job.error or "",
+            position=position,
+            verdict=verdict,
+        )

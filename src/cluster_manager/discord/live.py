@@ -16,7 +16,7 @@ from typing import Any
 import discord
 
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import JobEvent, JobState
+from cluster_manager.core.records import EventState, JobEvent, JobState
 from cluster_manager.discord import render
 from cluster_manager.discord.replies import answer, text_file, truncate
 from cluster_manager.service import TERMINAL_STATES, Service, SubmissionReceipt
@@ -36,20 +36,20 @@ PHASES = {
 def job_line(event: JobEvent) -> str:
     label = f"**{event.gpu}**" + (" secret re-run" if event.secret else "")
     match event.state:
-        case "queued":
+        case EventState.QUEUED:
             where = f", position {event.position}" if event.position else ""
             return f"⏳ {label}: queued{where}"
-        case "claimed":
+        case EventState.CLAIMED:
             return f"⏳ {label}: starting"
-        case "dispatched":
+        case EventState.DISPATCHED:
             return f"🚀 {label}: sent to the {event.detail or 'runner'} launcher"
-        case "running":
+        case EventState.RUNNING:
             phase, _, cases = event.detail.partition(":")
             doing = PHASES.get(phase.strip(), f"running {phase.strip()}")
             return f"⚙️ {label}: {doing}" + (f" ({cases.strip()})" if cases.strip() else "")
-        case "finished":
+        case EventState.FINISHED:
             return f"{render.icon(event.verdict == 'passed')} {label}: {event.verdict}"
-        case "failed":
+        case EventState.FAILED:
             return f"❌ {label}: failed: {truncate(event.detail, 300)}"
     return f"{label}: {event.state}"
 
@@ -143,15 +143,7 @@ class Watchers:
             report = await service.report(submission_id)
             verdicts = {r.job_id: r.verdict.value for r in report.runs}
             for job in report.jobs:
-                yield JobEvent(
-                    job.id,
-                    submission_id,
-                    job.gpu,
-                    job.secret,
-                    job.state.value,
-                    detail=job.error or "",
-                    verdict=verdicts.get(job.id),
-                )
+                yield JobEvent.of_job(job, verdict=verdicts.get(job.id))
             if report.done:
                 return
             await asyncio.sleep(self.poll_interval)
@@ -168,7 +160,7 @@ async def follow_submission(
     loop = asyncio.get_running_loop()
     status = LiveSubmission(receipt, interaction.user.mention, started=loop.time())
     for job in receipt.jobs:
-        status.apply(JobEvent(job.id, receipt.submission_id, job.gpu, job.secret, "queued"))
+        status.apply(JobEvent.of_job(job))
     first = await answer(interaction, content=status.render(loop.time()))
     live = LiveMessage(interaction, first, edit_interval)
     live.last_text, live.last_edit = first.content, loop.time()
