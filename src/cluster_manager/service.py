@@ -22,6 +22,7 @@ from cluster_manager import quick_run
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
+    EventState,
     Job,
     JobEvent,
     JobState,
@@ -52,6 +53,7 @@ DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR = 10
 SCRIPT_LEASE_S = 30.0
 SCRIPT_SLOT_POLL_S = 1.0
 TERMINAL_STATES = {JobState.FINISHED, JobState.FAILED}
+TERMINAL_EVENTS = {EventState.of(state) for state in TERMINAL_STATES}
 
 
 class NotFoundError(ClusterManagerError):
@@ -510,7 +512,7 @@ class Service:
                                 open_jobs.discard(job.id)
                                 yield await _snapshot_event(conn, job)
                         continue
-                    if event.state in TERMINAL_STATES and event.job_id in open_jobs:
+                    if event.state in TERMINAL_EVENTS and event.job_id in open_jobs:
                         open_jobs.discard(event.job_id)
                     yield event
             finally:
