@@ -107,7 +107,7 @@ async def serve_and_measure(pool: asyncpg.Pool, github: FakeGitHub) -> list[floa
         stop.set()
         with contextlib.suppress(Exception):
             await serving
-        launcher.close()
+        await launcher.close()
 
 
 async def run(url: str) -> Figure:

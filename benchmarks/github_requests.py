@@ -87,7 +87,7 @@ async def requests_per_minute(count: int) -> dict[str, float]:
         try:
             return await follow_window(launcher, github, count)
         finally:
-            launcher.close()
+            await launcher.close()
 
 
 async def run() -> list[Figure]:

@@ -52,7 +52,7 @@ def launcher(github: FakeGitHub) -> Iterator[GitHubLauncher]:
         payload_key=github.payload_key,
     )
     yield made
-    made.close()
+    made.close_clients()
 
 
 @pytest.fixture
@@ -183,7 +183,7 @@ async def test_installations_sharing_a_repository_never_take_each_others_runs(
         try:
             await _serve(db, launcher, {j.id for j in receipt.jobs})
         finally:
-            launcher.close()
+            await launcher.close()
         (run,) = (await service.report(receipt.submission_id)).runs
         verdicts.append(run.verdict)
     ids = {await installation_id(pool), await installation_id(other_pool)}

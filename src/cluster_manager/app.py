@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import asyncpg
 
+from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import DEFAULT_REGISTRY_FILE, GpuRegistry, load_registry
 from cluster_manager.launchers.base import Launcher
 from cluster_manager.launchers.local import LocalLauncher
@@ -110,16 +111,18 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                     "run `cluster-manager db migrate`"
                 )
         pool = await create_pool(url)
+        launchers: dict[str, Launcher] = {}
         try:
             registry = load_settings_registry(settings)
             installation = await installation_id(pool)
+            launchers.update(build_launchers(settings))
             yield App(
                 settings=settings,
                 database_url=url,
                 embedded=embedded,
                 pool=pool,
                 registry=registry,
-                launchers=build_launchers(settings),
+                launchers=launchers,
                 service=Service(
                     pool,
                     registry,
@@ -130,4 +133,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                 installation=installation,
             )
         finally:
+            for launcher in launchers.values():
+                with contextlib.suppress(LauncherError):
+                    await launcher.close()
             await pool.close()

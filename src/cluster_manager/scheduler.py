@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -22,6 +22,7 @@ import asyncpg
 from tenacity import (
     AsyncRetrying,
     retry_if_exception_type,
+    retry_if_not_exception_type,
     stop_after_attempt,
     wait_exponential,
 )
@@ -48,6 +49,8 @@ class SchedulerConfig:
     heartbeat_s: float = 10.0
     poll_s: float = 1.0
     max_attempts: int = 3
+    # Tries at following one dispatched run through launcher errors before giving it up.
+    follow_attempts: int = 3
     limits: Limits = field(default_factory=Limits)
     # Rank scores of runs that were not fully sandboxed (core.sandboxing); off by default.
     allow_unsandboxed_ranking: bool = False
@@ -348,7 +351,7 @@ class Scheduler:
                 task.add_done_callback(self._publishing.discard)
 
         try:
-            result = await launcher.follow(handle, timeout=max(limit, 1.0), on_progress=on_progress)
+            result = await self._follow(launcher, handle, max(limit, 1.0), on_progress)
         except RunTimedOutError as exc:
             result = RunResult(
                 passed=False, verdict=Verdict.TIMEOUT, mode=request.mode, message=str(exc)
@@ -367,8 +370,31 @@ class Scheduler:
         except (LauncherError, OSError) as exc:
             log.warning("could not release run %s: %s", handle.external_id, exc)
 
+    async def _follow(
+        self,
+        launcher: Launcher,
+        handle: RunHandle,
+        timeout: float,
+        on_progress: Callable[[dict[str, object]], None],
+    ) -> RunResult | None:
+        """Follows the dispatched run; a launcher error (an artifact that failed to download,
+        say) is retried on the same run: the run may have finished, and dispatching it again
+        would run the submission twice."""
+        async for attempt in AsyncRetrying(
+            retry=retry_if_exception_type(LauncherError)
+            & retry_if_not_exception_type(RunTimedOutError),
+            stop=stop_after_attempt(self.config.follow_attempts),
+            wait=wait_exponential(multiplier=self.config.poll_s, max=30),
+            reraise=True,
+        ):
+            with attempt:
+                return await launcher.follow(handle, timeout=timeout, on_progress=on_progress)
+        return None  # not reached: the last attempt returns or raises
+
     async def _record(self, job: Job, result: RunResult) -> None:
-        async with self.pool.acquire() as conn:
+        async with self.pool.acquire() as conn, conn.transaction():
+            # One transaction: a crash in between must not leave the submission "running"
+            # with every job finished.
             written = await run_store.record_run(
                 conn,
                 job=job,

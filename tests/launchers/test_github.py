@@ -82,7 +82,7 @@ def launcher_for(github: FakeGitHub) -> Iterator[LauncherFactory]:
 
     yield make
     for launcher in made:
-        launcher.close()
+        launcher.close_clients()
 
 
 @pytest.fixture
@@ -696,7 +696,7 @@ async def test_a_runner_without_the_right_key_says_so(
         try:
             result = await submit_and_follow(launcher, request_, timeout=60)
         finally:
-            launcher.close()
+            await launcher.close()
         (run,) = github.runs.values()
     record_property("observed", f"{run.conclusion}, no artifact; runner: {run.stderr.strip()}")
     assert result is None

@@ -10,15 +10,17 @@ from __future__ import annotations
 import abc
 import asyncio
 import enum
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
 
 ProgressCallback = Callable[[dict[str, Any]], None]
+T = TypeVar("T")
 
 
 class RunTimedOutError(LauncherError):
@@ -38,9 +40,33 @@ class RunHandle:
     external_id: str
 
 
+# The calls that reach outside the process (files, commands, the network); each adapter's
+# OSError becomes a LauncherError at this edge, so a full disk or a read-only share is a
+# launcher's failure (counted, retried, reported), never mistaken for the database's.
+EDGE_METHODS = ("submit", "states", "result", "cancel", "progress", "release", "close")
+
+
+def _at_the_edge(name: str, method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    @functools.wraps(method)
+    async def guarded(self: Launcher, *args: Any, **kwargs: Any) -> T:
+        try:
+            return await method(self, *args, **kwargs)
+        except OSError as exc:
+            raise LauncherError(f"{self.name} launcher, {name}: {exc}") from exc
+
+    return guarded
+
+
 class Launcher(abc.ABC):
     name: str
     poll_interval: float = 1.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name in EDGE_METHODS:
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "__isabstractmethod__", False):
+                setattr(cls, name, _at_the_edge(name, method))
 
     @abc.abstractmethod
     async def submit(
@@ -75,6 +101,10 @@ class Launcher(abc.ABC):
     async def release(self, handle: RunHandle) -> None:
         """The run's result is stored: whatever the run left behind (its request, its output)
         may go. Called once the result is recorded; a no-op where nothing is left."""
+        return None
+
+    async def close(self) -> None:
+        """Frees what the launcher holds (HTTP sessions); called once when the app closes."""
         return None
 
     async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:

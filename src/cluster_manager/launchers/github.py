@@ -247,7 +247,11 @@ class GitHubLauncher(Launcher):
         run = self._runs.get(run_id) if run_id is not None else None
         return list(run.events) if run is not None else []
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        self.close_clients()
+
+    def close_clients(self) -> None:
+        """Closes every idle client's HTTP sessions (PyGithub's and the artifact one)."""
         for token in self._tokens:
             for client in token.idle:
                 client.gh.close()
