@@ -14,7 +14,7 @@ from typing import Any
 
 from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult
 from cluster_manager.core.plan import run_timeout, script_task
-from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
+from cluster_manager.core.submission import MAX_SUBMISSION_BYTES, decode_source
 from cluster_manager.errors import InvalidSubmissionError, LauncherError
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher
@@ -32,10 +32,7 @@ def script_request(file_name: str, data: bytes, *, timeout_s: float, limits: Lim
         raise InvalidSubmissionError(
             f"{name}: {len(data)} bytes is over the limit of {MAX_SUBMISSION_BYTES} bytes"
         )
-    try:
-        code = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidSubmissionError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+    code = decode_source(name, data)
     if not 0 < timeout_s <= MAX_SCRIPT_SECONDS:
         raise InvalidSubmissionError(f"the time limit must be in (0, {MAX_SCRIPT_SECONDS:g}] s")
     return RunRequest(

@@ -119,6 +119,10 @@ class SubmissionReport:
         return all(j.state in TERMINAL_STATES for j in self.jobs)
 
 
+# Postgres's timestamptz and Python's datetime both end before year 10000, in every zone.
+LATEST_DEADLINE_YEAR = 9998
+
+
 def parse_deadline(raw: str) -> datetime:
     """ISO 8601; a deadline without a time zone is taken as UTC."""
     try:
@@ -127,7 +131,16 @@ def parse_deadline(raw: str) -> datetime:
         raise InvalidDeadlineError(
             f"cannot read deadline {raw!r}: use ISO 8601, e.g. 2026-12-31T23:59:00+00:00"
         ) from None
-    return deadline if deadline.tzinfo else deadline.replace(tzinfo=UTC)
+    deadline = deadline if deadline.tzinfo else deadline.replace(tzinfo=UTC)
+    try:
+        in_utc = deadline.astimezone(UTC)
+    except OverflowError:
+        in_utc = None
+    if in_utc is None or in_utc.year > LATEST_DEADLINE_YEAR:
+        raise InvalidDeadlineError(
+            f"deadline {raw!r} is too far away: the latest is the end of {LATEST_DEADLINE_YEAR}"
+        )
+    return deadline
 
 
 def _rate_window() -> timedelta:

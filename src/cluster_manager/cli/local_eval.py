@@ -13,7 +13,7 @@ import click
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
-from cluster_manager.core.submission import validate_submission
+from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.report import format_report
@@ -27,10 +27,7 @@ def build_request(
     seed: int | None,
     settings: Settings,
 ) -> RunRequest:
-    try:
-        data = submission_path.read_bytes()
-    except OSError as exc:
-        raise ClusterManagerError(f"cannot read {submission_path}: {exc.strerror}") from None
+    data = read_source_file(submission_path)
     submission = validate_submission(submission_path.name, data, task.lang)
     if mode is Mode.LEADERBOARD and seed is None:
         seed = new_secret_seed()

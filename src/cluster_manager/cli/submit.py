@@ -13,6 +13,8 @@ from cluster_manager.app import App
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
 from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.records import JobState
+from cluster_manager.core.submission import read_source_file
+from cluster_manager.errors import InvalidSubmissionError
 from cluster_manager.report import format_event, format_placement, format_report
 from cluster_manager.service import SubmissionReport, Submitter
 from cluster_manager.settings import Settings
@@ -57,9 +59,9 @@ def submit_command(
 ) -> None:
     """Submit FILE to LEADERBOARD and follow it live."""
     try:
-        data = file.read_bytes()
-    except OSError as exc:
-        fail(f"cannot read {file}: {exc.strerror}")
+        data = read_source_file(file)
+    except InvalidSubmissionError as exc:
+        fail(str(exc))
     name = user or getpass.getuser()
 
     async def body(app: App) -> bool:

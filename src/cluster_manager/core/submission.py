@@ -3,14 +3,43 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
+import stat
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from cluster_manager.core.models import Language
 from cluster_manager.errors import InvalidSubmissionError
 
 MAX_SUBMISSION_BYTES = 256 * 1024
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def decode_source(name: str, data: bytes) -> str:
+    """UTF-8 text; a byte-order mark (what some Windows editors write first) is dropped."""
+    try:
+        return data.removeprefix(UTF8_BOM).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidSubmissionError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+
+
+def read_source_file(path: Path, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
+    """A user's file, refused before it is read whole when it is not a regular file (a FIFO,
+    /dev/zero) or longer than `limit`: at most `limit + 1` bytes are ever read."""
+    try:
+        # Non-blocking: opening a FIFO would otherwise wait for a writer before we can look.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                raise InvalidSubmissionError(f"{path}: not a regular file")
+            data = fh.read(limit + 1)
+    except OSError as exc:
+        raise InvalidSubmissionError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if len(data) > limit:
+        raise InvalidSubmissionError(f"{path}: over the limit of {limit} bytes")
+    return data
+
+
 ENTRY_POINT = "custom_kernel"
 EXTENSIONS: dict[Language, tuple[str, ...]] = {
     Language.PYTHON: (".py",),
@@ -80,10 +109,7 @@ def validate_submission(
         )
     if b"\x00" in data:
         raise InvalidSubmissionError(f"{name}: binary file (contains NUL bytes)")
-    try:
-        code = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidSubmissionError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+    code = decode_source(name, data)
     if lang is Language.PYTHON:
         _python_entry_point(code, name)
     elif not _CUDA_ENTRY.search(code):
