@@ -22,6 +22,7 @@ from cluster_manager.core.payload import encode_payload
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
+from cluster_manager.harness import runner
 from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError
 from cluster_manager.launchers.modal import ModalLauncher, _invoke
 from tests.conftest import CORRECT, make_request, write_task
@@ -167,8 +168,25 @@ def test_each_function_asks_for_its_gpu():
         assert spec.gpus == gpu
 
 
-def test_run_payload_runs_an_encoded_request(task: Task):
+@pytest.mark.reliability(
+    "Sandbox",
+    "a run on Modal: is its process guarded as the runner entrypoint's (undumpable, "
+    "subreaper, SIGTERM kills the trees)",
+    "the Modal function calls the same guard before it reads the request",
+)
+def test_run_payload_runs_an_encoded_request(task: Task, monkeypatch, record_property):
+    guarded: list[str] = []
+    real_run = runner.run
+
+    def run(request, **kwargs):
+        assert guarded == ["guarded"], "the request was run before the process was guarded"
+        return real_run(request, **kwargs)
+
+    # The real guard would make the test process itself undumpable: record the call instead.
+    monkeypatch.setattr(runner, "guard_this_process", lambda: guarded.append("guarded"))
+    monkeypatch.setattr(runner, "run", run)
     out = modal_app.run_payload(encode_payload(make_request(task, CORRECT)))
+    record_property("observed", f"guard called {len(guarded)} time(s) before the run")
     result = RunResult.from_json(out)
     assert result.passed and result.verdict is Verdict.PASSED, result.message
     assert [p.name for p in result.phases] == ["test"]

@@ -30,6 +30,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -359,6 +360,18 @@ def _total(durations: dict[str, float], began: float) -> dict[str, float]:
     return {**durations, "total": round(time.monotonic() - began, 3)}
 
 
+def guard_this_process() -> None:
+    """What every launcher's runner process does before it holds a request: undumpable (its
+    secret seed stays out of /proc), a subreaper (orphans of the task are its to kill), and
+    a SIGTERM that kills every tree it runs. The entrypoint and Modal's function both call it.
+    Signal handlers belong to the main thread: a caller on another thread (Modal may run a
+    function there; its single-use container dies whole on cancellation) goes without."""
+    lifecycle.make_undumpable()
+    lifecycle.become_subreaper()
+    if threading.current_thread() is threading.main_thread():
+        lifecycle.kill_everything_on_sigterm()
+
+
 def _take(path: Path) -> str:
     """Reads the payload file and removes it: the secret seed stays on disk no longer than
     it must, and no later process (the submission's included) can find it there."""
@@ -383,10 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         "--no-sandbox", action="store_true", help="run the task as this user, with its network"
     )
     args = parser.parse_args(argv)
-    # Before reading the request: its secret seed must not be readable through /proc.
-    lifecycle.make_undumpable()
-    lifecycle.become_subreaper()
-    lifecycle.kill_everything_on_sigterm()
+    guard_this_process()
     result_key = None  # a result is sealed exactly when its request came sealed
     try:
         key = take_payload_key()  # first: no process started from here on inherits it
