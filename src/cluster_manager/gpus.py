@@ -48,6 +48,14 @@ class InvalidRegistryError(ClusterManagerError):
     pass
 
 
+# The longest run each launcher lets finish: the workflows' `timeout-minutes` (GitHub cancels
+# a job past it) and the Modal functions' timeout (`modal_app.TIMEOUT_S`). Slurm's comes from
+# the partition (sbatch --time is asked per run); the local launcher has none.
+GITHUB_TIMEOUT_MINUTES = 180
+MODAL_TIMEOUT_S = 3 * 3600
+LAUNCHER_MAX_RUN_S = {"github": GITHUB_TIMEOUT_MINUTES * 60.0, "modal": float(MODAL_TIMEOUT_S)}
+
+
 @dataclass(frozen=True)
 class GpuType:
     name: str
@@ -55,6 +63,12 @@ class GpuType:
     max_concurrent: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)  # Limits fields, from `limits:`
+
+    @property
+    def max_run_s(self) -> float | None:
+        """The longest run the launcher of this type lets finish (None: no limit of its own).
+        A leaderboard whose task may run longer is refused when it is created."""
+        return LAUNCHER_MAX_RUN_S.get(self.launcher)
 
     def run_limits(self, base: Limits) -> Limits:
         """The limits of a run on this type: `base` (the settings), then the registry's own.

@@ -16,6 +16,7 @@ from typing import Any
 import modal
 
 from cluster_manager.core.payload import decode_payload
+from cluster_manager.gpus import MODAL_TIMEOUT_S
 from cluster_manager.harness import runner
 
 APP_NAME = "discord-cluster-manager"
@@ -36,7 +37,7 @@ TORCH = "torch==2.13.0"
 TORCH_INDEX = "https://download.pytorch.org/whl/cu130"
 NUMPY = "numpy==2.4.6"
 # A backstop only: the scheduler cancels a run once its own, tighter deadline has passed.
-TIMEOUT_S = 60 * 60
+TIMEOUT_S = MODAL_TIMEOUT_S
 
 app = modal.App(APP_NAME)
 

@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta
 import asyncpg
 
 from cluster_manager import quick_run
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.plan import longest_run_s
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
     EventState,
@@ -143,6 +144,19 @@ def parse_deadline(raw: str) -> datetime:
     return deadline
 
 
+def _check_run_fits(task: Task, gpu: GpuType) -> None:
+    """A task whose runs may outlast what the GPU type's launcher allows would end as the
+    launcher's cancellation, not a timeout verdict: refused up front, with the limit named."""
+    limit = gpu.max_run_s
+    longest = longest_run_s(task, gpu.run_limits(Limits()))
+    if limit is not None and longest > limit:
+        raise GpuNotAllowedError(
+            f"{gpu.name}: a run of this task may take {longest / 60:.0f} min (its phases' "
+            f"timeouts, grace and start-up), over the {limit / 60:.0f} min the {gpu.launcher} "
+            "launcher allows; lower test_timeout, benchmark_timeout or ranked_timeout"
+        )
+
+
 def _rate_window() -> timedelta:
     return timedelta(hours=1)
 
@@ -191,7 +205,7 @@ class Service:
         if not gpus:
             raise GpuNotAllowedError("a leaderboard needs at least one GPU type")
         for gpu in gpus:
-            self.registry.get(gpu)
+            _check_run_fits(task, self.registry.get(gpu))
         if len(set(gpus)) != len(gpus):
             raise GpuNotAllowedError(f"GPU types listed twice: {sorted(gpus)}")
         if rate_limit_per_hour is not None and rate_limit_per_hour <= 0:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cluster_manager.core.models import Case, Language, Mode, RunRequest, Task, TaskFile
+from cluster_manager.core.models import Case, Language, Limits, Mode, RunRequest, Task, TaskFile
 
 # Start-up, materialising and reporting on top of the phases' own limits.
 RUN_OVERHEAD_S = 60.0
@@ -41,6 +41,15 @@ def run_timeout(request: RunRequest) -> float:
     if request.task.lang is Language.CUDA:
         total += request.limits.compile_timeout
     return total + RUN_OVERHEAD_S
+
+
+def longest_run_s(task: Task, limits: Limits) -> float:
+    """The longest any run of the task may take, over the modes a submission may ask for."""
+    modes = (Mode.TEST, Mode.BENCHMARK, Mode.LEADERBOARD, Mode.PROFILE)
+    return max(
+        run_timeout(RunRequest(task, task.submission_name, "", mode, limits=limits))
+        for mode in modes
+    )
 
 
 def script_task(file_name: str, timeout_s: float) -> Task:
