@@ -45,12 +45,13 @@ def _ancestors(view: View) -> list[str]:
     """Directories on the way to what is bound, which bubblewrap would create closed (0700):
     the sandbox user must pass through them, say /root on the way to a Python under it."""
     targets = [*view.read_only, *view.writable, *(t for t, _ in view.files)]
-    covered = [*view.read_only, *view.private, *(p for p, _ in view.symlinks), "/dev", "/proc"]
+    covered = [*view.read_only, *(p for p, _ in view.symlinks), "/dev", "/proc"]
     found: set[str] = set()
     for target in targets:
         for parent in PurePosixPath(target).parents:
             path = str(parent)
-            if path != "/" and not any(_within(path, c) for c in covered):
+            inside = any(_within(path, c) for c in covered)
+            if path != "/" and path not in view.private and not inside:
                 found.add(path)
     return sorted(found, key=lambda p: (_depth(p), p))
 
@@ -71,10 +72,11 @@ def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -
     for path, target in view.symlinks:
         args += ["--symlink", target, path]
     args += ["--dev", "/dev", "--proc", "/proc"]
-    for directory in _ancestors(view):
-        args += ["--perms", "0755", "--dir", directory]
     for path in sorted(view.private, key=_depth):
         args += ["--perms", "1777", "--size", str(view.private_bytes), "--tmpfs", path]
+    # After the private directories: a checkout in /tmp needs its directory in the new /tmp.
+    for directory in _ancestors(view):
+        args += ["--perms", "0755", "--dir", directory]
     # Outer paths first, so an inner writable one (the run's HOME) is mounted over its
     # read-only parent; all after the private directories, since a run directory lives in one.
     binds = [(p, "--ro-bind") for p in view.read_only] + [(p, "--bind") for p in view.writable]
