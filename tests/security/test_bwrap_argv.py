@@ -1,0 +1,28 @@
+"""The bubblewrap command line built from a view: the order of its mounts decides what the
+sandbox's user can reach."""
+
+from __future__ import annotations
+
+from cluster_manager.sandbox.bwrap import argv
+from cluster_manager.sandbox.spec import SandboxSpec, View
+
+
+def _positions(args: list[str], flag: str) -> dict[str, int]:
+    return {args[i + 1]: i for i, a in enumerate(args) if a == flag}
+
+
+def test_the_way_to_a_checkout_in_tmp_is_made_after_the_private_tmp():
+    view = View(
+        read_only=("/usr", "/tmp/clone/src", "/root/.pyenv/versions/3.11.7"),
+        writable=("/tmp/cm-run-1/.home",),
+    )
+    args = argv(
+        SandboxSpec(view, user=(70000, 70000)), bwrap="bwrap", setpriv="setpriv", as_root=True
+    )
+    dirs, tmpfs = _positions(args, "--dir"), _positions(args, "--tmpfs")
+    binds = _positions(args, "--ro-bind")
+    # bubblewrap would create these closed (0700): they are made 0755, inside the new /tmp.
+    assert {"/tmp/clone", "/root", "/root/.pyenv", "/root/.pyenv/versions"} <= set(dirs)
+    assert tmpfs["/tmp"] < dirs["/tmp/clone"] < binds["/tmp/clone/src"]
+    assert "/tmp" not in dirs and "/usr" not in dirs
+    assert args[args.index("--") + 1] == "setpriv"
