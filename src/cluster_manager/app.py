@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import asyncpg
 
 from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import DEFAULT_REGISTRY_FILE, GpuRegistry, load_registry
+from cluster_manager.gpus import DEFAULT_REGISTRY_FILE, GpuRegistry, GpuType, load_registry
 from cluster_manager.launchers.base import Launcher
 from cluster_manager.launchers.local import LocalLauncher
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
@@ -36,6 +36,11 @@ class App:
     service: Service
     # This database's installation id (storage.installation): in every dispatch key.
     installation: str | None = None
+
+    @property
+    def served_gpus(self) -> list[GpuType]:
+        """GPU types this process has a launcher for."""
+        return self.registry.served_by(self.launchers)
 
     def scheduler(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -94,6 +94,20 @@ class GpuRegistry:
     @property
     def names(self) -> tuple[str, ...]:
         return tuple(sorted(self.types))
+
+    def served_by(
+        self, launchers: Collection[str], only: Collection[str] | None = None
+    ) -> list[GpuType]:
+        """The types a process with these launchers can run (of `only`, if given), in a stable
+        order: by launcher, then name."""
+        return sorted(
+            (
+                g
+                for g in self.types.values()
+                if g.launcher in launchers and (only is None or g.name in only)
+            ),
+            key=lambda g: (g.launcher, g.name),
+        )
 
     def with_concurrency(self, launcher: str, max_concurrent: int) -> GpuRegistry:
         """The same registry with every type of `launcher` limited to `max_concurrent`."""

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult
+from cluster_manager.core.models import Limits, RunRequest, RunResult, ScriptMode
 from cluster_manager.core.plan import run_timeout, script_task
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES, decode_source
 from cluster_manager.errors import InvalidSubmissionError, LauncherError
@@ -39,7 +39,7 @@ def script_request(file_name: str, data: bytes, *, timeout_s: float, limits: Lim
         task=script_task(name, timeout_s),
         submission_name=name,
         submission_code=code,
-        mode=Mode.SCRIPT,
+        mode=ScriptMode.SCRIPT,
         limits=limits,
     )
 

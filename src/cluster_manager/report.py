@@ -11,6 +11,7 @@ from cluster_manager.core.sandboxing import SANDBOX_KEY
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
+    from cluster_manager.service import SubmissionReport
 
 
 def format_duration_ns(ns: float) -> str:
@@ -78,6 +79,37 @@ def format_report(result: RunResult, *, title: str = "") -> str:
     if not result.passed:
         lines += ["", result.message]
     return "\n".join(lines)
+
+
+def format_submission_report(report: SubmissionReport, *, with_output: bool = False) -> str:
+    """Every run's report (a secret run shows its verdict only), then the jobs that failed
+    without a run; `with_output` adds each phase's stdout and stderr (the bot's full log)."""
+    from cluster_manager.core.records import JobState
+
+    parts = []
+    for run in report.runs:
+        if run.secret or not run.result:
+            icon = "✅" if run.passed else "❌"
+            parts.append(f"[{run.gpu} secret] {icon} secret re-run: {run.verdict.value}")
+            continue
+        result = RunResult.from_json(run.result)
+        section = [f"[{run.gpu}]", format_report(result, title=run.file_name)]
+        if with_output:
+            section += _phase_output(result)
+        parts.append("\n".join(section))
+    for job in report.jobs:
+        if job.state is JobState.FAILED:
+            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed: {job.error}")
+    return "\n\n".join(parts)
+
+
+def _phase_output(result: RunResult) -> list[str]:
+    lines = []
+    for phase in result.phases:
+        for stream, text in (("stdout", phase.stdout), ("stderr", phase.stderr)):
+            if text.strip():
+                lines += ["", f"--- {stream} ({phase.name} phase) ---", text.rstrip()]
+    return lines
 
 
 def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:

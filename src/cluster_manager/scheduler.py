@@ -29,6 +29,7 @@ from tenacity import (
 
 from cluster_manager.core.models import Limits, RunRequest, RunResult, Verdict
 from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.records import EventState, Job, JobEvent, JobState, dispatch_key
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuRegistry
@@ -90,11 +91,7 @@ class Scheduler:
         self._publishing: set[asyncio.Task[None]] = set()
         self._wake = asyncio.Event()
         # GPU types this scheduler serves: those whose launcher it has (of `gpus`, if given).
-        self.gpus = [
-            g.name
-            for g in registry.types.values()
-            if g.launcher in launchers and (gpus is None or g.name in gpus)
-        ]
+        self.gpus = [g.name for g in registry.served_by(launchers, gpus)]
 
     @property
     def in_flight(self) -> int:
@@ -239,14 +236,8 @@ class Scheduler:
         if board is None:
             raise LauncherError(f"leaderboard of submission {job.submission_id} disappeared")
         seed = await lb_store.secret_seed(self.pool, board.id) if job.secret else None
-        return RunRequest(
-            task=board.task,
-            submission_name=board.task.submission_name,
-            submission_code=submission.code,
-            mode=job.mode,
-            secret_seed=seed,
-            limits=self.registry.get(job.gpu).run_limits(self.config.limits),
-        )
+        limits = self.registry.get(job.gpu).run_limits(self.config.limits)
+        return RunRequest.of_submission(board.task, submission.code, job.mode, limits, seed)
 
     async def _publish(
         self, job: Job, state: EventState, *, detail: str = "", verdict: str | None = None
@@ -340,9 +331,8 @@ class Scheduler:
         if job.dispatched_at is not None:
             limit -= (datetime.now(UTC) - job.dispatched_at).total_seconds()
 
-        def on_progress(event: dict[str, object]) -> None:
-            if event.get("event") == "phase":
-                detail = f"{event.get('phase')}: {event.get('cases')} case(s)"
+        def on_progress(event: ProgressEvent) -> None:
+            if detail := phase_started(event):
                 # Keep a reference: the loop holds tasks only weakly.
                 task = asyncio.get_running_loop().create_task(
                     self._publish(job, EventState.RUNNING, detail=detail)
@@ -375,7 +365,7 @@ class Scheduler:
         launcher: Launcher,
         handle: RunHandle,
         timeout: float,
-        on_progress: Callable[[dict[str, object]], None],
+        on_progress: Callable[[ProgressEvent], None],
     ) -> RunResult | None:
         """Follows the dispatched run; a launcher error (an artifact that failed to download,
         say) is retried on the same run: the run may have finished, and dispatching it again

@@ -119,6 +119,12 @@ class SubmissionReport:
     def done(self) -> bool:
         return all(j.state in TERMINAL_STATES for j in self.jobs)
 
+    @property
+    def passed(self) -> bool:
+        """Every job has its run and every run passed (a failed job has no run)."""
+        runs = self.runs
+        return bool(runs) and len(runs) == len(self.jobs) and all(r.passed for r in runs)
+
 
 # Postgres's timestamptz and Python's datetime both end before year 10000, in every zone.
 LATEST_DEADLINE_YEAR = 9998
@@ -296,8 +302,6 @@ class Service:
         gpus: Sequence[str] | None = None,
         mode: Mode = Mode.LEADERBOARD,
     ) -> SubmissionReceipt:
-        if mode is Mode.SCRIPT:
-            raise ClusterManagerError("a script run is not a submission: use `run_script`")
         board = await self.leaderboard(leaderboard)
         now = self.clock()
         if not board.is_open(now):

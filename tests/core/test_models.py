@@ -20,6 +20,7 @@ from cluster_manager.core.models import (
     RankingBy,
     RunRequest,
     RunResult,
+    ScriptMode,
     Task,
     TaskFile,
     Verdict,
@@ -97,8 +98,8 @@ def test_task_properties() -> None:
     assert task.timeout_for("benchmark") == 120.0
     assert task.timeout_for("profile") == 120.0
     assert task.timeout_for("leaderboard") == 150.0
-    with pytest.raises(KeyError):
-        task.timeout_for("ranked")
+    with pytest.raises(ValueError, match="no phase mode 'ranked'"):
+        task.timeout_for("ranked")  # type: ignore[arg-type]
 
 
 def test_task_json_is_plain_json() -> None:
@@ -334,7 +335,7 @@ def test_every_mode_has_a_plan() -> None:
         assert phases, mode
         # Every phase that speaks the popcorn protocol gets cases; a script runs as-is.
         assert all(p.cases for p in phases if p.mode != "script"), mode
-    assert [p.mode for p in plan_phases(request(py_task(), Mode.SCRIPT))] == ["script"]
+    assert [p.mode for p in plan_phases(request(py_task(), ScriptMode.SCRIPT))] == ["script"]
 
 
 @pytest.mark.parametrize(

@@ -52,7 +52,7 @@ async def test_ranked_submission_through_the_local_launcher(make_harness, app, c
     assert "rank #1" in fields["Ranking"] and "new personal best" in fields["Ranking"]
     log = report.files["submission-1.txt"].decode()
     assert "Tests (test phase)" in log and "Benchmarks (leaderboard phase)" in log
-    assert "[CPU secret] ✅ passed" in log  # the secret run shows its verdict only
+    assert "[CPU secret] ✅ secret re-run: passed" in log  # the secret run: its verdict only
     assert (await app.service.ranking("identity"))["CPU"][0].user == str(ALICE.id)
 
 

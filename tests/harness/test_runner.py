@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core import protocol
-from cluster_manager.core.models import Limits, Mode, RunResult, Verdict
+from cluster_manager.core.models import Limits, Mode, RunResult, ScriptMode, Verdict
 from cluster_manager.core.task import load_task
 from tests.conftest import CORRECT, make_request, processes_with, run_code, write_task
 
@@ -367,10 +367,12 @@ def test_script_mode_runs_the_file_as_is_and_keeps_its_output():
     from cluster_manager.core.plan import script_task
 
     task = script_task("experiment.py", timeout_s=20)
-    ok = run_code(task, "import sys\nprint('hello from the GPU')\nsys.exit(0)\n", Mode.SCRIPT)
+    ok = run_code(task, "import sys\nprint('hello from the GPU')\nsys.exit(0)\n", ScriptMode.SCRIPT)
     assert ok.passed and ok.verdict is Verdict.PASSED
     assert "hello from the GPU" in ok.phases[0].stdout
-    failing = run_code(task, "raise SystemExit(3)\n", Mode.SCRIPT)
+    failing = run_code(task, "raise SystemExit(3)\n", ScriptMode.SCRIPT)
     assert failing.verdict is Verdict.RUNTIME_ERROR and "status 3" in failing.message
-    endless = run_code(script_task("e.py", timeout_s=2), "while True:\n    pass\n", Mode.SCRIPT)
+    endless = run_code(
+        script_task("e.py", timeout_s=2), "while True:\n    pass\n", ScriptMode.SCRIPT
+    )
     assert endless.verdict is Verdict.TIMEOUT

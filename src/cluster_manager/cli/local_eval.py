@@ -12,6 +12,7 @@ import click
 
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
+from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
 from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task
@@ -31,14 +32,7 @@ def build_request(
     submission = validate_submission(submission_path.name, data, task.lang)
     if mode is Mode.LEADERBOARD and seed is None:
         seed = new_secret_seed()
-    return RunRequest(
-        task=task,
-        submission_name=task.submission_name,
-        submission_code=submission.code,
-        mode=mode,
-        secret_seed=seed if mode is Mode.LEADERBOARD else None,
-        limits=local_limits(settings),
-    )
+    return RunRequest.of_submission(task, submission.code, mode, local_limits(settings), seed)
 
 
 def run_here(
@@ -62,12 +56,11 @@ def run_here(
     return runner.run(request, progress=on_progress, isolate=sandbox)
 
 
-def _print_progress(event: dict[str, Any]) -> None:
-    match event.get("event"):
-        case "compile":
-            click.echo("… compiling", err=True)
-        case "phase":
-            click.echo(f"… {event['phase']}: {event['cases']} case(s)", err=True)
+def _print_progress(event: ProgressEvent) -> None:
+    if event.get("event") == "compile":
+        click.echo("… compiling", err=True)
+    elif phase := phase_started(event):
+        click.echo(f"… {phase}", err=True)
 
 
 @cli.command("eval")
@@ -75,7 +68,7 @@ def _print_progress(event: dict[str, Any]) -> None:
 @click.argument("submission", type=click.Path(path_type=Path))
 @click.option(
     "--mode",
-    type=click.Choice([m.value for m in Mode if m is not Mode.SCRIPT]),
+    type=click.Choice([m.value for m in Mode]),
     default=Mode.TEST.value,
     show_default=True,
     help="test: correctness; benchmark: timings; leaderboard: ranked run with a secret seed.",

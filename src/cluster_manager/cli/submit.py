@@ -11,28 +11,12 @@ import click
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
-from cluster_manager.core.models import Mode, RunResult
-from cluster_manager.core.records import JobState
+from cluster_manager.core.models import Mode
 from cluster_manager.core.submission import read_source_file
 from cluster_manager.errors import InvalidSubmissionError
-from cluster_manager.report import format_event, format_placement, format_report
-from cluster_manager.service import SubmissionReport, Submitter
+from cluster_manager.report import format_event, format_placement, format_submission_report
+from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
-
-
-def render_report(report: SubmissionReport) -> str:
-    parts = []
-    for run in report.runs:
-        if run.secret:
-            icon = "✅" if run.passed else "❌"
-            parts.append(f"[{run.gpu} secret] {icon} secret re-run: {run.verdict.value}")
-        else:
-            result = RunResult.from_json(run.result)
-            parts.append(f"[{run.gpu}]\n" + format_report(result, title=run.file_name))
-    for job in report.jobs:
-        if job.state is JobState.FAILED:
-            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed: {job.error}")
-    return "\n\n".join(parts)
 
 
 @cli.command("submit")
@@ -91,12 +75,12 @@ def submit_command(
 
         await asyncio.gather(scheduler.run_until_idle({j.id for j in receipt.jobs}), follow())
         report = await app.service.report(receipt.submission_id)
-        click.echo(render_report(report))
+        click.echo(format_submission_report(report))
         if receipt.mode is Mode.LEADERBOARD:
             click.echo("")
             for placement in await app.service.placements(receipt.submission_id):
                 click.echo(format_placement(placement))
-        return all(r.passed for r in report.runs) and len(report.runs) == len(report.jobs)
+        return report.passed
 
     passed = with_app(settings, body)
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)

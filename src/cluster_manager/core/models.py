@@ -25,13 +25,27 @@ class Language(enum.StrEnum):
 
 
 class Mode(enum.StrEnum):
-    """What a user asks for. `LEADERBOARD` is the ranked mode."""
+    """What a submission asks for. `LEADERBOARD` is the ranked mode."""
 
     TEST = "test"
     BENCHMARK = "benchmark"
     LEADERBOARD = "leaderboard"
     PROFILE = "profile"
-    SCRIPT = "script"  # run the file as-is (quick experiments); never stored or ranked
+
+
+class ScriptMode(enum.StrEnum):
+    """A `/run` script: the file runs as-is (quick experiments); it is never a submission, so
+    never stored or ranked, and no submission path can ask for it."""
+
+    SCRIPT = "script"
+
+
+# What a runner is asked to do, and the mode string a task's main is given for a phase.
+RunMode = Mode | ScriptMode
+
+
+def run_mode(value: str) -> RunMode:
+    return ScriptMode(value) if value == ScriptMode.SCRIPT else Mode(value)
 
 
 class RankingBy(enum.StrEnum):
@@ -98,15 +112,16 @@ class Task:
     def submission_name(self) -> str:
         return next(f.name for f in self.files if f.is_submission)
 
-    def timeout_for(self, phase_mode: str) -> float:
+    def timeout_for(self, phase_mode: RunMode) -> float:
         """One timeout model: every phase's limit comes from the task."""
-        return {
-            "test": self.test_timeout,
-            "benchmark": self.benchmark_timeout,
-            "profile": self.benchmark_timeout,
-            "leaderboard": self.ranked_timeout,
-            "script": self.test_timeout,
-        }[phase_mode]
+        match phase_mode:
+            case Mode.TEST | ScriptMode.SCRIPT:
+                return self.test_timeout
+            case Mode.BENCHMARK | Mode.PROFILE:
+                return self.benchmark_timeout
+            case Mode.LEADERBOARD:
+                return self.ranked_timeout
+        raise ValueError(f"no phase mode {phase_mode!r}")
 
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)
@@ -161,10 +176,29 @@ class RunRequest:
     task: Task
     submission_name: str
     submission_code: str
-    mode: Mode
+    mode: RunMode
     secret_seed: int | None = None
     limits: Limits = field(default_factory=Limits)
     gpu_count: int = 1
+
+    @classmethod
+    def of_submission(
+        cls,
+        task: Task,
+        code: str,
+        mode: Mode,
+        limits: Limits,
+        secret_seed: int | None = None,
+    ) -> RunRequest:
+        """A submission's run: it fills the task's slot, and only a ranked run gets a seed."""
+        return cls(
+            task=task,
+            submission_name=task.submission_name,
+            submission_code=code,
+            mode=mode,
+            secret_seed=secret_seed if mode is Mode.LEADERBOARD else None,
+            limits=limits,
+        )
 
     def to_json(self) -> dict[str, Any]:
         data = _to_json(self)
@@ -180,7 +214,7 @@ class RunRequest:
             task=Task.from_json(data["task"]),
             submission_name=data["submission_name"],
             submission_code=data["submission_code"],
-            mode=Mode(data["mode"]),
+            mode=run_mode(data["mode"]),
             secret_seed=data.get("secret_seed"),
             limits=Limits(**data.get("limits", {})),
             gpu_count=int(data.get("gpu_count", 1)),
@@ -241,7 +275,7 @@ class PhaseOutcome:
 class RunResult:
     passed: bool
     verdict: Verdict
-    mode: Mode
+    mode: RunMode
     message: str
     phases: tuple[PhaseOutcome, ...] = ()
     compilation: CompileOutcome | None = None
@@ -271,7 +305,7 @@ class RunResult:
         return cls(
             passed=bool(data["passed"]),
             verdict=Verdict(data["verdict"]),
-            mode=Mode(data["mode"]),
+            mode=run_mode(data["mode"]),
             message=data.get("message", ""),
             phases=tuple(
                 PhaseOutcome(

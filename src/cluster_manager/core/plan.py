@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cluster_manager.core.models import Case, Language, Limits, Mode, RunRequest, Task, TaskFile
+from cluster_manager.core.models import (
+    Case,
+    Language,
+    Limits,
+    Mode,
+    RunMode,
+    RunRequest,
+    ScriptMode,
+    Task,
+    TaskFile,
+)
 
 # Start-up, materialising and reporting on top of the phases' own limits.
 RUN_OVERHEAD_S = 60.0
@@ -12,7 +22,7 @@ RUN_OVERHEAD_S = 60.0
 
 @dataclass(frozen=True)
 class Phase:
-    mode: str  # the popcorn mode passed to the task's main
+    mode: RunMode  # the popcorn mode passed to the task's main
     cases: tuple[Case, ...]
     secret: bool  # gets POPCORN_SEED
 
@@ -20,18 +30,18 @@ class Phase:
 def plan_phases(request: RunRequest) -> list[Phase]:
     """Ranked and benchmark runs are checked on the tests first; a failure stops the run."""
     task = request.task
-    tests = Phase("test", task.tests, secret=False)
+    tests = Phase(Mode.TEST, task.tests, secret=False)
     match request.mode:
         case Mode.TEST:
             return [tests]
         case Mode.BENCHMARK:
-            return [tests, Phase("benchmark", task.benchmarks, secret=False)]
+            return [tests, Phase(Mode.BENCHMARK, task.benchmarks, secret=False)]
         case Mode.LEADERBOARD:
-            return [tests, Phase("leaderboard", task.benchmarks, secret=True)]
+            return [tests, Phase(Mode.LEADERBOARD, task.benchmarks, secret=True)]
         case Mode.PROFILE:
-            return [Phase("profile", task.benchmarks, secret=False)]
-        case Mode.SCRIPT:
-            return [Phase("script", (), secret=False)]
+            return [Phase(Mode.PROFILE, task.benchmarks, secret=False)]
+        case ScriptMode.SCRIPT:
+            return [Phase(ScriptMode.SCRIPT, (), secret=False)]
 
 
 def run_timeout(request: RunRequest) -> float:
@@ -45,15 +55,11 @@ def run_timeout(request: RunRequest) -> float:
 
 def longest_run_s(task: Task, limits: Limits) -> float:
     """The longest any run of the task may take, over the modes a submission may ask for."""
-    modes = (Mode.TEST, Mode.BENCHMARK, Mode.LEADERBOARD, Mode.PROFILE)
-    return max(
-        run_timeout(RunRequest(task, task.submission_name, "", mode, limits=limits))
-        for mode in modes
-    )
+    return max(run_timeout(RunRequest.of_submission(task, "", mode, limits)) for mode in Mode)
 
 
 def script_task(file_name: str, timeout_s: float) -> Task:
-    """A task that only runs one Python file as-is (`Mode.SCRIPT`), within `timeout_s`."""
+    """A task that only runs one Python file as-is (`ScriptMode.SCRIPT`), within `timeout_s`."""
     return Task(
         name="script",
         lang=Language.PYTHON,

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cluster_manager.core import protocol
-from cluster_manager.core.models import BenchmarkOutcome, TestOutcome, Verdict
+from cluster_manager.core.models import BenchmarkOutcome, RunMode, ScriptMode, TestOutcome, Verdict
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def _signal_name(number: int) -> str:
 
 
 def judge_phase(
-    phase: str,
+    phase: RunMode,
     *,
     case_count: int,
     exit_code: int | None,
@@ -47,7 +47,7 @@ def judge_phase(
     timeout_s: float,
     result: Mapping[str, str],
 ) -> PhaseJudgement:
-    if phase == "script":
+    if phase == ScriptMode.SCRIPT:
         return _judge_script(exit_code, timed_out, timeout_s)
     tests = tuple(protocol.tests_from_result(result, limit=case_count))
     benchmarks = tuple(protocol.benchmarks_from_result(result, limit=case_count))

@@ -57,6 +57,4 @@ async def served_gpus(
     interaction: discord.Interaction, current: str
 ) -> list[app_commands.Choice[str]]:
     """GPU types this bot has a launcher for."""
-    app = app_of(interaction)
-    names = [g.name for g in app.registry.types.values() if g.launcher in app.launchers]
-    return _choices(sorted(names), current)
+    return _choices(sorted(g.name for g in app_of(interaction).served_gpus), current)

@@ -58,31 +58,17 @@ async def check_database(app: App) -> DatabaseCheck:
     return DatabaseCheck(True, round_trip, tuple(pending))
 
 
-def served_gpu_types(app: App) -> list[GpuType]:
-    return sorted(
-        (g for g in app.registry.types.values() if g.launcher in app.launchers),
-        key=lambda g: (g.launcher, g.name),
-    )
-
-
 async def verify_launchers(app: App, example: Path = VERIFY_EXAMPLE) -> list[LauncherCheck]:
     """Runs the example's correct submission in test mode on every GPU type served here."""
     task = await asyncio.to_thread(load_task, example)
     code = (example / "submission.py").read_text(encoding="utf-8")
-    return list(
-        await asyncio.gather(*(_verify(app, task, code, gpu) for gpu in served_gpu_types(app)))
-    )
+    return list(await asyncio.gather(*(_verify(app, task, code, gpu) for gpu in app.served_gpus)))
 
 
 async def _verify(app: App, task: Task, code: str, gpu: GpuType) -> LauncherCheck:
     launcher = app.launchers[gpu.launcher]
-    request = RunRequest(
-        task=task,
-        submission_name=task.submission_name,
-        submission_code=code,
-        mode=Mode.TEST,
-        limits=gpu.run_limits(local_limits(app.settings)),
-    )
+    limits = gpu.run_limits(local_limits(app.settings))
+    request = RunRequest.of_submission(task, code, Mode.TEST, limits)
     started = time.perf_counter()
     try:
         handle = await launcher.submit(request, f"verify-{uuid.uuid4().hex}", gpu=gpu)

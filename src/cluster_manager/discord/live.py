@@ -19,6 +19,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, JobEvent, JobState
 from cluster_manager.discord import render
 from cluster_manager.discord.replies import answer, text_file, truncate
+from cluster_manager.report import format_submission_report
 from cluster_manager.service import TERMINAL_STATES, Service, SubmissionReceipt
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ async def follow_submission(
     if receipt.mode is Mode.LEADERBOARD and any(j.state is JobState.FINISHED for j in report.jobs):
         placements = await service.placements(receipt.submission_id)
     embed = render.report_embed(report, placements)
-    log_text = render.report_text(report)
+    log_text = format_submission_report(report, with_output=True) + "\n"
     name = f"submission-{receipt.submission_id}.txt"
     if not live.moved:
         try:

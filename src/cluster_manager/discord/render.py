@@ -20,7 +20,6 @@ from cluster_manager.discord.replies import code_block, truncate
 from cluster_manager.report import (
     format_duration_ns,
     format_placement,
-    format_report,
     format_time_left,
 )
 from cluster_manager.service import SubmissionReport
@@ -37,7 +36,6 @@ MODE_LABELS = {
     Mode.BENCHMARK: "benchmark",
     Mode.LEADERBOARD: "ranked",
     Mode.PROFILE: "profile",
-    Mode.SCRIPT: "script",
 }
 T = TypeVar("T")
 
@@ -128,11 +126,6 @@ def personal_pages(name: str, runs: Sequence[RunRecord]) -> list[discord.Embed]:
 # --- submissions -----------------------------------------------------------------------------
 
 
-def submission_passed(report: SubmissionReport) -> bool:
-    runs = report.runs
-    return bool(runs) and len(runs) == len(report.jobs) and all(r.passed for r in runs)
-
-
 def _run_lines(result: RunResult) -> list[str]:
     lines = []
     for t in result.tests:
@@ -154,7 +147,7 @@ def _run_lines(result: RunResult) -> list[str]:
 
 def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> discord.Embed:
     sub = report.submission
-    passed = submission_passed(report)
+    passed = report.passed
     failing = next((r.verdict.value for r in report.runs if not r.passed), "failed")
     embed = discord.Embed(
         title=f"{icon(passed)} Submission #{sub.id}: {'passed' if passed else failing}",
@@ -196,26 +189,6 @@ def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> d
         )
     embed.set_footer(text="The full log is attached.")
     return embed
-
-
-def report_text(report: SubmissionReport) -> str:
-    """The long form: every run's report with its complete output."""
-    parts = []
-    for run in report.runs:
-        if run.secret or not run.result:
-            parts.append(f"[{run.gpu} secret] {icon(run.passed)} {run.verdict.value}")
-            continue
-        result = RunResult.from_json(run.result)
-        section = [f"[{run.gpu}]", format_report(result, title=run.file_name)]
-        for phase in result.phases:
-            for stream, text in (("stdout", phase.stdout), ("stderr", phase.stderr)):
-                if text.strip():
-                    section += ["", f"--- {stream} ({phase.name} phase) ---", text.rstrip()]
-        parts.append("\n".join(section))
-    for job in report.jobs:
-        if job.state is JobState.FAILED:
-            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed: {job.error}")
-    return "\n\n".join(parts) + "\n"
 
 
 # --- quick runs ------------------------------------------------------------------------------

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.progress import ProgressEvent
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
 
-ProgressCallback = Callable[[dict[str, Any]], None]
+ProgressCallback = Callable[[ProgressEvent], None]
 T = TypeVar("T")
 
 
@@ -107,7 +108,7 @@ class Launcher(abc.ABC):
         """Frees what the launcher holds (HTTP sessions); called once when the app closes."""
         return None
 
-    async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:
+    async def progress(self, handle: RunHandle) -> list[ProgressEvent]:
         """Progress events reported so far by the run, oldest first (empty if unsupported)."""
         return []
 

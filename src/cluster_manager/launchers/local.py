@@ -17,9 +17,9 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.progress import ProgressEvent, parse_events
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
@@ -102,16 +102,15 @@ class LocalLauncher(Launcher):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise LauncherError(f"run {handle.external_id}: unreadable result ({exc})") from exc
 
-    async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:
-        path = self._dir(handle.external_id) / PROGRESS_FILE
-        events = []
-        with contextlib.suppress(OSError):
-            for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if isinstance(event, dict):
-                        events.append(event)
-        return events
+    async def progress(self, handle: RunHandle) -> list[ProgressEvent]:
+        return await asyncio.to_thread(self._read_progress, handle.external_id)
+
+    def _read_progress(self, external_id: str) -> list[ProgressEvent]:
+        try:
+            text = (self._dir(external_id) / PROGRESS_FILE).read_text("utf-8", errors="replace")
+        except OSError:
+            return []
+        return parse_events(text)
 
     async def cancel(self, handle: RunHandle) -> None:
         """SIGTERM lets the runner kill the whole tree it started; SIGKILL if it lingers."""

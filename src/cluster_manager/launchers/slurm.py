@@ -35,11 +35,11 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.payload import encode_payload
 from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.progress import ProgressEvent, parse_events
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
@@ -270,10 +270,10 @@ class SlurmLauncher(Launcher):
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise LauncherError(f"run {external_id}: unreadable result ({exc})") from exc
 
-    async def progress(self, handle: RunHandle) -> list[dict[str, Any]]:
+    async def progress(self, handle: RunHandle) -> list[ProgressEvent]:
         return await asyncio.to_thread(self._read_progress, handle.external_id)
 
-    def _read_progress(self, external_id: str) -> list[dict[str, Any]]:
+    def _read_progress(self, external_id: str) -> list[ProgressEvent]:
         run = self._locate(external_id)
         if run is None:
             return []
@@ -281,7 +281,7 @@ class SlurmLauncher(Launcher):
             text = _read_bounded(run[1] / PROGRESS_FILE, MAX_PROGRESS_BYTES, truncate=True)
         except OSError:
             return []
-        return _parse_events(text.decode("utf-8", errors="replace"))
+        return parse_events(text.decode("utf-8", errors="replace"))
 
     async def cancel(self, handle: RunHandle) -> None:
         """scancel; Slurm sends SIGTERM (the runner then kills its tree) and SIGKILL after
@@ -536,17 +536,6 @@ def _parse_sacct(stdout: str) -> dict[tuple[str, str], str]:
         if len(parts) == 3 and _JOB_ID.fullmatch(parts[0]):
             states[(parts[0], parts[2])] = parts[1]
     return states
-
-
-def _parse_events(text: str) -> list[dict[str, Any]]:
-    """Progress lines that are JSON objects; anything else on stderr is skipped."""
-    events = []
-    for line in text.splitlines():
-        with contextlib.suppress(ValueError):
-            event = json.loads(line)
-            if isinstance(event, dict):
-                events.append(event)
-    return events
 
 
 def _queue_state(queued: _QueuedJob | None, run_dir: Path, has_result: bool) -> RunState | None:
