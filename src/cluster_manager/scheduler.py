@@ -39,7 +39,7 @@ from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
-from cluster_manager.storage.database import CONNECTION_ERRORS
+from cluster_manager.storage.database import DatabaseUnavailableError, listening
 
 log = logging.getLogger(__name__)
 
@@ -100,8 +100,7 @@ class Scheduler:
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serves jobs until `stop` is set; in-flight jobs are then left to their leases."""
         stop = stop or asyncio.Event()
-        async with self.pool.acquire() as listener:
-            await listener.add_listener(job_store.NEW_JOBS_CHANNEL, self._on_new_jobs)
+        async with listening(self.pool, job_store.NEW_JOBS_CHANNEL, self._on_new_jobs):
             heartbeat = asyncio.create_task(self._heartbeat_loop())
             try:
                 while not stop.is_set():
@@ -109,7 +108,7 @@ class Scheduler:
                     self._wake.clear()
                     try:
                         await self.step()
-                    except CONNECTION_ERRORS as exc:  # a database restart: try the next poll
+                    except DatabaseUnavailableError as exc:  # a database restart: try the next poll
                         log.warning("scheduler pass failed (will retry): %s", exc)
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(
@@ -117,8 +116,6 @@ class Scheduler:
                         )
             finally:
                 heartbeat.cancel()
-                with contextlib.suppress(*CONNECTION_ERRORS):  # the server may have dropped it
-                    await listener.remove_listener(job_store.NEW_JOBS_CHANNEL, self._on_new_jobs)
                 for task in self._tasks.values():
                     task.cancel()
                 await asyncio.gather(*self._tasks.values(), return_exceptions=True)
@@ -191,13 +188,13 @@ class Scheduler:
                 held = await job_store.renew_leases(
                     self.pool, owner=self.owner, job_ids=list(asked), lease_s=self.config.lease_s
                 )
-            except CONNECTION_ERRORS as exc:
+            except DatabaseUnavailableError as exc:
                 log.warning("heartbeat failed (will retry): %s", exc)
                 continue
             for job_id in asked - held:
                 if job_id not in self._tasks:
                     continue  # its task has ended meanwhile
-                with contextlib.suppress(*CONNECTION_ERRORS):
+                with contextlib.suppress(DatabaseUnavailableError):
                     job = await job_store.get_job(self.pool, job_id)
                     ours = job is not None and job.lease_owner == self.owner
                     # Not held because it just ended: let its task publish that.
@@ -213,11 +210,7 @@ class Scheduler:
         return bool((self._tasks.keys() & self._taken_over) - job_ids)
 
     async def _queue_empty(self) -> bool:
-        count = await self.pool.fetchval(
-            "SELECT count(*) FROM jobs WHERE state = 'queued' AND gpu = ANY($1::text[])",
-            self.gpus,
-        )
-        return count == 0
+        return await job_store.queued_count(self.pool, self.gpus) == 0
 
     async def _all_terminal(self, job_ids: set[int]) -> bool:
         for job_id in job_ids:
@@ -245,7 +238,7 @@ class Scheduler:
         event = JobEvent(
             job.id, job.submission_id, job.gpu, job.secret, state, detail=detail, verdict=verdict
         )
-        with contextlib.suppress(*CONNECTION_ERRORS):
+        with contextlib.suppress(DatabaseUnavailableError):
             await job_store.publish(self.pool, event)
 
     async def _drive(self, job: Job) -> None:
@@ -261,7 +254,7 @@ class Scheduler:
                 return
             except asyncio.CancelledError:
                 raise
-            except CONNECTION_ERRORS as exc:
+            except DatabaseUnavailableError as exc:
                 # The database went away (a restart, say): the job is still ours under its
                 # lease. Carry on from what the database recorded once it answers again.
                 log.warning("job %s: database unavailable (%s); resuming", job.id, exc)
@@ -269,7 +262,7 @@ class Scheduler:
             except Exception as exc:  # one job's failure must never stop the scheduler
                 log.exception("job %s failed", job.id)
                 # If the database is gone too, the lease runs out and the job is adopted.
-                with contextlib.suppress(*CONNECTION_ERRORS):
+                with contextlib.suppress(DatabaseUnavailableError):
                     await self._give_up(job, f"{type(exc).__name__}: {exc}")
                 return
 
@@ -281,7 +274,7 @@ class Scheduler:
             await asyncio.sleep(self.config.poll_s)
             try:
                 fresh = await job_store.get_job(self.pool, job.id)
-            except CONNECTION_ERRORS:
+            except DatabaseUnavailableError:
                 continue
             if fresh is None or fresh.state not in IN_FLIGHT or fresh.lease_owner != self.owner:
                 return None
@@ -357,7 +350,7 @@ class Scheduler:
         result is stored; a failure only leaves it to the launcher's sweep."""
         try:
             await launcher.release(handle)
-        except (LauncherError, OSError) as exc:
+        except LauncherError as exc:
             log.warning("could not release run %s: %s", handle.external_id, exc)
 
     async def _follow(

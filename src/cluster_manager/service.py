@@ -45,7 +45,7 @@ from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import scripts as script_store
 from cluster_manager.storage import submissions as sub_store
-from cluster_manager.storage.database import CONNECTION_ERRORS
+from cluster_manager.storage.database import DatabaseUnavailableError, listening
 from cluster_manager.storage.submissions import StoredSubmission
 
 DEFAULT_RATE_LIMIT_PER_HOUR = 30
@@ -320,11 +320,7 @@ class Service:
         limit = board.rate_limit_per_hour or self.default_rate_limit
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
-            # One submitter at a time per leaderboard, so two racing requests count each other.
-            await conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtext('cm-rate:' || $1))",
-                f"{found.id}:{board.id}",
-            )
+            await sub_store.lock_submitter(conn, user_id=found.id, leaderboard_id=board.id)
             recent = await sub_store.submissions_since(
                 conn, user_id=found.id, leaderboard_id=board.id, since=now - _rate_window()
             )
@@ -488,7 +484,7 @@ class Service:
         async def renew() -> None:
             while True:
                 await asyncio.sleep(SCRIPT_LEASE_S / 3)
-                with contextlib.suppress(*CONNECTION_ERRORS):
+                with contextlib.suppress(DatabaseUnavailableError):
                     await script_store.renew_slot(self.pool, script_id, lease_s=SCRIPT_LEASE_S)
 
         renewing = asyncio.create_task(renew())
@@ -497,7 +493,7 @@ class Service:
         finally:
             renewing.cancel()
             # If the database is away, the lease lapses on its own.
-            with contextlib.suppress(*CONNECTION_ERRORS):
+            with contextlib.suppress(DatabaseUnavailableError):
                 await script_store.release_slot(self.pool, script_id)
 
     async def _installation_id(self) -> str:
@@ -523,31 +519,27 @@ class Service:
                 found += await job_store.jobs_of_submission(conn, submission_id)
             return found
 
-        async with self.pool.acquire() as conn:
-            await conn.add_listener(job_store.EVENTS_CHANNEL, on_notify)
-            try:
-                # Listen first, then read the state: nothing happens unseen in between.
-                jobs = await current_jobs(conn)
-                if not jobs:
-                    raise NotFoundError(f"there is no submission {sorted(wanted)}")
-                open_jobs = {j.id for j in jobs if j.state not in TERMINAL_STATES}
-                for job in jobs:
-                    yield await _snapshot_event(conn, job)
-                while open_jobs:
-                    try:
-                        event = await asyncio.wait_for(events.get(), timeout=5)
-                    except TimeoutError:
-                        # A missed notification (connection blip) must not hang us: re-read.
-                        for job in await current_jobs(conn):
-                            if job.id in open_jobs and job.state in TERMINAL_STATES:
-                                open_jobs.discard(job.id)
-                                yield await _snapshot_event(conn, job)
-                        continue
-                    if event.state in TERMINAL_EVENTS and event.job_id in open_jobs:
-                        open_jobs.discard(event.job_id)
-                    yield event
-            finally:
-                await conn.remove_listener(job_store.EVENTS_CHANNEL, on_notify)
+        async with listening(self.pool, job_store.EVENTS_CHANNEL, on_notify) as conn:
+            # Listen first, then read the state: nothing happens unseen in between.
+            jobs = await current_jobs(conn)
+            if not jobs:
+                raise NotFoundError(f"there is no submission {sorted(wanted)}")
+            open_jobs = {j.id for j in jobs if j.state not in TERMINAL_STATES}
+            for job in jobs:
+                yield await _snapshot_event(conn, job)
+            while open_jobs:
+                try:
+                    event = await asyncio.wait_for(events.get(), timeout=5)
+                except TimeoutError:
+                    # A missed notification (connection blip) must not hang us: re-read.
+                    for job in await current_jobs(conn):
+                        if job.id in open_jobs and job.state in TERMINAL_STATES:
+                            open_jobs.discard(job.id)
+                            yield await _snapshot_event(conn, job)
+                    continue
+                if event.state in TERMINAL_EVENTS and event.job_id in open_jobs:
+                    open_jobs.discard(event.job_id)
+                yield event
 
 
 async def _snapshot_event(conn: asyncpg.Connection, job: Job) -> JobEvent:

@@ -1,8 +1,18 @@
-"""The pool skips asyncpg's reset query, except what a use can leave behind: a LISTEN."""
+"""The pool skips asyncpg's reset query, except what a use can leave behind: a LISTEN; and a
+lost connection is a `DatabaseUnavailableError`, while a failing query stays what it is."""
 
 from __future__ import annotations
 
-from cluster_manager.storage.database import create_pool
+import socket
+
+import asyncpg
+import pytest
+
+from cluster_manager.storage.database import (
+    DatabaseError,
+    DatabaseUnavailableError,
+    create_pool,
+)
 
 
 async def test_a_connection_that_listened_is_released_without_its_listen(db_url: str):
@@ -31,3 +41,40 @@ async def test_an_open_transaction_is_rolled_back_on_release(db_url: str):
             assert await conn.fetchval("SELECT count(*) FROM users") == 0
     finally:
         await pool.close()
+
+
+async def test_a_connection_the_server_dropped_is_unavailable_then_replaced(db_url: str):
+    pool = await create_pool(db_url, min_size=1, max_size=1)
+    admin = await asyncpg.connect(db_url)
+    try:
+        backend = await pool.fetchval("SELECT pg_backend_pid()")
+        await admin.execute("SELECT pg_terminate_backend($1)", backend)
+        with pytest.raises(DatabaseUnavailableError, match="the database is unavailable"):
+            await pool.fetchval("SELECT 1")
+        assert await pool.fetchval("SELECT pg_backend_pid()") != backend  # a new connection
+    finally:
+        await admin.close()
+        await pool.close()
+
+
+async def test_a_failing_query_is_not_an_unavailable_database(db_url: str):
+    pool = await create_pool(db_url, min_size=1, max_size=1)
+    try:
+        with pytest.raises(asyncpg.UndefinedTableError) as caught:
+            await pool.fetchval("SELECT * FROM no_such_table")
+        assert not isinstance(caught.value, DatabaseUnavailableError)
+        async with pool.acquire() as conn, conn.transaction():
+            with pytest.raises(asyncpg.UniqueViolationError):
+                await conn.execute(
+                    "INSERT INTO users (external_id, name) VALUES ('u1', 'A'), ('u1', 'B')"
+                )
+    finally:
+        await pool.close()
+
+
+async def test_no_server_is_a_clear_error_at_start():
+    with socket.socket() as probe:  # a loopback port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(DatabaseError, match="cannot connect to the database"):
+        await create_pool(f"postgresql://postgres@127.0.0.1:{port}/postgres")

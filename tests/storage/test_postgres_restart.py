@@ -22,7 +22,7 @@ from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage.database import create_pool
+from cluster_manager.storage.database import DatabaseUnavailableError, create_pool
 from cluster_manager.storage.migrations import apply_migrations
 from tests.fakes import FakeLauncher
 from tests.storage.helpers import kernel_code, make_board
@@ -30,15 +30,9 @@ from tests.storage.helpers import kernel_code, make_board
 pgserver = pytest.importorskip("pgserver")
 
 CLIENTS = 8
-# What an operation in flight may see while the server goes down and comes back. asyncpg 0.32
-# also raises InternalClientError ("cannot switch to state 15; another operation (2) is in
-# progress") for a connection the server terminated mid-operation; the pool then drops it.
-OUTAGE_ERRORS = (
-    OSError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-)
+# All an operation in flight may see while the server goes down and comes back: storage
+# translates every lost, refused or dropped connection (asyncpg raises several kinds) into one.
+OUTAGE_ERRORS = (DatabaseUnavailableError,)
 REGISTRY = GpuRegistry({"CPU": GpuType("CPU", "local", max_concurrent=1_000_000)})
 
 

@@ -21,7 +21,7 @@ from cluster_manager.core.task import load_task
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import GpuType
 from cluster_manager.settings import local_limits
-from cluster_manager.storage.database import CONNECTION_ERRORS
+from cluster_manager.storage.database import DatabaseUnavailableError, round_trip_ms
 from cluster_manager.storage.migrations import pending_migrations
 
 VERIFY_EXAMPLE = Path(cluster_manager.__file__).resolve().parents[2] / "examples" / "identity_py"
@@ -45,12 +45,10 @@ class LauncherCheck:
 
 
 async def check_database(app: App) -> DatabaseCheck:
-    started = time.perf_counter()
     try:
-        await app.pool.fetchval("SELECT 1")
-    except CONNECTION_ERRORS as exc:
+        round_trip = await round_trip_ms(app.pool)
+    except DatabaseUnavailableError as exc:
         return DatabaseCheck(False, None, (), f"{type(exc).__name__}: {exc}")
-    round_trip = (time.perf_counter() - started) * 1000
     try:
         pending = await asyncio.to_thread(pending_migrations, app.database_url)
     except ClusterManagerError as exc:

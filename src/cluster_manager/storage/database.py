@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,19 @@ import asyncpg
 
 from cluster_manager.errors import ClusterManagerError
 
-# What a call may raise while the server restarts or drops the connection: asyncpg reports a
-# connection lost mid-operation as an InterfaceError or InternalClientError, not only as a
-# PostgresError. The pool replaces such connections; the caller retries later.
-CONNECTION_ERRORS: tuple[type[BaseException], ...] = (
+# What a lost, refused or dropped connection raises (a server restart, say). asyncpg reports
+# a connection lost mid-operation as an InterfaceError or InternalClientError, and a server
+# shutting down as one of the 57P0x errors. Nothing else is "unavailable": a failing query
+# is a failing query, and must not be retried as if the server were away.
+_LOST_CONNECTION: tuple[type[BaseException], ...] = (
     OSError,
-    asyncpg.PostgresError,
     asyncpg.InterfaceError,
     asyncpg.InternalClientError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.AdminShutdownError,
+    asyncpg.CrashShutdownError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
 )
 
 log = logging.getLogger(__name__)
@@ -31,6 +37,19 @@ Executor = asyncpg.Pool | asyncpg.Connection
 
 class DatabaseError(ClusterManagerError):
     pass
+
+
+class DatabaseUnavailableError(DatabaseError):
+    """The server could not be reached or dropped the connection: the operation did not
+    happen, or its outcome is unknown. The pool replaces the connection; try again later."""
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    try:
+        yield
+    except _LOST_CONNECTION as exc:
+        raise DatabaseUnavailableError(f"the database is unavailable: {exc}") from exc
 
 
 def without_nul(value: Any) -> Any:
@@ -67,7 +86,36 @@ class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
 
     async def add_listener(self, channel: str, callback: Any) -> None:
         self._listened = True
-        await super().add_listener(channel, callback)
+        with _translated():
+            await super().add_listener(channel, callback)
+
+    async def remove_listener(self, channel: str, callback: Any) -> None:
+        with _translated():
+            await super().remove_listener(channel, callback)
+
+    def transaction(self, **kwargs: Any) -> _Transaction:
+        return _Transaction(super().transaction(**kwargs))
+
+    # Every query of ours goes through these.
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        with _translated():
+            return await super().execute(*args, **kwargs)
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        with _translated():
+            return await super().executemany(*args, **kwargs)
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        with _translated():
+            return await super().fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        with _translated():
+            return await super().fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        with _translated():
+            return await super().fetchval(*args, **kwargs)
 
     def get_reset_query(self) -> str:
         if self._listened:
@@ -76,17 +124,75 @@ class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
         return ""
 
 
+@contextlib.asynccontextmanager
+async def listening(
+    pool: asyncpg.Pool, channel: str, callback: Callable[..., None]
+) -> AsyncIterator[asyncpg.Connection]:
+    """A connection of the pool that listens on `channel` while the block runs. If the server
+    dropped it meanwhile, there is nothing left to unlisten."""
+    async with pool.acquire() as conn:
+        await conn.add_listener(channel, callback)
+        try:
+            yield conn
+        finally:
+            # asyncpg's pool reports a connection it has already let go as an InterfaceError.
+            with contextlib.suppress(DatabaseUnavailableError, asyncpg.InterfaceError):
+                await conn.remove_listener(channel, callback)
+
+
+async def round_trip_ms(db: Executor) -> float:
+    """How long the server takes to answer the smallest query."""
+    started = time.perf_counter()
+    await db.fetchval("SELECT 1")
+    return (time.perf_counter() - started) * 1000
+
+
+class _Transaction:
+    """asyncpg's transaction, whose end on a lost connection raises a DatabaseUnavailableError
+    too (asyncpg checks the connection before it sends COMMIT or ROLLBACK)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def __aenter__(self) -> None:
+        with _translated():
+            await self._inner.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> None:
+        with _translated():
+            await self._inner.__aexit__(*exc_info)
+
+    async def start(self) -> None:
+        with _translated():
+            await self._inner.start()
+
+    async def commit(self) -> None:
+        with _translated():
+            await self._inner.commit()
+
+    async def rollback(self) -> None:
+        with _translated():
+            await self._inner.rollback()
+
+
+async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
+    """How the pool opens a connection (also when it replaces a lost one on acquire)."""
+    with _translated():
+        return await asyncpg.connect(*args, **kwargs)
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     try:
         pool = await asyncpg.create_pool(
             url,
             min_size=min_size,
             max_size=max_size,
+            connect=_connect,
             init=_init_connection,
             connection_class=_PooledConnection,
         )
-    except (OSError, asyncpg.PostgresError) as exc:
-        raise DatabaseError(f"cannot connect to the database: {exc}") from exc
+    except (DatabaseUnavailableError, asyncpg.PostgresError) as exc:
+        raise DatabaseError(f"cannot connect to the database: {exc.__cause__ or exc}") from exc
     assert pool is not None
     return pool
 

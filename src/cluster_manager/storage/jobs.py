@@ -247,6 +247,12 @@ async def jobs_of_submission(db: Executor, submission_id: int) -> list[Job]:
     return [_job(r) for r in rows]
 
 
+async def queued_count(db: Executor, gpus: Sequence[str]) -> int:
+    return await db.fetchval(
+        "SELECT count(*) FROM jobs WHERE state = 'queued' AND gpu = ANY($1::text[])", list(gpus)
+    )
+
+
 async def queue_position(db: Executor, job_id: int) -> int | None:
     """1 for the next job its GPU will start; None once it has left the queue."""
     return await db.fetchval(

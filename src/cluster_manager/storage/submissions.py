@@ -65,6 +65,14 @@ async def insert_submission(
     return int(row["id"]), row["submitted_at"]
 
 
+async def lock_submitter(conn: asyncpg.Connection, *, user_id: int, leaderboard_id: int) -> None:
+    """Until the transaction ends, one submitter's requests on one leaderboard go one at a
+    time, so two racing requests count each other against the rate limit."""
+    await conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtext('cm-rate:' || $1))", f"{user_id}:{leaderboard_id}"
+    )
+
+
 async def submissions_since(
     db: Executor, *, user_id: int, leaderboard_id: int, since: datetime
 ) -> list[datetime]:
