@@ -101,4 +101,4 @@ async def test_sigkill_with_five_jobs_in_flight_loses_nothing(
     # One run directory per job: the local launcher never started a second runner.
     assert len(list((data_dir / "runs").iterdir())) == 5
     for receipt in receipts:
-        assert (await service.report(receipt.submission_id)).submission.status.value == "done"
+        assert (await service.report(receipt.submission_id)).done

@@ -18,9 +18,8 @@ from cluster_manager.launchers.base import RunHandle
 from cluster_manager.launchers.slurm import SlurmLauncher
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
-from cluster_manager.storage import submissions as sub_store
 from tests.conftest import CORRECT, load_task, write_task
-from tests.fakes import FakeLauncher, passing
+from tests.fakes import FakeLauncher
 
 FAST = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05, max_attempts=2)
 SLURM = GpuRegistry({"LAB": GpuType("LAB", "slurm", max_concurrent=2)})
@@ -100,32 +99,3 @@ async def test_a_finished_run_whose_result_fails_once_is_not_dispatched_again(
     assert [j.state for j in report.jobs] == [JobState.FINISHED]
     assert sum(launcher.submits.values()) == 1, launcher.submits
     record_property("observed", f"dispatches: {sum(launcher.submits.values())}, recorded once")
-
-
-@pytest.mark.reliability(
-    "Faults",
-    "the worker fails between storing a run and refreshing its submission's status",
-    "neither is stored; the job is run again and the submission ends done, not 'running'",
-)
-async def test_recording_a_run_and_its_submissions_status_are_one_transaction(
-    pool, clock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, record_property
-):
-    real = sub_store.refresh_status
-    crashes = [RuntimeError("the worker died here")]
-
-    async def crash_once(conn, submission_id):
-        if crashes:
-            raise crashes.pop()
-        return await real(conn, submission_id)
-
-    monkeypatch.setattr(sub_store, "refresh_status", crash_once)
-    launcher = FakeLauncher(outcome=passing)
-    service, submission_id, jobs = await _submit(pool, FAKE, clock, tmp_path, "H100")
-    scheduler = Scheduler(pool, FAKE, {"fake": launcher}, config=FAST)
-    await asyncio.wait_for(scheduler.run_until_idle(jobs), 30)
-    report = await service.report(submission_id)
-    assert not crashes
-    assert [j.state for j in report.jobs] == [JobState.FINISHED]
-    assert len(report.runs) == 1
-    assert report.submission.status.value == "done"
-    record_property("observed", f"status {report.submission.status.value}, one run stored")

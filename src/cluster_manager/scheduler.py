@@ -375,9 +375,7 @@ class Scheduler:
         return None  # not reached: the last attempt returns or raises
 
     async def _record(self, job: Job, result: RunResult) -> None:
-        async with self.pool.acquire() as conn, conn.transaction():
-            # One transaction: a crash in between must not leave the submission "running"
-            # with every job finished.
+        async with self.pool.acquire() as conn:
             written = await run_store.record_run(
                 conn,
                 job=job,
@@ -385,8 +383,6 @@ class Scheduler:
                 result=result,
                 allow_unsandboxed=self.config.allow_unsandboxed_ranking,
             )
-            if written:
-                await sub_store.refresh_status(conn, job.submission_id)
         if written:
             # A secret run's message may quote its seed's inputs: subscribers get the verdict.
             detail = "" if job.secret else result.message
@@ -403,8 +399,6 @@ class Scheduler:
         )
         if state is None:
             return
-        async with self.pool.acquire() as conn:
-            await sub_store.refresh_status(conn, job.submission_id)
         await self._publish(job, EventState.of(state), detail=error)
 
 

@@ -7,9 +7,8 @@ import asyncio
 import pytest
 
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import JobState, SubmissionStatus
+from cluster_manager.core.records import JobState
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage import submissions as sub_store
 from tests.storage.helpers import (
     ALICE,
     BOB,
@@ -394,52 +393,7 @@ async def test_release_of_a_queued_job_does_nothing(service, pool, board):
     assert (await job_store.get_job(pool, job.id)).state is JobState.QUEUED
 
 
-# --- submission status, positions, listing ----------------------------------------------------
-
-
-async def test_refresh_status_follows_the_jobs(service, pool, board):
-    receipt = await submit(service, gpus=["CPU"])  # ranked: public and secret jobs
-
-    async def status():
-        async with pool.acquire() as conn:
-            derived = await sub_store.refresh_status(conn, receipt.submission_id)
-        stored = await sub_store.get_submission(pool, receipt.submission_id)
-        assert stored.status is derived
-        return derived
-
-    assert await status() is SubmissionStatus.QUEUED
-    [public] = await claim(pool, limit=1)
-    assert await status() is SubmissionStatus.RUNNING
-    await dispatch(pool, public)
-    assert await status() is SubmissionStatus.RUNNING
-    assert await record(pool, public, True, 1.0)
-    assert await status() is SubmissionStatus.RUNNING  # the secret job is still queued
-    [secret] = await claim(pool, limit=1)
-    assert secret.secret
-    assert await record(pool, secret, True, 1.0)
-    assert await status() is SubmissionStatus.DONE
-
-
-async def test_refresh_status_failed_when_any_job_failed(service, pool, board):
-    receipt = await submit(service, gpus=["CPU"])
-    public, secret = await claim(pool, limit=2)
-    await job_store.release(pool, job_id=public.id, owner=OWNER, error="boom", retry=False)
-    async with pool.acquire() as conn:
-        assert await sub_store.refresh_status(conn, receipt.submission_id) is (
-            SubmissionStatus.RUNNING
-        )
-        assert await record(pool, secret, True, 1.0)
-        assert await sub_store.refresh_status(conn, receipt.submission_id) is (
-            SubmissionStatus.FAILED
-        )
-    # Released for a retry, the job is queued again and so is the submission.
-    other = await submit(service, user=BOB, gpus=["CPU"], mode=Mode.TEST)
-    [job] = await claim(pool, submission_ids=[other.submission_id])
-    await job_store.release(pool, job_id=job.id, owner=OWNER, error="again", retry=True)
-    async with pool.acquire() as conn:
-        assert await sub_store.refresh_status(conn, other.submission_id) is (
-            SubmissionStatus.QUEUED
-        )
+# --- positions, listing ----------------------------------------------------------------------
 
 
 async def test_queue_position_per_gpu(service, pool, board):

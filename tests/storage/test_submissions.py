@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import JobEvent, JobState, SubmissionStatus
+from cluster_manager.core.records import JobEvent, JobState
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.errors import InvalidSubmissionError
 from cluster_manager.service import (
@@ -272,7 +272,6 @@ async def test_ranked_mode_enqueues_a_public_and_a_secret_job_per_gpu(service, p
     assert stored == sorted(receipt.jobs, key=lambda j: j.id)
     submission = await sub_store.get_submission(pool, receipt.submission_id)
     assert submission is not None
-    assert submission.status is SubmissionStatus.QUEUED
     assert submission.mode is Mode.LEADERBOARD
     assert submission.file_name == "kernel.py"
     assert submission.leaderboard == "board"
@@ -479,7 +478,6 @@ async def test_report_of_a_fresh_submission(service):
     assert report.submission.leaderboard == "board"
     assert report.submission.user == "alice"
     assert report.submission.code == code
-    assert report.submission.status is SubmissionStatus.QUEUED
     assert report.jobs == tuple(sorted(receipt.jobs, key=lambda j: j.id))
     assert report.runs == ()
     assert not report.done
@@ -497,13 +495,8 @@ async def test_report_after_the_runs_hides_secret_details(service, pool):
     assert not report.done
     assert [r.job_id for r in report.runs] == [public.id]
     assert await finish_job(pool, secret, False)
-    async with pool.acquire() as conn:
-        assert await sub_store.refresh_status(conn, receipt.submission_id) is (
-            SubmissionStatus.DONE
-        )
     report = await service.report(receipt.submission_id)
     assert report.done
-    assert report.submission.status is SubmissionStatus.DONE
     assert {j.state for j in report.jobs} == {JobState.FINISHED}
     runs = {r.secret: r for r in report.runs}
     assert runs[False].score == 2.5

@@ -62,13 +62,6 @@ def dispatch_key(installation: str, name: str) -> str:
     return f"{installation}-{name}"
 
 
-class SubmissionStatus(enum.StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-
-
 @dataclass(frozen=True)
 class Leaderboard:
     id: int

@@ -9,7 +9,6 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import SubmissionStatus
 from cluster_manager.storage.database import Executor
 
 
@@ -24,7 +23,6 @@ class StoredSubmission:
     code: str
     mode: Mode
     submitted_at: datetime
-    status: SubmissionStatus
 
 
 async def insert_submission(
@@ -94,7 +92,7 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
     row = await db.fetchrow(
         """
         SELECT s.id, s.leaderboard_id, l.name AS leaderboard, s.user_id,
-               u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at, s.status
+               u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at
         FROM submissions s
         JOIN leaderboards l ON l.id = s.leaderboard_id
         JOIN users u ON u.id = s.user_id
@@ -115,24 +113,4 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         code=row["code"],
         mode=Mode(row["mode"]),
         submitted_at=row["submitted_at"],
-        status=SubmissionStatus(row["status"]),
     )
-
-
-async def refresh_status(conn: asyncpg.Connection, submission_id: int) -> SubmissionStatus:
-    """Derives the submission's status from its jobs and stores it."""
-    status = await conn.fetchval(
-        """
-        UPDATE submissions s SET status = (
-            SELECT CASE
-                WHEN bool_and(j.state IN ('finished', 'failed')) THEN
-                    CASE WHEN bool_or(j.state = 'failed') THEN 'failed' ELSE 'done' END
-                WHEN bool_or(j.state <> 'queued') THEN 'running'
-                ELSE 'queued' END
-            FROM jobs j WHERE j.submission_id = s.id)
-        WHERE s.id = $1
-        RETURNING s.status
-        """,
-        submission_id,
-    )
-    return SubmissionStatus(status)
