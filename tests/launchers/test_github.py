@@ -710,13 +710,13 @@ async def test_the_size_limit_applies_to_the_sealed_payload(
     request_: RunRequest,
     monkeypatch: pytest.MonkeyPatch,
 ):
-    import cluster_manager.launchers.github as launcher_module
+    from cluster_manager.launchers.github import payloads
 
     labels = json.dumps(NVIDIA.params["runner_labels"])
     plain = {"payload": encode_payload(request_), "job_id": "k", "runner_labels": labels}
     plain_size = len(json.dumps(plain, separators=(",", ":")))
     # Room for the encoded inputs, not for what sealing adds.
-    monkeypatch.setattr(launcher_module, "GITHUB_INPUTS_LIMIT", plain_size + 8)
+    monkeypatch.setattr(payloads, "GITHUB_INPUTS_LIMIT", plain_size + 8)
     with pytest.raises(LauncherError, match="GitHub accepts at most"):
         await launcher_for().submit(request_, "k", gpu=NVIDIA)
     assert github.count() == 0
