@@ -150,7 +150,9 @@ def test_eval_imports_only_what_it_runs():
     heavy = {
         "asyncio",
         "cluster_manager.core.records",
+        "cluster_manager.harness.cases",
         "cluster_manager.harness.evaluate",
+        "cluster_manager.harness.workers",
         "dotenv",
         "multiprocessing",
         "torch",

@@ -8,13 +8,13 @@ import sys
 
 import torch
 
-from cluster_manager.harness import evaluate, worker
+from cluster_manager.harness import cases, tensors, worker, workers
 
 
 def test_a_view_of_a_larger_storage_is_sent_at_its_own_size():
     big = torch.zeros(1_000_000)
     view = big[:10]
-    sent = worker.compact({"out": [view, (big[:5], 3)]})
+    sent = tensors.compact({"out": [view, (big[:5], 3)]})
     assert sent["out"][0].untyped_storage().nbytes() == 10 * 4
     assert sent["out"][1][0].untyped_storage().nbytes() == 5 * 4
     assert sent["out"][1][1] == 3
@@ -23,7 +23,7 @@ def test_a_view_of_a_larger_storage_is_sent_at_its_own_size():
 
 def test_a_tensor_that_owns_its_storage_is_not_copied():
     own = torch.arange(10)
-    assert worker.compact(own) is own
+    assert tensors.compact(own) is own
 
 
 def test_a_submission_exception_is_reported_as_text_with_its_verdict():
@@ -53,13 +53,13 @@ def test_a_timed_call_sends_its_duration_first_and_its_output_only_when_ranked(
 
 
 def test_the_echo_holds_bytes_and_sends_them_when_asked():
-    echo = evaluate.Echo(multiprocessing.get_context("spawn"))
+    echo = workers.Echo(multiprocessing.get_context("spawn"))
     try:
         assert echo.round_trip() > 0
         output = torch.arange(1000)
         echo.hold(worker.encode({"ok": True, "output": output}))
-        assert torch.equal(evaluate._parse(echo.give())["output"], output)
-        took, size = evaluate.transfer_estimate(echo, [output, output])
+        assert torch.equal(workers._parse(echo.give())["output"], output)
+        took, size = cases.transfer_estimate(echo, [output, output])
         assert took > 0
         assert size == 2 * len(worker.encode({"ok": True, "output": output}))
     finally:

@@ -25,19 +25,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import shutil
 import sys
 import tempfile
 import threading
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from cluster_manager.core import protocol, scoring
+from cluster_manager.core import protocol
 from cluster_manager.core.models import (
     CompileOutcome,
     Language,
@@ -50,6 +48,7 @@ from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import judge_phase
+from cluster_manager.harness import environment, results
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
 from cluster_manager.sandbox.plan import (
@@ -64,24 +63,6 @@ from cluster_manager.sandbox.plan import (
 
 BUILTIN_HARNESS = ("-m", "cluster_manager.harness.evaluate")
 CUDA_BINARY = "eval.out"
-CPU_MARGIN_S = 10.0
-# Only these variables reach the task's main: tokens and secrets in ours never do.
-ENV_ALLOWLIST = (
-    "PATH",
-    "LANG",
-    "LC_ALL",
-    "LD_LIBRARY_PATH",
-    "CUDA_HOME",
-    "CUDA_PATH",
-    "CUDA_VISIBLE_DEVICES",
-    "HIP_VISIBLE_DEVICES",
-    "ROCR_VISIBLE_DEVICES",
-    "ROCM_PATH",
-    "PYTHONPATH",
-    "VIRTUAL_ENV",
-    "OMP_NUM_THREADS",
-    "OMP_WAIT_POLICY",
-)
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -99,45 +80,6 @@ def materialise(request: RunRequest, workdir: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         content = request.submission_code if file.is_submission else file.content
         target.write_text(content or "", encoding="utf-8")
-
-
-def _child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str, str]:
-    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
-    env.update(
-        HOME=str(workdir / HOME_DIR),
-        TMPDIR=str(workdir / TMP_DIR),
-        PYTHONUNBUFFERED="1",
-        PYTHONDONTWRITEBYTECODE="1",
-        # HOME is writable: a user site-packages there would run code in the next phase.
-        PYTHONNOUSERSITE="1",
-        **{protocol.ENV_GPUS: str(request.gpu_count)},
-    )
-    # OpenMP threads (torch's intra-op pool) otherwise spin for a while after each parallel
-    # region, holding cores that the harness and the next step wait for.
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    if sandbox.user is not None:
-        # The sandbox user may have no passwd entry; getpass.getuser() reads these first.
-        env.update(USER="sandbox", LOGNAME="sandbox")
-    return env
-
-
-def _limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.ResourceLimits:
-    cpus = len(os.sched_getaffinity(0))
-    # CPU time grows at most `cpus` times as fast as wall time: an honest run under its
-    # timeout never reaches this; anything that escaped the timeout still stops.
-    cpu_seconds = math.ceil((timeout + CPU_MARGIN_S) * cpus)
-    # RLIMIT_NPROC counts every process of the user: it can only apply to a user of our own.
-    # Threads count too: torch starts about one per core in every process.
-    processes = None
-    if sandbox.user is not None:
-        processes = request.limits.processes or 256 + 64 * cpus
-    return process.ResourceLimits(
-        memory_bytes=request.limits.memory_bytes,
-        file_bytes=request.limits.file_bytes,
-        open_files=request.limits.open_files,
-        cpu_seconds=cpu_seconds,
-        processes=processes,
-    )
 
 
 def compile_cuda(
@@ -165,7 +107,7 @@ def compile_cuda(
         env=env,
         timeout=request.limits.compile_timeout,
         output_cap=request.limits.output_bytes,
-        limits=_limits(request, request.limits.compile_timeout, sandbox),
+        limits=environment.limits(request, request.limits.compile_timeout, sandbox),
         isolation=sandbox.isolation,
     )
     if result.exit_code == 0 and (workdir / built).is_file():
@@ -218,7 +160,7 @@ def run_phase(
         env=phase_env,
         timeout=timeout + request.limits.grace,
         output_cap=request.limits.output_bytes,
-        limits=_limits(request, timeout + request.limits.grace, sandbox),
+        limits=environment.limits(request, timeout + request.limits.grace, sandbox),
         side_channels=[protocol.ENV_FD],
         isolation=sandbox.isolation,
     )
@@ -245,20 +187,6 @@ def run_phase(
         tests=judgement.tests,
         benchmarks=judgement.benchmarks,
     )
-
-
-def _score(request: RunRequest, phases: list[PhaseOutcome]) -> tuple[float | None, str, str]:
-    """The score and why it is held for review, or why the reported timings cannot be one
-    (a main that reported 0 ns)."""
-    ranked = [p for p in phases if p.name == "leaderboard" and p.verdict is Verdict.PASSED]
-    if not ranked:
-        return None, "", ""
-    means = [b.mean for b in ranked[0].benchmarks]
-    try:
-        score = scoring.score_seconds(means, request.task.ranking_by)
-    except ValueError as exc:
-        return None, "", f"leaderboard: unusable timings ({exc})"
-    return score, scoring.floor_review(means, request.task.floors_us), ""
 
 
 @contextlib.contextmanager
@@ -288,12 +216,7 @@ def run(
     try:
         system = system_info()
         with _run_directory() as workdir:
-            materialise(request, workdir)
-            for name in (HOME_DIR, TMP_DIR):
-                (workdir / name).mkdir(mode=0o700)
-            sandbox = plan_sandbox(workdir) if isolate else unsandboxed()
-            system.update(sandbox.info)
-            env = _child_env(workdir, request, sandbox)
+            sandbox, env = _prepare(request, workdir, system, isolate=isolate)
             durations["materialise"] = round(time.monotonic() - began, 3)
             compilation = None
             if request.task.lang is Language.CUDA:
@@ -301,63 +224,59 @@ def run(
                 compilation = compile_cuda(request, workdir, env, sandbox)
                 durations["compile"] = compilation.duration_s
                 if not compilation.success:
-                    return RunResult(
-                        passed=False,
-                        verdict=Verdict.COMPILE_ERROR,
-                        mode=request.mode,
-                        message=f"compilation failed: {_tail_line(compilation.output)}",
-                        compilation=compilation,
+                    return results.compile_failed(
+                        request,
+                        compilation,
                         system=system,
-                        durations=_total(durations, began),
+                        durations=results.total(durations, began),
                     )
-            phases: list[PhaseOutcome] = []
             planned = plan_phases(request)
-            for phase in planned:
-                notify({"event": "phase", "phase": phase.mode, "cases": len(phase.cases)})
-                outcome = run_phase(request, phase, workdir, env, sandbox)
-                durations[phase.mode] = outcome.duration_s
-                phases.append(outcome)
-                notify({"event": "phase_done", "phase": phase.mode, "verdict": outcome.verdict})
-                if outcome.verdict is not Verdict.PASSED:
-                    break
+            phases = _run_phases(request, planned, workdir, env, sandbox, notify, durations)
     except Exception as exc:
-        return RunResult(
-            passed=False,
-            verdict=Verdict.INTERNAL_ERROR,
-            mode=request.mode,
-            message=f"internal error in the runner: {exc!r}",
-            phases=(),
-            system={"traceback": traceback.format_exc()[-4000:]},
-            durations=_total(durations, began),
-        )
-    failed = next((p for p in phases if p.verdict is not Verdict.PASSED), None)
-    passed = failed is None and len(phases) == len(planned)
-    verdict = Verdict.PASSED if failed is None else failed.verdict
-    message = "; ".join(p.message for p in phases) if failed is None else failed.message
-    score, review, unusable = _score(request, phases) if passed else (None, "", "")
-    if unusable:
-        passed, verdict, message = False, Verdict.RUNTIME_ERROR, unusable
-    return RunResult(
-        passed=passed,
-        verdict=verdict,
-        mode=request.mode,
-        message=message,
-        phases=tuple(phases),
+        return results.internal_error(request, exc, durations=results.total(durations, began))
+    return results.of_phases(
+        request,
+        phases,
+        len(planned),
         compilation=compilation,
-        score=score,
         system=system,
-        review=review,
-        durations=_total(durations, began),
+        durations=results.total(durations, began),
     )
 
 
-def _tail_line(text: str) -> str:
-    errors = [ln for ln in text.splitlines() if "error" in ln.lower()]
-    return (errors[0] if errors else (text.strip().splitlines() or [""])[-1])[:300]
+def _prepare(
+    request: RunRequest, workdir: Path, system: dict[str, Any], *, isolate: bool
+) -> tuple[Sandbox, dict[str, str]]:
+    """The run directory's files, the sandbox its phases run in (noted in `system`) and
+    their environment."""
+    materialise(request, workdir)
+    for name in (HOME_DIR, TMP_DIR):
+        (workdir / name).mkdir(mode=0o700)
+    sandbox = plan_sandbox(workdir) if isolate else unsandboxed()
+    system.update(sandbox.info)
+    return sandbox, environment.child_env(workdir, request, sandbox)
 
 
-def _total(durations: dict[str, float], began: float) -> dict[str, float]:
-    return {**durations, "total": round(time.monotonic() - began, 3)}
+def _run_phases(
+    request: RunRequest,
+    planned: list[Phase],
+    workdir: Path,
+    env: dict[str, str],
+    sandbox: Sandbox,
+    notify: Progress,
+    durations: dict[str, float],
+) -> list[PhaseOutcome]:
+    """The planned phases in order, up to the first that does not pass."""
+    phases: list[PhaseOutcome] = []
+    for phase in planned:
+        notify({"event": "phase", "phase": phase.mode, "cases": len(phase.cases)})
+        outcome = run_phase(request, phase, workdir, env, sandbox)
+        durations[phase.mode] = outcome.duration_s
+        phases.append(outcome)
+        notify({"event": "phase_done", "phase": phase.mode, "verdict": outcome.verdict})
+        if outcome.verdict is not Verdict.PASSED:
+            break
+    return phases
 
 
 def guard_this_process() -> None:

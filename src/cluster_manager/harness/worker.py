@@ -22,6 +22,7 @@ from typing import Any
 
 from cluster_manager.core.models import Case, Verdict
 from cluster_manager.harness import timing
+from cluster_manager.harness.tensors import clone, compact, not_plain
 from cluster_manager.sandbox.lifecycle import die_with_parent
 
 MAX_ERROR_CHARS = 4000
@@ -34,7 +35,6 @@ ECHO_GIVE = b"\x02"
 
 # How allocators word running out of memory (torch CPU, CUDA, HIP).
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
-_PLAIN = (int, float, complex, bool, str, bytes, type(None))
 _clock = time.perf_counter_ns
 
 # What a step sends back: a message, or a timed call's duration in nanoseconds.
@@ -53,19 +53,6 @@ def encode(message: dict[str, Any]) -> bytes:
     return buffer.getvalue()
 
 
-def not_plain(output: Any) -> str | None:
-    """Why `output` is not plain data, if it is not: a tensor subclass (or any object) could
-    compute its values when the check reads them, after the timer stopped."""
-    kind = type(output)
-    if kind is _torch().Tensor or kind in _PLAIN:
-        return None
-    if kind in (tuple, list):
-        return next(filter(None, map(not_plain, output)), None)
-    if kind is dict:
-        return next(filter(None, map(not_plain, output.values())), None)
-    return f"the output must be plain tensors, not {kind.__module__}.{kind.__qualname__}"
-
-
 def failure(exc: BaseException) -> dict[str, Any]:
     """The submission's exception as text: it is never re-raised or sent as an object."""
     text = "".join(traceback.format_exception(exc))[-MAX_ERROR_CHARS:]
@@ -77,34 +64,6 @@ def failure(exc: BaseException) -> dict[str, Any]:
     )
     verdict = Verdict.MEMORY_LIMIT if oom else Verdict.RUNTIME_ERROR
     return {"ok": False, "error": text, "verdict": verdict.value}
-
-
-def clone(data: Any) -> Any:
-    """Deep copy of every tensor in `data`: the kernel never touches inputs kept for later."""
-    torch = _torch()
-    if isinstance(data, tuple):
-        return tuple(clone(x) for x in data)
-    if isinstance(data, list):
-        return [clone(x) for x in data]
-    if isinstance(data, dict):
-        return {k: clone(v) for k, v in data.items()}
-    if isinstance(data, torch.Tensor):
-        return data.clone()
-    return data
-
-
-def compact(output: Any) -> Any:
-    """Tensors that view a larger storage are copied down to their own size: `torch.save`
-    writes the whole storage, and the harness times the transfer against its own estimate."""
-    torch = _torch()
-    if isinstance(output, tuple | list):
-        return type(output)(compact(x) for x in output)
-    if isinstance(output, dict):
-        return {k: compact(v) for k, v in output.items()}
-    if isinstance(output, torch.Tensor):
-        own = output.numel() * output.element_size()
-        return output.clone() if output.untyped_storage().nbytes() > own else output
-    return output
 
 
 def _busy_wait(ns: int) -> None:

@@ -1,0 +1,74 @@
+"""What the task's processes start with: the environment they see and the limits they run
+under, the same for compiling and for every phase."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+from cluster_manager.core import protocol
+from cluster_manager.core.models import RunRequest
+from cluster_manager.sandbox import process
+from cluster_manager.sandbox.plan import HOME_DIR, TMP_DIR, Sandbox
+
+CPU_MARGIN_S = 10.0
+# Only these variables reach the task's main: tokens and secrets in ours never do.
+ENV_ALLOWLIST = (
+    "PATH",
+    "LANG",
+    "LC_ALL",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_VISIBLE_DEVICES",
+    "HIP_VISIBLE_DEVICES",
+    "ROCR_VISIBLE_DEVICES",
+    "ROCM_PATH",
+    "PYTHONPATH",
+    "VIRTUAL_ENV",
+    "OMP_NUM_THREADS",
+    "OMP_WAIT_POLICY",
+)
+
+
+def child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str, str]:
+    """What a phase's processes see: the allowlisted part of ours, a HOME and TMPDIR of their
+    own."""
+    env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
+    env.update(
+        HOME=str(workdir / HOME_DIR),
+        TMPDIR=str(workdir / TMP_DIR),
+        PYTHONUNBUFFERED="1",
+        PYTHONDONTWRITEBYTECODE="1",
+        # HOME is writable: a user site-packages there would run code in the next phase.
+        PYTHONNOUSERSITE="1",
+        **{protocol.ENV_GPUS: str(request.gpu_count)},
+    )
+    # OpenMP threads (torch's intra-op pool) otherwise spin for a while after each parallel
+    # region, holding cores that the harness and the next step wait for.
+    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    if sandbox.user is not None:
+        # The sandbox user may have no passwd entry; getpass.getuser() reads these first.
+        env.update(USER="sandbox", LOGNAME="sandbox")
+    return env
+
+
+def limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.ResourceLimits:
+    """The resource limits of a process tree that may run for `timeout` seconds."""
+    cpus = len(os.sched_getaffinity(0))
+    # CPU time grows at most `cpus` times as fast as wall time: an honest run under its
+    # timeout never reaches this; anything that escaped the timeout still stops.
+    cpu_seconds = math.ceil((timeout + CPU_MARGIN_S) * cpus)
+    # RLIMIT_NPROC counts every process of the user: it can only apply to a user of our own.
+    # Threads count too: torch starts about one per core in every process.
+    processes = None
+    if sandbox.user is not None:
+        processes = request.limits.processes or 256 + 64 * cpus
+    return process.ResourceLimits(
+        memory_bytes=request.limits.memory_bytes,
+        file_bytes=request.limits.file_bytes,
+        open_files=request.limits.open_files,
+        cpu_seconds=cpu_seconds,
+        processes=processes,
+    )

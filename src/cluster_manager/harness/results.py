@@ -1,0 +1,100 @@
+"""What a run adds up to: the one RunResult the runner emits, with its verdict and score."""
+
+from __future__ import annotations
+
+import time
+import traceback
+from typing import Any
+
+from cluster_manager.core import scoring
+from cluster_manager.core.models import CompileOutcome, PhaseOutcome, RunRequest, RunResult, Verdict
+
+
+def total(durations: dict[str, float], began: float) -> dict[str, float]:
+    """The phases' durations and the whole run's, from `began` (a `time.monotonic()`) to now."""
+    return {**durations, "total": round(time.monotonic() - began, 3)}
+
+
+def of_phases(
+    request: RunRequest,
+    phases: list[PhaseOutcome],
+    planned: int,
+    *,
+    compilation: CompileOutcome | None,
+    system: dict[str, Any],
+    durations: dict[str, float],
+) -> RunResult:
+    """A run passes when each of its `planned` phases ran and passed; else the first failure
+    is its verdict."""
+    failed = next((p for p in phases if p.verdict is not Verdict.PASSED), None)
+    passed = failed is None and len(phases) == planned
+    verdict = Verdict.PASSED if failed is None else failed.verdict
+    message = "; ".join(p.message for p in phases) if failed is None else failed.message
+    score, review, unusable = _score(request, phases) if passed else (None, "", "")
+    if unusable:
+        passed, verdict, message = False, Verdict.RUNTIME_ERROR, unusable
+    return RunResult(
+        passed=passed,
+        verdict=verdict,
+        mode=request.mode,
+        message=message,
+        phases=tuple(phases),
+        compilation=compilation,
+        score=score,
+        system=system,
+        review=review,
+        durations=durations,
+    )
+
+
+def compile_failed(
+    request: RunRequest,
+    compilation: CompileOutcome,
+    *,
+    system: dict[str, Any],
+    durations: dict[str, float],
+) -> RunResult:
+    return RunResult(
+        passed=False,
+        verdict=Verdict.COMPILE_ERROR,
+        mode=request.mode,
+        message=f"compilation failed: {_tail_line(compilation.output)}",
+        compilation=compilation,
+        system=system,
+        durations=durations,
+    )
+
+
+def internal_error(
+    request: RunRequest, exc: Exception, *, durations: dict[str, float]
+) -> RunResult:
+    """The runner's own failure: its traceback goes where the system info would."""
+    return RunResult(
+        passed=False,
+        verdict=Verdict.INTERNAL_ERROR,
+        mode=request.mode,
+        message=f"internal error in the runner: {exc!r}",
+        phases=(),
+        system={"traceback": "".join(traceback.format_exception(exc))[-4000:]},
+        durations=durations,
+    )
+
+
+def _score(request: RunRequest, phases: list[PhaseOutcome]) -> tuple[float | None, str, str]:
+    """The score and why it is held for review, or why the reported timings cannot be one
+    (a main that reported 0 ns)."""
+    ranked = [p for p in phases if p.name == "leaderboard" and p.verdict is Verdict.PASSED]
+    if not ranked:
+        return None, "", ""
+    means = [b.mean for b in ranked[0].benchmarks]
+    try:
+        score = scoring.score_seconds(means, request.task.ranking_by)
+    except ValueError as exc:
+        return None, "", f"leaderboard: unusable timings ({exc})"
+    return score, scoring.floor_review(means, request.task.floors_us), ""
+
+
+def _tail_line(text: str) -> str:
+    """The compiler's first error line, else its last line."""
+    errors = [ln for ln in text.splitlines() if "error" in ln.lower()]
+    return (errors[0] if errors else (text.strip().splitlines() or [""])[-1])[:300]

@@ -1,0 +1,190 @@
+"""The harness process's ends of the pipes: the submission's workers, one per rank, and the
+trusted echo timed next to them.
+
+What a worker sends is read as data only (`torch.load(weights_only=True)`) and must echo its
+request's random token; anything else ends the case and the worker with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import multiprocessing
+import secrets
+import time
+from collections.abc import Sequence
+from multiprocessing.process import BaseProcess
+from typing import Any
+
+from cluster_manager.core.models import Verdict
+from cluster_manager.harness import worker
+from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
+from cluster_manager.harness.witness import Calibration
+
+_clock = time.perf_counter_ns
+
+
+# --- what workers send ------------------------------------------------------------------------
+
+_FAILURE_VERDICTS = {Verdict.RUNTIME_ERROR.value, Verdict.MEMORY_LIMIT.value}
+
+
+def _parse(data: bytes) -> dict[str, Any]:
+    import torch
+
+    try:
+        message = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+    except Exception as exc:
+        raise broken(
+            "the submission's process sent something other than plain tensors, numbers and "
+            f"containers of them (outputs must be plain tensors): {_first_line(exc)}"
+        ) from None
+    if not isinstance(message, dict) or not isinstance(message.get("ok"), bool):
+        raise broken("the submission's process sent a malformed reply")
+    return message
+
+
+def _first_line(exc: Exception) -> str:
+    """torch.load's refusals run to a page of advice; the first line says what was refused."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _unwrap(message: dict[str, Any]) -> dict[str, Any]:
+    """The reply itself, or the failure the worker reported as CaseFailed."""
+    if message["ok"]:
+        return message
+    verdict = message.get("verdict")
+    raise CaseFailed(
+        Outcome(
+            ok=False,
+            error=str(message.get("error") or "failed"),
+            verdict=Verdict(verdict) if verdict in _FAILURE_VERDICTS else None,
+        )
+    )
+
+
+# --- the workers ------------------------------------------------------------------------------
+
+
+class WorkerProcess:
+    """One spawned worker and the connection to it. Each request carries a random token its
+    reply must echo: a reply sent ahead of its request, or an extra one, is caught."""
+
+    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+        self.connection, theirs = context.Pipe()
+        self.process: BaseProcess = context.Process(target=worker.serve, args=(theirs,))
+        self.process.start()
+        theirs.close()
+        self._token = 0
+
+    def send(self, step: str, *args: Any) -> None:
+        self._token = secrets.randbits(64)
+        try:
+            self.connection.send((step, self._token, args))
+        except OSError:
+            raise _died() from None
+
+    def receive(self) -> bytes:
+        try:
+            return self.connection.recv_bytes()
+        except (EOFError, OSError):
+            raise _died() from None
+
+    def message(self, data: bytes) -> dict[str, Any]:
+        if len(data) == worker.DONE.size:
+            raise _out_of_turn()  # a duration where none was asked for
+        message = _parse(data)
+        if message.get("token") != self._token:
+            raise _out_of_turn()
+        return _unwrap(message)
+
+    def duration(self, data: bytes) -> float:
+        if len(data) != worker.DONE.size:
+            self.message(data)  # raises the failure a worker sent in place of a duration
+            raise broken("the submission's process sent no duration")
+        value, token = worker.DONE.unpack(data)
+        if token != self._token:
+            raise _out_of_turn()
+        if not value >= 0 or value == float("inf"):
+            raise broken(f"the submission's process reported an impossible duration: {value}")
+        return float(value)
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.process.kill()
+        self.connection.close()
+
+
+class Echo:
+    """A trusted process that answers at once: the round trip as load makes it right now."""
+
+    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+        self.connection, theirs = context.Pipe()
+        self.process: BaseProcess = context.Process(target=worker.echo, args=(theirs,))
+        self.process.start()
+        theirs.close()
+
+    def round_trip(self) -> float:
+        began = _clock()
+        self.connection.send_bytes(b"ping")
+        self.connection.recv_bytes()
+        return float(_clock() - began)
+
+    def hold(self, data: bytes) -> None:
+        """Leaves `data` with the echo, to be sent back by `give`."""
+        self.connection.send_bytes(worker.ECHO_HOLD + data)
+        self.connection.recv_bytes()
+
+    def give(self) -> bytes:
+        self.connection.send_bytes(worker.ECHO_GIVE)
+        return self.connection.recv_bytes()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            self.process.kill()
+        self.connection.close()
+
+
+def _out_of_turn() -> CaseFailed:
+    return broken("the submission's process replied out of turn")
+
+
+def _died() -> CaseFailed:
+    return broken("the submission's process exited before returning a result")
+
+
+class Workers:
+    """The submission's processes, one per rank. A worker that fails is replaced."""
+
+    def __init__(self, size: int) -> None:
+        self._context = multiprocessing.get_context("spawn")
+        self._processes = [WorkerProcess(self._context) for _ in range(size)]
+        self.calibrations: dict[int | None, Calibration] = {}  # per world size
+        self._echo: Echo | None = None
+
+    @property
+    def echo(self) -> Echo:
+        if self._echo is None:
+            self._echo = Echo(self._context)
+        return self._echo
+
+    def ranks(self, world_size: int | None) -> list[WorkerProcess]:
+        wanted = world_size or 1
+        while len(self._processes) < wanted:
+            self._processes.append(WorkerProcess(self._context))
+        return self._processes[:wanted]
+
+    def replace(self, ranks: Sequence[WorkerProcess]) -> None:
+        for i, process in enumerate(self._processes):
+            if process in ranks:
+                process.stop()
+                self._processes[i] = WorkerProcess(self._context)
+
+    def close(self) -> None:
+        """Kills the workers: the submission's threads could keep one alive long after its
+        results are in."""
+        for process in self._processes:
+            process.stop()
+        if self._echo is not None:
+            self._echo.stop()
