@@ -40,8 +40,10 @@ from cluster_manager.core.models import (
     CompileOutcome,
     Language,
     PhaseOutcome,
+    RunMode,
     RunRequest,
     RunResult,
+    ScriptMode,
     Verdict,
 )
 from cluster_manager.core.payload import open_payload, seal_result
@@ -125,11 +127,11 @@ def compile_cuda(
     )
 
 
-def _main_command(request: RunRequest, mode: str, tests_file: str) -> list[str]:
+def _main_command(request: RunRequest, mode: RunMode, tests_file: str) -> list[str]:
     task = request.task
     if task.lang is Language.CUDA:
         return [f"./{CUDA_BINARY}", mode, tests_file]
-    if mode == "script":
+    if mode is ScriptMode.SCRIPT:
         return [sys.executable, request.submission_name]
     if task.main is None:
         return [sys.executable, *BUILTIN_HARNESS, mode, tests_file]
