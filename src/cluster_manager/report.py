@@ -21,27 +21,50 @@ def format_duration_ns(ns: float) -> str:
     return f"{ns:.3g} ns"
 
 
+TERMINAL_WIDTH = 80  # reports are read in terminals and code blocks of this width
+
+
+def _clip(line: str) -> str:
+    return line if len(line) <= TERMINAL_WIDTH else line[: TERMINAL_WIDTH - 1] + "…"
+
+
+def _timings(b: BenchmarkOutcome) -> tuple[str, ...]:
+    mean = f"{format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}"
+    return (mean, format_duration_ns(b.best), format_duration_ns(b.worst), str(b.runs))
+
+
+def _benchmark_outcome(b: BenchmarkOutcome) -> str:
+    if b.skipped:
+        return f"· {b.error}"
+    return "❌ " + (b.error.strip().splitlines() or ["failed"])[-1].strip()
+
+
 def _benchmark_table(benchmarks: tuple[BenchmarkOutcome, ...]) -> list[str]:
-    rows = [("case", "mean ± err", "best", "worst", "runs")]
+    """One row a case; when the case names are too long for the width, each name has a line
+    of its own and its timings go on the next."""
+    header = ("mean ± err", "best", "worst", "runs")
+    rows = {b.index: _timings(b) for b in benchmarks if b.passed and b.runs}
+    widths = [max(len(r[i]) for r in [header, *rows.values()]) for i in range(len(header))]
+    case_width = max(len("case"), *(len(b.spec) for b in benchmarks))
+    numbers_width = sum(widths) + 2 * (len(widths) - 1)
+    inline = 2 + case_width + 2 + numbers_width <= TERMINAL_WIDTH
+
+    def numbers(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
+    if inline:
+        lines = [f"  {'case'.ljust(case_width)}  {numbers(header)}"]
+    else:
+        lines = ["  case", f"      {numbers(header)}"]
     for b in benchmarks:
-        if b.passed and b.runs:
-            rows.append(
-                (
-                    b.spec,
-                    f"{format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}",
-                    format_duration_ns(b.best),
-                    format_duration_ns(b.worst),
-                    str(b.runs),
-                )
-            )
-        elif not b.passed:
-            rows.append(
-                (b.spec, "❌ " + (b.error.strip().splitlines() or ["failed"])[-1], "", "", "")
-            )
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
-    ]
+        detail = numbers(rows[b.index]) if b.index in rows else _benchmark_outcome(b)
+        if not (b.index in rows or not b.passed):
+            continue  # passed without timings: a profile, shown on its own
+        if inline:
+            lines.append(_clip(f"  {b.spec.ljust(case_width)}  {detail}"))
+        else:
+            lines += [_clip(f"  {b.spec}"), _clip(f"      {detail}")]
+    return lines
 
 
 def format_report(result: RunResult, *, title: str = "") -> str:

@@ -419,6 +419,26 @@ def test_benchmark_failed_keeps_its_own_error() -> None:
     assert outcome.error == "mismatch"
 
 
+def test_cases_after_a_failed_one_are_not_run_not_untimed() -> None:
+    result = pipe(
+        ("benchmark-count", 3),
+        ("benchmark.0.spec", "size: 1"),
+        ("benchmark.0.status", "fail"),
+        ("benchmark.0.error", "mismatch"),
+        ("benchmark.2.spec", "size: 3"),  # reached, then nothing: not a skipped case
+    )
+    first, second, third = benchmarks_from_result(result, specs=["size: 1", "size: 2", "size: 3"])
+    assert (first.skipped, first.error) == (False, "mismatch")
+    assert second.skipped and not second.passed
+    assert (second.spec, second.error) == ("size: 2", "not run: an earlier case failed")
+    assert not third.skipped and third.error == "no timings reported for this benchmark"
+
+
+def test_a_case_without_timings_before_any_failure_is_not_skipped() -> None:
+    (outcome,) = benchmarks_from_result({"benchmark-count": "1"}, specs=["size: 1"])
+    assert not outcome.skipped and outcome.error == "no timings reported for this benchmark"
+
+
 def test_benchmark_passed_is_a_bool_when_timings_are_missing() -> None:
     (outcome,) = benchmarks_from_result({"benchmark-count": "1", "benchmark.0.mean": "5"})
     assert outcome.passed is False

@@ -42,14 +42,16 @@ def judge(
     timed_out: bool = False,
     timeout_s: float = 60.0,
     result: dict[str, str] | None = None,
+    specs: tuple[str, ...] | list[str] = (),
 ) -> PhaseJudgement:
     return judge_phase(
-        phase,
+        phase,  # type: ignore[arg-type]  # the popcorn mode strings, as the runner passes them
         case_count=case_count,
         exit_code=exit_code,
         timed_out=timed_out,
         timeout_s=timeout_s,
         result={} if result is None else result,
+        specs=specs,
     )
 
 
@@ -273,3 +275,20 @@ def test_profile_phase_with_reports_passes() -> None:
     j = judge("profile", case_count=1, result=result)
     assert j.verdict is Verdict.PASSED
     assert j.benchmarks[0].report == "profile table"
+
+
+def test_a_ranked_phase_names_the_failed_case_not_the_ones_it_never_ran() -> None:
+    judgement = judge(
+        "leaderboard",
+        result={
+            "check": "fail",
+            "benchmark-count": "2",
+            "benchmark.0.spec": "size: 1",
+            "benchmark.0.status": "fail",
+            "benchmark.0.error": "mismatch",
+        },
+        specs=["size: 1", "size: 2"],
+    )
+    assert judgement.verdict is Verdict.WRONG_ANSWER
+    assert judgement.message == "leaderboard: benchmark 0 failed: mismatch"
+    assert [b.skipped for b in judgement.benchmarks] == [False, True]

@@ -245,6 +245,7 @@ class BenchmarkOutcome:
     worst: float = 0.0
     error: str = ""
     report: str = ""
+    skipped: bool = False  # never run: an earlier case failed and the run stopped there
 
 
 @dataclass(frozen=True)

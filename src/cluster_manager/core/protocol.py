@@ -13,7 +13,7 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from cluster_manager.core.models import BenchmarkOutcome, Case, CaseValue, TestOutcome
 
@@ -179,10 +179,15 @@ def tests_from_result(result: Mapping[str, str], limit: int | None = None) -> li
     return outcomes
 
 
+NOT_RUN = "not run: an earlier case failed"
+
+
 def benchmarks_from_result(
-    result: Mapping[str, str], limit: int | None = None
+    result: Mapping[str, str], limit: int | None = None, specs: Sequence[str] = ()
 ) -> list[BenchmarkOutcome]:
-    outcomes = []
+    """`specs` names the cases a main never reached (a ranked run stops at its first failure,
+    and logs nothing of the cases after it)."""
+    outcomes: list[BenchmarkOutcome] = []
     for i in range(_count(result, "benchmark-count", limit)):
         prefix = f"benchmark.{i}."
         stats: dict[str, float] = {}
@@ -201,12 +206,17 @@ def benchmarks_from_result(
         failed = result.get(prefix + "status") == "fail"
         complete = len(stats) == len(BENCHMARK_STATS) or (bool(report) and not failed)
         error = _unescape(result.get(prefix + "error", ""))
+        spec = result.get(prefix + "spec") or (specs[i] if i < len(specs) else "")
+        untouched = not (failed or stats or report or error) and prefix + "spec" not in result
+        if untouched and any(not o.passed for o in outcomes):
+            outcomes.append(BenchmarkOutcome(i, spec, passed=False, error=NOT_RUN, skipped=True))
+            continue
         if not failed and not complete:
             error = error or "no timings reported for this benchmark"
         outcomes.append(
             BenchmarkOutcome(
                 index=i,
-                spec=result.get(prefix + "spec", ""),
+                spec=spec,
                 passed=complete and not failed,
                 runs=int(stats.get("runs", 0)),
                 mean=stats.get("mean", 0.0),

@@ -7,7 +7,7 @@ submission prints to stdout or stderr can make a run pass or fail.
 from __future__ import annotations
 
 import signal
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster_manager.core import protocol
@@ -46,11 +46,12 @@ def judge_phase(
     timed_out: bool,
     timeout_s: float,
     result: Mapping[str, str],
+    specs: Sequence[str] = (),
 ) -> PhaseJudgement:
     if phase == ScriptMode.SCRIPT:
         return _judge_script(exit_code, timed_out, timeout_s)
     tests = tuple(protocol.tests_from_result(result, limit=case_count))
-    benchmarks = tuple(protocol.benchmarks_from_result(result, limit=case_count))
+    benchmarks = tuple(protocol.benchmarks_from_result(result, limit=case_count, specs=specs))
 
     def judged(verdict: Verdict, message: str) -> PhaseJudgement:
         return PhaseJudgement(verdict, message, tests, benchmarks)
@@ -64,7 +65,7 @@ def judge_phase(
         failures += [
             (f"benchmark {b.index}", b.error, f"benchmark.{b.index}")
             for b in benchmarks
-            if not b.passed
+            if not (b.passed or b.skipped)
         ]
         kinds = {result.get(f"{prefix}.verdict") for _, _, prefix in failures}
         if Verdict.MEMORY_LIMIT.value in kinds:

@@ -136,6 +136,8 @@ def _run_lines(result: RunResult) -> list[str]:
             lines.append(f"📊 {b.spec}: profile in the attached log")
         elif b.passed and b.runs:
             lines.append(f"⏱️ {b.spec}: {format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}")
+        elif b.skipped:
+            lines.append(f"⏭️ {b.spec}: {b.error}")
         elif not b.passed:
             lines.append(f"❌ {b.spec}: {_last_line(b.error) or 'failed'}")
     if result.score is not None:

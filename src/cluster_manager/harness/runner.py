@@ -173,6 +173,7 @@ def run_phase(
         timed_out=result.timed_out,
         timeout_s=timeout,
         result=protocol.parse_result_lines(result.side_outputs[protocol.ENV_FD]),
+        specs=[protocol.format_case(case) for case in phase.cases],
     )
     message = judgement.message
     if judgement.verdict is Verdict.RUNTIME_ERROR and result.stderr.strip():

@@ -70,7 +70,7 @@ class Sandbox:
 
 def unsandboxed() -> Sandbox:
     """The task runs as the caller, with their files and network (`eval` without --sandbox)."""
-    return Sandbox(info=_info(PARTIAL, _user_name(), "not asked for (--no-sandbox)"))
+    return Sandbox(info=_info(PARTIAL, _user_name(), "not asked for"))
 
 
 def plan_sandbox(workdir: Path) -> Sandbox:
