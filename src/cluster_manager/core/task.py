@@ -2,22 +2,16 @@
 
 Task folders from the public problem sets load unchanged, including sources that name sibling
 files of the problem set (`../eval.py`). Every problem is reported as an `InvalidTaskError`
-naming the file, the key and the reason. Zips are read in memory with bounded reads: nothing is
-written out, so a zip bomb is refused before it costs more than the caps below.
+naming the file, the key and the reason. Where the bytes come from is `task_sources`.
 """
 
 from __future__ import annotations
 
-import lzma
 import posixpath
-import re
-import stat
 import zipfile
-import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
@@ -31,56 +25,35 @@ from cluster_manager.core.models import (
     Task,
     TaskFile,
 )
+from cluster_manager.core.task_sources import (
+    CORRUPT_ARCHIVE,
+    DEFAULT_LIMITS,
+    TASK_YAML,
+    FolderSource,
+    TaskLimits,
+    TaskSource,
+    ZipSource,
+)
 from cluster_manager.errors import InvalidTaskError
 
-TASK_YAML = "task.yml"
-
-
-@dataclass(frozen=True)
-class TaskLimits:
-    yaml_bytes: int = 256 * 1024
-    file_bytes: int = 4 * 1024 * 1024
-    total_bytes: int = 32 * 1024 * 1024
-    zip_entries: int = 1000
-
-
-DEFAULT_LIMITS = TaskLimits()
 FLOOR_KEY = "min_time_us"
 _TIMEOUT_KEYS = ("test_timeout", "benchmark_timeout", "ranked_timeout")
-_DRIVE = re.compile(r"^[A-Za-z]:")
-# What opening a damaged or exotic archive can raise from zipfile (a header asking for a zip
-# version it lacks, offsets pointing before the start, names flagged UTF-8 that are not).
-_CORRUPT_ARCHIVE = (
-    zipfile.BadZipFile,
-    OSError,
-    EOFError,
-    NotImplementedError,
-    ValueError,
-)
-# ... and what reading one of its members can raise, from zipfile and its decompressors.
-_CORRUPT_MEMBER = (*_CORRUPT_ARCHIVE, RuntimeError, zlib.error, lzma.LZMAError)
-
-
-class _Source(Protocol):
-    label: str
-
-    def read(self, rel: str, *, key: str) -> bytes: ...
 
 
 def load_task(path: str | Path, *, limits: TaskLimits = DEFAULT_LIMITS) -> Task:
     """Loads the task at `path`: a folder holding task.yml, or a .zip of one."""
     path = Path(path)
     if path.is_dir():
-        return _load(_FolderSource(path, limits), path.resolve().name, limits)
+        return _load(FolderSource(path, limits), path.resolve().name, limits)
     if path.is_file():
         if not zipfile.is_zipfile(path):
             raise InvalidTaskError(path.name, None, "not a folder and not a zip archive")
         try:
             archive = zipfile.ZipFile(path)
-        except _CORRUPT_ARCHIVE as exc:
+        except CORRUPT_ARCHIVE as exc:
             raise InvalidTaskError(path.name, None, f"not a valid zip archive ({exc})") from None
         with archive:
-            return _load(_ZipSource(archive, path.name, limits), path.stem, limits)
+            return _load(ZipSource(archive, path.name, limits), path.stem, limits)
     raise InvalidTaskError(str(path), None, "no such file or folder")
 
 
@@ -90,116 +63,10 @@ def load_task_zip_bytes(data: bytes, name: str, *, limits: TaskLimits = DEFAULT_
 
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-    except _CORRUPT_ARCHIVE as exc:
+    except CORRUPT_ARCHIVE as exc:
         raise InvalidTaskError(name, None, f"not a valid zip archive ({exc})") from None
     with archive:
-        return _load(_ZipSource(archive, name, limits), PurePosixPath(name).stem, limits)
-
-
-# --- sources ---------------------------------------------------------------------------------
-
-
-def _check_relative(rel: object, *, file: str, key: str) -> str:
-    if not isinstance(rel, str) or not rel.strip():
-        raise InvalidTaskError(file, key, "must be a non-empty relative path")
-    if rel.startswith(("/", "\\")) or _DRIVE.match(rel):
-        raise InvalidTaskError(file, key, f"absolute path {rel!r} is not allowed")
-    if "\\" in rel or "\x00" in rel:
-        raise InvalidTaskError(file, key, f"path {rel!r} may only use '/' as separator")
-    return rel
-
-
-class _FolderSource:
-    """A task folder; sources may reach sibling files but not leave the problem set's root."""
-
-    def __init__(self, task_dir: Path, limits: TaskLimits) -> None:
-        self.task_dir = task_dir.resolve()
-        self.root = self.task_dir.parent
-        self.label = TASK_YAML
-        self.limits = limits
-
-    def read(self, rel: str, *, key: str) -> bytes:
-        rel = _check_relative(rel, file=TASK_YAML, key=key)
-        target = (self.task_dir / rel).resolve()
-        if not target.is_relative_to(self.root):
-            raise InvalidTaskError(TASK_YAML, key, f"{rel!r} leaves the problem set's folder")
-        if not target.is_file():
-            raise InvalidTaskError(TASK_YAML, key, f"file {rel!r} does not exist")
-        size = target.stat().st_size
-        if size > self.limits.file_bytes:
-            raise InvalidTaskError(
-                rel, None, f"{size} bytes is over the limit of {self.limits.file_bytes}"
-            )
-        return target.read_bytes()
-
-
-class _ZipSource:
-    """A zip holding task.yml at its root or in its single top-level folder."""
-
-    def __init__(self, archive: zipfile.ZipFile, label: str, limits: TaskLimits) -> None:
-        self.archive = archive
-        self.label = label
-        self.limits = limits
-        self.total_read = 0
-        infos = archive.infolist()
-        if len(infos) > limits.zip_entries:
-            raise InvalidTaskError(
-                label, None, f"{len(infos)} entries is over the limit of {limits.zip_entries}"
-            )
-        self.members: dict[str, zipfile.ZipInfo] = {}
-        declared = 0
-        for info in infos:
-            name = info.filename
-            if not name:  # zipfile cuts a name at its first NUL byte
-                raise InvalidTaskError(label, None, "an entry has an empty name")
-            if name.startswith(("/", "\\")) or _DRIVE.match(name):
-                raise InvalidTaskError(label, name, "absolute paths are not allowed in a task zip")
-            parts = PurePosixPath(name.replace("\\", "/")).parts
-            if ".." in parts:
-                raise InvalidTaskError(label, name, "entry escapes the archive root ('..')")
-            if stat.S_ISLNK(info.external_attr >> 16):
-                raise InvalidTaskError(label, name, "symbolic links are not allowed in a task zip")
-            declared += info.file_size
-            if not info.is_dir():
-                self.members[posixpath.normpath(name)] = info
-        if declared > limits.total_bytes:
-            raise InvalidTaskError(
-                label,
-                None,
-                f"uncompressed size {declared} bytes is over the limit of {limits.total_bytes}",
-            )
-        candidates = [n for n in self.members if PurePosixPath(n).name == TASK_YAML]
-        top = [n for n in candidates if n.count("/") <= 1]
-        if TASK_YAML in top:
-            self.task_dir = ""
-        elif len(top) == 1:
-            self.task_dir = posixpath.dirname(top[0])
-        elif not top:
-            raise InvalidTaskError(label, None, f"no {TASK_YAML} at the root or in one folder")
-        else:
-            raise InvalidTaskError(label, None, f"several {TASK_YAML} files: {sorted(top)}")
-
-    def read(self, rel: str, *, key: str) -> bytes:
-        rel = _check_relative(rel, file=TASK_YAML, key=key)
-        name = posixpath.normpath(posixpath.join(self.task_dir, rel))
-        if name == ".." or name.startswith("../"):
-            raise InvalidTaskError(TASK_YAML, key, f"{rel!r} leaves the archive")
-        info = self.members.get(name)
-        if info is None:
-            raise InvalidTaskError(TASK_YAML, key, f"file {rel!r} is not in {self.label}")
-        budget = min(self.limits.file_bytes, self.limits.total_bytes - self.total_read)
-        # Bounded read: the size in the header can lie, the bytes we accept cannot.
-        try:
-            with self.archive.open(info) as member:
-                data = member.read(budget + 1)
-        except _CORRUPT_MEMBER as exc:
-            raise InvalidTaskError(self.label, name, f"cannot be read ({exc})") from None
-        if len(data) > budget:
-            raise InvalidTaskError(
-                self.label, name, "uncompresses to more than the size limit (zip bomb?)"
-            )
-        self.total_read += len(data)
-        return data
+        return _load(ZipSource(archive, name, limits), PurePosixPath(name).stem, limits)
 
 
 # --- task.yml --------------------------------------------------------------------------------
@@ -244,7 +111,7 @@ def _decode(data: bytes, file: str) -> str:
     return text
 
 
-def _load(source: _Source, name: str, limits: TaskLimits) -> Task:
+def _load(source: TaskSource, name: str, limits: TaskLimits) -> Task:
     spec = parse_task_yaml(source.read(TASK_YAML, key=TASK_YAML), limits=limits)
 
     lang_raw = spec.get("lang")
@@ -302,7 +169,7 @@ def _is_safe_name(name: str) -> bool:
     )
 
 
-def _files(raw: object, source: _Source) -> tuple[TaskFile, ...]:
+def _files(raw: object, source: TaskSource) -> tuple[TaskFile, ...]:
     if not isinstance(raw, list) or not raw:
         raise InvalidTaskError(TASK_YAML, "files", "must be a non-empty list of {name, source}")
     files: list[TaskFile] = []
@@ -376,7 +243,7 @@ def _config(
     )
 
 
-def _templates(raw: object, source: _Source) -> dict[str, str]:
+def _templates(raw: object, source: TaskSource) -> dict[str, str]:
     if raw is None:
         return {}
     if not isinstance(raw, dict):
