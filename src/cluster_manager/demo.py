@@ -27,7 +27,7 @@ from cluster_manager.report import (
 )
 from cluster_manager.sandbox.plan import full_sandbox_problem
 from cluster_manager.scheduler import SchedulerConfig
-from cluster_manager.service import NotFoundError, SubmissionReceipt, Submitter
+from cluster_manager.service import NotFoundError, Service, SubmissionReceipt, Submitter
 from cluster_manager.settings import local_limits
 
 
@@ -70,9 +70,24 @@ DEMO_SUBMISSIONS = (
 
 async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print) -> bool:
     """Returns True when every verdict was the expected one."""
-    service = app.service
     where = "embedded Postgres" if app.embedded else "the database at DATABASE_URL"
     echo(f"Using {where}; local launcher serves GPU type CPU.")
+    await _create_leaderboards(app.service, examples)
+    echo(format_leaderboards(await app.service.list_leaderboards(), datetime.now(UTC)))
+    echo("")
+    receipts = await _submit_all(app.service, examples)
+    echo(f"Submitted {len(receipts)} files; following their jobs live:")
+    await _run_and_follow(app, receipts, echo)
+    as_expected = await _summarise(app.service, receipts, echo)
+    echo("")
+    echo("Try: .venv/bin/cluster-manager leaderboard show demo-identity")
+    return as_expected
+
+
+Receipts = dict[int, tuple[DemoSubmission, SubmissionReceipt]]
+
+
+async def _create_leaderboards(service: Service, examples: Path) -> None:
     for name, folder in DEMO_LEADERBOARDS.items():
         with contextlib.suppress(NotFoundError):  # left over from an earlier demo
             await service.delete_leaderboard(name)
@@ -83,10 +98,10 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
             ["CPU"],
             creator=Submitter("demo", "demo"),
         )
-    echo(format_leaderboards(await service.list_leaderboards(), datetime.now(UTC)))
-    echo("")
 
-    receipts: dict[int, tuple[DemoSubmission, SubmissionReceipt]] = {}
+
+async def _submit_all(service: Service, examples: Path) -> Receipts:
+    receipts: Receipts = {}
     for plan in DEMO_SUBMISSIONS:
         path = examples / DEMO_LEADERBOARDS[plan.leaderboard] / plan.path
         receipt = await service.submit(
@@ -97,12 +112,14 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
             mode=plan.mode,
         )
         receipts[receipt.submission_id] = (plan, receipt)
-    echo(f"Submitted {len(receipts)} files; following their jobs live:")
+    return receipts
 
+
+async def _run_and_follow(app: App, receipts: Receipts, echo: Callable[[str], None]) -> None:
     scheduler = app.scheduler(_lenient_config(app, echo), submission_ids=set(receipts))
 
     async def follow() -> None:
-        async for event in service.watch(*receipts):
+        async for event in app.service.watch(*receipts):
             if event.state in SHOWN_EVENTS:
                 plan, _ = receipts[event.submission_id]
                 echo(
@@ -112,6 +129,9 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
     job_ids = {j.id for _, r in receipts.values() for j in r.jobs}
     await asyncio.gather(scheduler.run_until_idle(job_ids), follow())
 
+
+async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str], None]) -> bool:
+    """Prints each submission's verdicts and the rankings; True if all were as expected."""
     rows, as_expected = [], True
     for submission_id, (plan, _) in receipts.items():
         report = await service.report(submission_id)
@@ -137,6 +157,4 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
     for name in DEMO_LEADERBOARDS:
         echo("")
         echo(format_ranking(name, await service.ranking(name)))
-    echo("")
-    echo("Try: .venv/bin/cluster-manager leaderboard show demo-identity")
     return as_expected

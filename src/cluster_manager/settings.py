@@ -111,24 +111,32 @@ def _flag(raw: str | None, name: str) -> bool:
     raise ClusterManagerError(f"{name} must be 1 or 0, got {raw!r}")
 
 
-def load_settings(
-    environ: Mapping[str, str] | None = None, dotenv_path: Path | None = Path(".env")
-) -> Settings:
-    """Environment variables win over `.env`, which wins over the defaults."""
+def _values(environ: Mapping[str, str] | None, dotenv_path: Path | None) -> dict[str, str | None]:
     values: dict[str, str | None] = {}
     if dotenv_path is not None and dotenv_path.is_file():
         from dotenv import dotenv_values  # here: most runs have no `.env` to parse
 
         values.update(dotenv_values(dotenv_path))
     values.update(os.environ if environ is None else environ)
-    defaults = Settings()
-    compile_raw = values.get("CLUSTER_MANAGER_COMPILE_TIMEOUT")
+    return values
+
+
+def _compile_timeout(values: Mapping[str, str | None], default: float) -> float:
+    raw = values.get("CLUSTER_MANAGER_COMPILE_TIMEOUT")
     try:
-        compile_timeout = float(compile_raw) if compile_raw else defaults.compile_timeout_s
+        return float(raw) if raw else default
     except ValueError:
         raise ClusterManagerError(
-            f"CLUSTER_MANAGER_COMPILE_TIMEOUT must be seconds, got {compile_raw!r}"
+            f"CLUSTER_MANAGER_COMPILE_TIMEOUT must be seconds, got {raw!r}"
         ) from None
+
+
+def load_settings(
+    environ: Mapping[str, str] | None = None, dotenv_path: Path | None = Path(".env")
+) -> Settings:
+    """Environment variables win over `.env`, which wins over the defaults."""
+    values = _values(environ, dotenv_path)
+    defaults = Settings()
     return Settings(
         database_url=values.get("DATABASE_URL") or None,
         data_dir=Path(values.get("CLUSTER_MANAGER_DATA_DIR") or defaults.data_dir),
@@ -169,7 +177,7 @@ def load_settings(
             "CLUSTER_MANAGER_LOCAL_MEMORY_MB",
             defaults.local_memory_limit_mb,
         ),
-        compile_timeout_s=compile_timeout,
+        compile_timeout_s=_compile_timeout(values, defaults.compile_timeout_s),
         allow_unsandboxed_ranking=_flag(
             values.get("CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"),
             "CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING",

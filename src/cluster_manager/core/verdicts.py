@@ -61,23 +61,7 @@ def judge_phase(
 
     check = result.get("check")
     if check == "fail":
-        failures = [(f"test {t.index}", t.error, f"test.{t.index}") for t in tests if not t.passed]
-        failures += [
-            (f"benchmark {b.index}", b.error, f"benchmark.{b.index}")
-            for b in benchmarks
-            if not (b.passed or b.skipped)
-        ]
-        kinds = {result.get(f"{prefix}.verdict") for _, _, prefix in failures}
-        if Verdict.MEMORY_LIMIT.value in kinds:
-            verdict = Verdict.MEMORY_LIMIT
-        elif Verdict.RUNTIME_ERROR.value in kinds:
-            verdict = Verdict.RUNTIME_ERROR
-        else:
-            verdict = Verdict.WRONG_ANSWER
-        if failures:
-            where, error, _ = failures[0]
-            return judged(verdict, f"{phase}: {where} failed: {_first_line(error)}")
-        return judged(verdict, f"{phase}: the harness reported a failure")
+        return judged(*_reported_failure(phase, tests, benchmarks, result))
 
     if exit_code is not None and exit_code < 0:
         name = _signal_name(-exit_code)
@@ -105,6 +89,32 @@ def judge_phase(
             f"{phase}: the harness said pass, but {kind} {failed.index} has no passing result",
         )
     return judged(Verdict.PASSED, f"{phase}: all {case_count} {kind}s passed")
+
+
+def _reported_failure(
+    phase: RunMode,
+    tests: tuple[TestOutcome, ...],
+    benchmarks: tuple[BenchmarkOutcome, ...],
+    result: Mapping[str, str],
+) -> tuple[Verdict, str]:
+    """The harness said "fail": the verdict the failed cases name, and the first of them."""
+    failures = [(f"test {t.index}", t.error, f"test.{t.index}") for t in tests if not t.passed]
+    failures += [
+        (f"benchmark {b.index}", b.error, f"benchmark.{b.index}")
+        for b in benchmarks
+        if not (b.passed or b.skipped)
+    ]
+    kinds = {result.get(f"{prefix}.verdict") for _, _, prefix in failures}
+    if Verdict.MEMORY_LIMIT.value in kinds:
+        verdict = Verdict.MEMORY_LIMIT
+    elif Verdict.RUNTIME_ERROR.value in kinds:
+        verdict = Verdict.RUNTIME_ERROR
+    else:
+        verdict = Verdict.WRONG_ANSWER
+    if failures:
+        where, error, _ = failures[0]
+        return verdict, f"{phase}: {where} failed: {_first_line(error)}"
+    return verdict, f"{phase}: the harness reported a failure"
 
 
 def _judge_script(exit_code: int | None, timed_out: bool, timeout_s: float) -> PhaseJudgement:

@@ -136,6 +136,21 @@ def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
         os.close(pidfd)
 
 
+def _finish(proc: subprocess.Popen[bytes], timeout: float, isolation: Isolation) -> bool:
+    """Waits up to `timeout` for the child to exit, then kills all it left behind. Returns
+    whether it exited by itself."""
+    lifecycle.running[proc.pid] = isolation
+    exited = False
+    try:
+        exited = _wait_for_exit(proc, timeout)
+    finally:
+        lifecycle.kill_user_of(isolation)
+        lifecycle.kill_tree(proc.pid, keep=(proc.pid,))  # Popen reaps its own child
+        proc.wait()
+        lifecycle.running.pop(proc.pid, None)
+    return exited
+
+
 def run_tree(
     command: Sequence[str],
     *,
@@ -163,6 +178,7 @@ def run_tree(
     stdout, stderr = CappedBuffer(output_cap), CappedBuffer(output_cap)
     channels = {name: CappedBuffer(side_channel_cap) for name in side_channels}
     began = time.monotonic()
+    write_ends = (out_w, err_w, *(w for _, w in pipes.values()))
     try:
         proc = subprocess.Popen(
             list(command),
@@ -177,19 +193,11 @@ def run_tree(
         )
     finally:
         # The child holds its copies; ours must close so readers see EOF when it exits.
-        for fd in (out_w, err_w, *(w for _, w in pipes.values())):
+        for fd in write_ends:
             os.close(fd)
-    lifecycle.running[proc.pid] = isolation
     readers = [_drain(out_r, stdout), _drain(err_r, stderr)]
     readers += [_drain(pipes[name][0], channels[name]) for name in side_channels]
-    timed_out = False
-    try:
-        timed_out = not _wait_for_exit(proc, timeout)
-    finally:
-        lifecycle.kill_user_of(isolation)
-        lifecycle.kill_tree(proc.pid, keep=(proc.pid,))  # Popen reaps its own child
-        proc.wait()
-        lifecycle.running.pop(proc.pid, None)
+    timed_out = not _finish(proc, timeout, isolation)
     duration = time.monotonic() - began
     for reader in readers:
         reader.join(timeout=5)
