@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -135,7 +136,7 @@ def _phase_output(result: RunResult) -> list[str]:
     return lines
 
 
-def format_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def format_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(header, widths, strict=True))]
     lines.append("  ".join("-" * w for w in widths))

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -170,9 +171,9 @@ class Scheduler:
             return
         task = asyncio.create_task(self._drive(job), name=f"job-{job.id}")
         self._tasks[job.id] = task
-        task.add_done_callback(lambda _t, job_id=job.id: self._finished(job_id))
+        task.add_done_callback(functools.partial(self._finished, job.id))
 
-    def _finished(self, job_id: int) -> None:
+    def _finished(self, job_id: int, _task: object = None) -> None:
         self._tasks.pop(job_id, None)
         self._wake.set()  # a slot is free: claim the next job now, not at the next poll
 
@@ -402,8 +403,8 @@ class Scheduler:
         await self._publish(job, EventState.of(state), detail=error)
 
 
-async def _first(*awaitables: object) -> None:
-    tasks = [asyncio.ensure_future(a) for a in awaitables]  # type: ignore[arg-type]
+async def _first(*awaitables: Awaitable[object]) -> None:
+    tasks = [asyncio.ensure_future(a) for a in awaitables]
     try:
         await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:

@@ -3,6 +3,7 @@ lost connection is a `DatabaseUnavailableError`, while a failing query stays wha
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import asyncpg
@@ -48,9 +49,15 @@ async def test_a_connection_the_server_dropped_is_unavailable_then_replaced(db_u
     admin = await asyncpg.connect(db_url)
     try:
         backend = await pool.fetchval("SELECT pg_backend_pid()")
-        await admin.execute("SELECT pg_terminate_backend($1)", backend)
+        in_flight = asyncio.create_task(pool.fetchval("SELECT pg_sleep(30)"))
+        while not await admin.fetchval(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = $1 AND query LIKE '%pg_sleep%'",
+            backend,
+        ):
+            await asyncio.sleep(0.01)
+        assert await admin.fetchval("SELECT pg_terminate_backend($1, 5000)", backend)
         with pytest.raises(DatabaseUnavailableError, match="the database is unavailable"):
-            await pool.fetchval("SELECT 1")
+            await asyncio.wait_for(in_flight, 10)
         assert await pool.fetchval("SELECT pg_backend_pid()") != backend  # a new connection
     finally:
         await admin.close()

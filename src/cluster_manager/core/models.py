@@ -124,7 +124,8 @@ class Task:
         raise ValueError(f"no phase mode {phase_mode!r}")
 
     def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
+        data: dict[str, Any] = _to_json(self)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Task:
@@ -201,7 +202,7 @@ class RunRequest:
         )
 
     def to_json(self) -> dict[str, Any]:
-        data = _to_json(self)
+        data: dict[str, Any] = _to_json(self)
         data["version"] = RUN_REQUEST_VERSION
         return data
 
@@ -295,7 +296,8 @@ class RunResult:
         return tuple(b for p in self.phases for b in p.benchmarks)
 
     def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
+        data: dict[str, Any] = _to_json(self)
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> RunResult:

@@ -75,9 +75,9 @@ def load_task_zip_bytes(data: bytes, name: str, *, limits: TaskLimits = DEFAULT_
 class _NoAliasLoader(yaml.SafeLoader):
     """SafeLoader that refuses anchors/aliases: they are how YAML bombs multiply."""
 
-    def compose_node(self, parent: Any, index: Any) -> Any:  # type: ignore[override]
+    def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
+            event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
             raise yaml.composer.ComposerError(
                 None, None, "aliases are not allowed in task.yml", event.start_mark
             )
@@ -302,7 +302,7 @@ def _floors(raw: object) -> tuple[float | None, ...]:
             raise InvalidTaskError(
                 TASK_YAML, where, f"must be positive microseconds, got {value!r}"
             )
-        floors.append(float(value) if valid else None)
+        floors.append(float(value) if valid and value is not None else None)
     return tuple(floors) if any(f is not None for f in floors) else ()
 
 

@@ -131,4 +131,5 @@ class ClusterBot(commands.Bot):
         await super().close()
 
     async def on_ready(self) -> None:
-        log.info("logged in as %s (%s) in %d guild(s)", self.user, self.user.id, len(self.guilds))
+        user_id = self.user.id if self.user else None  # set once logged in
+        log.info("logged in as %s (%s) in %d guild(s)", self.user, user_id, len(self.guilds))

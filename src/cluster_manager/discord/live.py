@@ -20,7 +20,7 @@ from cluster_manager.core.records import EventState, JobEvent, JobState
 from cluster_manager.discord import render
 from cluster_manager.discord.replies import answer, text_file, truncate
 from cluster_manager.report import format_submission_report
-from cluster_manager.service import TERMINAL_STATES, Service, SubmissionReceipt
+from cluster_manager.service import TERMINAL_EVENTS, Service, SubmissionReceipt
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class LiveSubmission:
 
     @property
     def done(self) -> bool:
-        return bool(self.jobs) and all(e.state in TERMINAL_STATES for e in self.jobs.values())
+        return bool(self.jobs) and all(e.state in TERMINAL_EVENTS for e in self.jobs.values())
 
     def render(self, now: float) -> str:
         r = self.receipt

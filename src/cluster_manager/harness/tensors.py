@@ -17,7 +17,7 @@ _CONTAINERS = (list, tuple, dict)
 _PLAIN = (int, float, complex, bool, str, bytes, type(None))
 
 
-def _tensor() -> type:
+def _tensor() -> Any:  # torch.Tensor, imported only where tensors are handled
     import torch
 
     return torch.Tensor
@@ -69,7 +69,11 @@ def first(value: Any, function: Callable[[Any], Any], *, exact: bool = False) ->
 def first_device(data: Any) -> Any:
     """The device of the first tensor in `data`, None without one."""
     tensor = _tensor()
-    return first(data, lambda v: v.device if isinstance(v, tensor) else None)
+
+    def device(value: Any) -> Any:
+        return value.device if isinstance(value, tensor) else None
+
+    return first(data, device)
 
 
 def to_device_of(output: Any, data: Any) -> Any:
@@ -99,7 +103,8 @@ def _own_storage(tensor: Any) -> Any:
 def not_plain(output: Any) -> str | None:
     """Why `output` is not plain data, if it is not: a tensor subclass (or any object) could
     compute its values when the check reads them, after the timer stopped."""
-    return first(output, _not_plain_leaf, exact=True)
+    reason: str | None = first(output, _not_plain_leaf, exact=True)
+    return reason
 
 
 def _not_plain_leaf(value: Any) -> str | None:

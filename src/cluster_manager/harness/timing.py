@@ -136,7 +136,7 @@ class CudaEventTimer:
     def stop(self) -> float:
         self._end.record()
         self._synchronize()
-        return self._begin.elapsed_time(self._end) * 1e6  # ms -> ns
+        return float(self._begin.elapsed_time(self._end)) * 1e6  # ms -> ns
 
 
 def measure(

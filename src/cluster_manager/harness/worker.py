@@ -16,7 +16,7 @@ import io
 import struct
 import time
 import traceback
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -93,7 +93,7 @@ class Worker:
             timing.CudaEventTimer(torch, self._cuda_synchronize) if cuda else timing.CpuTimer()
         )
         self._kernel: Callable[[Any], Any] = lambda argument: None
-        self._timer = self._default_timer
+        self._timer: timing.Timer = self._default_timer
         self._sync: Callable[[], None] = self._cuda_synchronize
         self._args: Case = {}
         self._rank: int | None = None
@@ -229,7 +229,7 @@ def serve(connection: Connection) -> None:
     duration and then its output), until the harness hangs up."""
     die_with_parent()
     worker = Worker()
-    steps: dict[str, Callable[..., Reply | Iterable[Reply]]] = {
+    steps: dict[str, Callable[..., Reply | Iterator[Reply]]] = {
         "open": worker.open,
         "call": worker.call,
         "warm_up": worker.warm_up,

@@ -57,12 +57,14 @@ FromCallId = Callable[[str], CallLike]
 
 def _modal_lookup(app_name: str, function_name: str) -> FunctionLike:
     modal = _import_modal()
-    return modal.Function.from_name(app_name, function_name)
+    function: FunctionLike = modal.Function.from_name(app_name, function_name)
+    return function
 
 
 def _modal_from_call_id(call_id: str) -> CallLike:
     modal = _import_modal()
-    return modal.FunctionCall.from_id(call_id)
+    call: CallLike = modal.FunctionCall.from_id(call_id)
+    return call
 
 
 def _import_modal() -> Any:

@@ -182,7 +182,7 @@ def _partial(workdir: Path, identity: tuple[int, int, bool] | None, problem: str
     _hand_over(workdir, uid, gid)
     paths = [*_interpreter_paths(), str(workdir)]
     masks = _plan_masks(paths, uid, gid, ResourceLimits().file_bytes)
-    mounts_error = "the sandbox user cannot reach Python, torch or the run directory"
+    mounts_error: str | None = "the sandbox user cannot reach Python, torch or the run directory"
     if masks is not None:
         mounts_error = probe_isolation(Isolation(masks=masks, hide_processes=True))
         mounts_error = mounts_error and f"mounts: {mounts_error}"

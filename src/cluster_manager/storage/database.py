@@ -9,9 +9,11 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import asyncpg
+import asyncpg.transaction
+from asyncpg import Record
 
 from cluster_manager.errors import ClusterManagerError
 
@@ -32,7 +34,16 @@ _LOST_CONNECTION: tuple[type[BaseException], ...] = (
 
 log = logging.getLogger(__name__)
 
-Executor = asyncpg.Pool | asyncpg.Connection
+if TYPE_CHECKING:
+    from asyncpg.pool import PoolConnectionProxy
+    from asyncpg.transaction import _IsolationLevels as IsolationLevels
+
+    # What storage functions take: a pool's connection is a proxy of one.
+    Connection: TypeAlias = asyncpg.Connection[Record] | PoolConnectionProxy[Record]
+    Executor: TypeAlias = asyncpg.Pool[Record] | Connection
+else:
+    Connection = asyncpg.Connection
+    Executor = asyncpg.Pool | asyncpg.Connection
 
 
 class DatabaseError(ClusterManagerError):
@@ -74,7 +85,7 @@ async def _init_connection(conn: asyncpg.Connection) -> None:
         )
 
 
-class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
+class _PooledConnection(asyncpg.Connection):
     """Skips the reset query (a round trip on every release) for connections that need none.
 
     Our queries leave nothing in the session: advisory locks are transaction-scoped, no SET,
@@ -93,8 +104,15 @@ class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
         with _translated():
             await super().remove_listener(channel, callback)
 
-    def transaction(self, **kwargs: Any) -> _Transaction:
-        return _Transaction(super().transaction(**kwargs))
+    def transaction(
+        self,
+        *,
+        isolation: IsolationLevels | None = None,
+        readonly: bool = False,
+        deferrable: bool = False,
+    ) -> _Transaction:
+        # As asyncpg's own, with our class; starting it checks that the connection is open.
+        return _Transaction(self, isolation, readonly, deferrable)
 
     # Every query of ours goes through these.
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
@@ -127,7 +145,7 @@ class _PooledConnection(asyncpg.Connection):  # type: ignore[misc]
 @contextlib.asynccontextmanager
 async def listening(
     pool: asyncpg.Pool, channel: str, callback: Callable[..., None]
-) -> AsyncIterator[asyncpg.Connection]:
+) -> AsyncIterator[Connection]:
     """A connection of the pool that listens on `channel` while the block runs. If the server
     dropped it meanwhile, there is nothing left to unlisten."""
     async with pool.acquire() as conn:
@@ -147,32 +165,31 @@ async def round_trip_ms(db: Executor) -> float:
     return (time.perf_counter() - started) * 1000
 
 
-class _Transaction:
+class _Transaction(asyncpg.transaction.Transaction):
     """asyncpg's transaction, whose end on a lost connection raises a DatabaseUnavailableError
     too (asyncpg checks the connection before it sends COMMIT or ROLLBACK)."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
+    __slots__ = ()
 
     async def __aenter__(self) -> None:
         with _translated():
-            await self._inner.__aenter__()
+            await super().__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> None:
         with _translated():
-            await self._inner.__aexit__(*exc_info)
+            await super().__aexit__(*exc_info)
 
     async def start(self) -> None:
         with _translated():
-            await self._inner.start()
+            await super().start()
 
     async def commit(self) -> None:
         with _translated():
-            await self._inner.commit()
+            await super().commit()
 
     async def rollback(self) -> None:
         with _translated():
-            await self._inner.rollback()
+            await super().rollback()
 
 
 async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import asyncpg
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Job, JobEvent, JobState
-from cluster_manager.storage.database import Executor, without_nul
+from cluster_manager.storage.database import Connection, Executor, without_nul
 
 EVENTS_CHANNEL = "cm_job_events"
 MAX_DETAIL_CHARS = 1000
@@ -48,7 +48,7 @@ def _job(row: asyncpg.Record) -> Job:
 
 
 async def enqueue(
-    conn: asyncpg.Connection, submission_id: int, specs: Sequence[tuple[str, Mode, bool]]
+    conn: Connection, submission_id: int, specs: Sequence[tuple[str, Mode, bool]]
 ) -> list[Job]:
     """One job per (gpu, mode, secret). Call inside the submission's transaction."""
     rows = await conn.fetch(
@@ -67,7 +67,7 @@ async def enqueue(
     return [_job(r) for r in rows]
 
 
-async def lock_gpu(conn: asyncpg.Connection, gpu: str) -> None:
+async def lock_gpu(conn: Connection, gpu: str) -> None:
     """Serialises whoever takes a slot of `gpu` (a claim, a script run) until the transaction
     ends, so two cannot both take the last one."""
     await conn.execute("SELECT pg_advisory_xact_lock(hashtext('cm-gpu:' || $1))", gpu)
@@ -75,7 +75,7 @@ async def lock_gpu(conn: asyncpg.Connection, gpu: str) -> None:
 
 async def active_on_gpu(db: Executor, gpu: str) -> int:
     """Slots of `gpu` in use: jobs in flight and script runs whose holder is alive."""
-    return await db.fetchval(
+    active: int = await db.fetchval(
         """
         SELECT (SELECT count(*) FROM jobs WHERE gpu = $1 AND state IN ('claimed', 'dispatched'))
              + (SELECT count(*) FROM script_runs
@@ -83,6 +83,7 @@ async def active_on_gpu(db: Executor, gpu: str) -> int:
         """,
         gpu,
     )
+    return active
 
 
 async def claim(
@@ -93,7 +94,7 @@ async def claim(
     max_active: int,
     lease_s: float,
     limit: int,
-    submission_ids: Sequence[int] | None = None,
+    submission_ids: Collection[int] | None = None,
 ) -> list[Job]:
     """Claims up to `limit` queued jobs of `gpu`, never exceeding `max_active` in flight
     (script runs holding a slot included).
@@ -198,7 +199,7 @@ async def mark_dispatched(
     return done.endswith(" 1")
 
 
-async def finish(conn: asyncpg.Connection, *, job_id: int, owner: str) -> bool:
+async def finish(conn: Connection, *, job_id: int, owner: str) -> bool:
     """Marks the job finished if this owner still holds it. Call in the result transaction."""
     done = await conn.execute(
         """
@@ -248,14 +249,15 @@ async def jobs_of_submission(db: Executor, submission_id: int) -> list[Job]:
 
 
 async def queued_count(db: Executor, gpus: Sequence[str]) -> int:
-    return await db.fetchval(
+    count: int = await db.fetchval(
         "SELECT count(*) FROM jobs WHERE state = 'queued' AND gpu = ANY($1::text[])", list(gpus)
     )
+    return count
 
 
 async def queue_position(db: Executor, job_id: int) -> int | None:
     """1 for the next job its GPU will start; None once it has left the queue."""
-    return await db.fetchval(
+    position: int | None = await db.fetchval(
         """
         SELECT (SELECT count(*) FROM jobs q
                 WHERE q.gpu = j.gpu AND q.state = 'queued' AND q.id <= j.id)
@@ -263,6 +265,7 @@ async def queue_position(db: Executor, job_id: int) -> int | None:
         """,
         job_id,
     )
+    return position
 
 
 async def publish(db: Executor, event: JobEvent) -> None:

@@ -8,7 +8,7 @@ import asyncpg
 
 from cluster_manager.core.models import Task
 from cluster_manager.core.records import Leaderboard, LeaderboardSummary, User
-from cluster_manager.storage.database import Executor
+from cluster_manager.storage.database import Connection, Executor
 
 
 async def upsert_user(db: Executor, external_id: str, name: str) -> User:
@@ -33,7 +33,7 @@ async def get_user(db: Executor, external_id: str) -> User | None:
 
 
 async def insert_leaderboard(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     name: str,
     deadline: datetime,
@@ -137,6 +137,6 @@ async def leaderboard_names(db: Executor, prefix: str = "", limit: int = 25) -> 
     return [r["name"] for r in rows]
 
 
-async def delete_leaderboard(conn: asyncpg.Connection, leaderboard_id: int) -> None:
+async def delete_leaderboard(conn: Connection, leaderboard_id: int) -> None:
     """Removes the leaderboard and, by cascade, its submissions, jobs, runs and rankings."""
     await conn.execute("DELETE FROM leaderboards WHERE id = $1", leaderboard_id)

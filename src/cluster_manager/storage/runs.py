@@ -8,11 +8,11 @@ from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage.database import Executor
+from cluster_manager.storage.database import Connection, Executor
 
 
 async def record_run(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     job: Job,
     owner: str,
@@ -68,7 +68,7 @@ async def record_run(
 
 
 async def _rank_pair(
-    conn: asyncpg.Connection, job: Job, submission: asyncpg.Record, allow_unsandboxed: bool
+    conn: Connection, job: Job, submission: asyncpg.Record, allow_unsandboxed: bool
 ) -> None:
     """Ranks the public score once both it and the secret re-run passed on this GPU."""
     pair = await conn.fetch(
@@ -197,4 +197,5 @@ async def runs_of_submission(db: Executor, submission_id: int) -> list[RunRecord
 
 
 async def verdict_of_job(db: Executor, job_id: int) -> str | None:
-    return await db.fetchval("SELECT verdict FROM runs WHERE job_id = $1", job_id)
+    verdict: str | None = await db.fetchval("SELECT verdict FROM runs WHERE job_id = $1", job_id)
+    return verdict

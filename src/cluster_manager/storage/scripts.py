@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import asyncpg
-
-from cluster_manager.storage.database import Executor
+from cluster_manager.storage.database import Connection, Executor
 from cluster_manager.storage.jobs import active_on_gpu, lock_gpu
 
 
-async def lock_user(conn: asyncpg.Connection, user_id: int) -> None:
+async def lock_user(conn: Connection, user_id: int) -> None:
     """One script start per user at a time, so two racing requests count each other."""
     await conn.execute(
         "SELECT pg_advisory_xact_lock(hashtext('cm-script-user:' || $1))", str(user_id)
@@ -35,7 +33,7 @@ async def started_since(db: Executor, *, user_id: int, since: datetime) -> list[
 
 
 async def take_slot(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     user_id: int,
     gpu: str,
@@ -48,7 +46,7 @@ async def take_slot(
     await lock_gpu(conn, gpu)
     if await active_on_gpu(conn, gpu) >= max_active:
         return None
-    return await conn.fetchval(
+    script_id: int = await conn.fetchval(
         """
         INSERT INTO script_runs (user_id, gpu, started_at, lease_expires_at)
         VALUES ($1, $2, $3, now() + make_interval(secs => $4))
@@ -59,6 +57,7 @@ async def take_slot(
         started_at,
         lease_s,
     )
+    return script_id
 
 
 async def renew_slot(db: Executor, script_id: int, *, lease_s: float) -> None:

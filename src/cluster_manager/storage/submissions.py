@@ -6,10 +6,8 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
-import asyncpg
-
 from cluster_manager.core.models import Mode
-from cluster_manager.storage.database import Executor
+from cluster_manager.storage.database import Connection, Executor
 
 
 @dataclass(frozen=True)
@@ -26,7 +24,7 @@ class StoredSubmission:
 
 
 async def insert_submission(
-    conn: asyncpg.Connection,
+    conn: Connection,
     *,
     leaderboard_id: int,
     user_id: int,
@@ -63,7 +61,7 @@ async def insert_submission(
     return int(row["id"]), row["submitted_at"]
 
 
-async def lock_submitter(conn: asyncpg.Connection, *, user_id: int, leaderboard_id: int) -> None:
+async def lock_submitter(conn: Connection, *, user_id: int, leaderboard_id: int) -> None:
     """Until the transaction ends, one submitter's requests on one leaderboard go one at a
     time, so two racing requests count each other against the rate limit."""
     await conn.execute(

@@ -12,7 +12,8 @@ from discord.ext import commands
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import check_leaderboard_name
 from cluster_manager.core.submission import EXTENSIONS, parse_headers
-from cluster_manager.core.task import DEFAULT_LIMITS, load_task_zip_bytes
+from cluster_manager.core.task import load_task_zip_bytes
+from cluster_manager.core.task_sources import DEFAULT_LIMITS
 from cluster_manager.discord import render
 from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import leaderboard_gpus, leaderboard_names

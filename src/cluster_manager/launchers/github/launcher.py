@@ -160,7 +160,7 @@ class GitHubLauncher(Launcher):
             stop=stop_after_attempt(FIND_ATTEMPTS),
             retry_error_callback=lambda state: None,
         )
-        found = await retrying(self._runs.find, key)
+        found: str | None = await retrying(self._runs.find, key)
         if found is None:
             title = RUN_NAME.format(key=key)
             raise LauncherError(f"dispatched, but no run named {title!r} appeared on GitHub")
