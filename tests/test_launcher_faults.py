@@ -51,7 +51,7 @@ async def test_a_full_shared_directory_ends_the_job_after_its_attempts(
         writes.append(run_dir.name)
         raise OSError(errno.ENOSPC, "No space left on device", str(run_dir))
 
-    monkeypatch.setattr(launcher, "_prepare", full)
+    monkeypatch.setattr(launcher.runs, "prepare", full)
     service, submission_id, jobs = await _submit(pool, SLURM, clock, tmp_path, "LAB")
     scheduler = Scheduler(pool, SLURM, {"slurm": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle(jobs), 60)
@@ -69,7 +69,7 @@ async def test_an_os_error_of_a_launcher_is_a_launcher_error(tmp_path: Path, mon
     def unreadable(external_id: str) -> None:
         raise PermissionError(errno.EACCES, "Permission denied", "result.json")
 
-    monkeypatch.setattr(launcher, "_read_result", unreadable)
+    monkeypatch.setattr(launcher.runs, "read_result", unreadable)
     with pytest.raises(LauncherError, match=r"slurm launcher, result: .*Permission denied"):
         await launcher.result(RunHandle("slurm", "1"))
 

@@ -18,9 +18,14 @@ from cluster_manager.core.plan import run_timeout
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import LauncherError
 from cluster_manager.gpus import GpuType
-from cluster_manager.launchers import slurm
 from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError
-from cluster_manager.launchers.slurm import SlurmLauncher, sbatch_command, slurm_state
+from cluster_manager.launchers.slurm import (
+    STALE_RUN_S,
+    SlurmLauncher,
+    sbatch_command,
+    shared_dir,
+    slurm_state,
+)
 from tests.conftest import CORRECT, make_request, processes_with, write_task
 from tests.slurm_cluster import jobs_named, slurm_cluster, squeue_active  # noqa: F401
 from tests.slurm_lock import slurm_alone, slurm_shared  # noqa: F401
@@ -56,7 +61,7 @@ def commands(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(program)
         return await real(program, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(slurm.asyncio, "create_subprocess_exec", counting)
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", counting)
     return calls
 
 
@@ -213,14 +218,14 @@ async def test_unreadable_results_are_launcher_errors(
 ):
     run_dir = launcher.shared_dir / "k"
     run_dir.mkdir(parents=True)
-    launcher._record(run_dir, "424242")
+    launcher.runs.record(run_dir, "424242")
     handle = RunHandle("slurm", "424242")
     errors = []
     (run_dir / "result.json").write_text("{not json")
     with pytest.raises(LauncherError, match="unreadable result") as raised:
         await launcher.result(handle)
     errors.append(str(raised.value))
-    monkeypatch.setattr(slurm, "MAX_RESULT_BYTES", 4)
+    monkeypatch.setattr(shared_dir, "MAX_RESULT_BYTES", 4)
     (run_dir / "result.json").write_text('{"passed": true}')
     with pytest.raises(LauncherError, match="larger than 4 bytes") as raised:
         await launcher.result(handle)
@@ -244,7 +249,7 @@ async def test_with_accounting_forgotten_jobs_take_one_sacct_call(
     """A cluster with slurmdbd: jobs squeue has purged are looked up in one sacct call."""
     for job_id in ("31", "32", "33"):
         (launcher.shared_dir / f"k{job_id}").mkdir(parents=True)
-        launcher._record(launcher.shared_dir / f"k{job_id}", job_id)
+        launcher.runs.record(launcher.shared_dir / f"k{job_id}", job_id)
     bin_dir = tmp_path / "bin"
     _fake_command(bin_dir, "squeue", "")
     # 33's id was reused by another job: only the name tells them apart.
@@ -264,7 +269,7 @@ async def test_a_command_that_hangs_is_a_launcher_error(
     launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, record_property
 ):
     (launcher.shared_dir / "k").mkdir(parents=True)
-    launcher._record(launcher.shared_dir / "k", "41")
+    launcher.runs.record(launcher.shared_dir / "k", "41")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "squeue").write_text("#!/bin/sh\nexec sleep 30\n")
@@ -339,7 +344,7 @@ async def test_forgotten_jobs_are_decided_by_their_result_file(
     """Jobs slurmctld has purged: one sacct call at most (it answers 'disabled' here)."""
     for job_id, key in (("900001", "gone-with-result"), ("900002", "gone-without")):
         (launcher.shared_dir / key).mkdir(parents=True)
-        launcher._record(launcher.shared_dir / key, job_id)
+        launcher.runs.record(launcher.shared_dir / key, job_id)
     (launcher.shared_dir / "gone-with-result" / "result.json").write_text("{}")
     handles = [launcher.attach("900001"), launcher.attach("900002")]
     first = await launcher.states(handles)
@@ -563,7 +568,7 @@ async def test_the_sweep_removes_only_stale_runs_nobody_collects(launcher: Slurm
     for run_dir in (stale, fresh):
         run_dir.mkdir(parents=True, mode=0o700)
         (run_dir / "payload.txt").write_text("someone's code")
-    old = time.time() - slurm.STALE_RUN_S - 60
+    old = time.time() - STALE_RUN_S - 60
     for path in (stale / "payload.txt", stale):
         os.utime(path, (old, old))
     assert await launcher.sweep() == ["stale-run"]
@@ -576,13 +581,13 @@ async def test_a_slow_shared_directory_never_blocks_the_event_loop(
     """A network file system that takes 0.3 s per read: leases are renewed meanwhile."""
     (launcher.shared_dir / "by-id").mkdir(parents=True)
     (launcher.shared_dir / "by-id" / "123").symlink_to("../some-run")
-    real = slurm._read_job_id
+    real = shared_dir._read_job_id
 
     def slow(run_dir: Path) -> str | None:
         time.sleep(0.3)
         return real(run_dir)
 
-    monkeypatch.setattr(slurm, "_read_job_id", slow)
+    monkeypatch.setattr(shared_dir, "_read_job_id", slow)
     gaps: list[float] = []
 
     async def ticker() -> None:
