@@ -16,6 +16,8 @@ ALLOWED_OWN = {
     "harness": {"harness", "sandbox", "core"},
     "storage": {"storage", "core", "errors"},
     "launchers": {"launchers", "core", "errors", "gpus", "modal_app"},
+    # The application layer: never a front end (cli, discord) nor the app that wires them.
+    "service": {"service", "core", "errors", "gpus", "launchers", "storage", "quick_run"},
 }
 # What runs on a GPU machine imports, beyond the standard library, only these (torch is
 # imported by the task's code and the harness's workers, never at module level here).

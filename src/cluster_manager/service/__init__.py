@@ -1,0 +1,65 @@
+"""The application service: the only thing front ends (CLI, Discord) call.
+
+It validates, enforces the rules (names, deadlines, GPUs, rate limits, who may read what),
+stores, enqueues jobs and publishes their progress. SQL lives in `storage/`; running jobs is
+the scheduler's business.
+
+    errors.py        what the service refuses, by kind
+    records.py       who acts (Submitter) and what comes back (receipts, reports)
+    rules.py         deadlines, who may delete, what a launcher allows, secret runs' redaction
+    rates.py         the hourly rate limits
+    leaderboards.py  creating, reading, ranking and deleting leaderboards
+    submissions.py   taking a submission in and reading it back
+    scripts.py       quick script runs and their GPU slots
+    events.py        live job events
+    facade.py        Service: the halves above composed
+"""
+
+from cluster_manager.service.errors import (
+    AlreadyExistsError,
+    DeadlinePassedError,
+    GpuBusyError,
+    GpuNotAllowedError,
+    InvalidDeadlineError,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+)
+from cluster_manager.service.facade import Service
+from cluster_manager.service.rates import (
+    DEFAULT_RATE_LIMIT_PER_HOUR,
+    DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
+)
+from cluster_manager.service.records import (
+    TERMINAL_EVENTS,
+    TERMINAL_STATES,
+    SubmissionReceipt,
+    SubmissionReport,
+    Submitter,
+)
+from cluster_manager.service.rules import LATEST_DEADLINE_YEAR, check_may_delete, parse_deadline
+from cluster_manager.service.scripts import SCRIPT_LEASE_S, SCRIPT_SLOT_POLL_S
+
+__all__ = [
+    "DEFAULT_RATE_LIMIT_PER_HOUR",
+    "DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR",
+    "LATEST_DEADLINE_YEAR",
+    "SCRIPT_LEASE_S",
+    "SCRIPT_SLOT_POLL_S",
+    "TERMINAL_EVENTS",
+    "TERMINAL_STATES",
+    "AlreadyExistsError",
+    "DeadlinePassedError",
+    "GpuBusyError",
+    "GpuNotAllowedError",
+    "InvalidDeadlineError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "RateLimitedError",
+    "Service",
+    "SubmissionReceipt",
+    "SubmissionReport",
+    "Submitter",
+    "check_may_delete",
+    "parse_deadline",
+]

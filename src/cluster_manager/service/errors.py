@@ -1,0 +1,41 @@
+"""What the service refuses, by kind: front ends map each kind to their own answer."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cluster_manager.errors import ClusterManagerError
+
+
+class NotFoundError(ClusterManagerError):
+    pass
+
+
+class AlreadyExistsError(ClusterManagerError):
+    pass
+
+
+class DeadlinePassedError(ClusterManagerError):
+    pass
+
+
+class GpuNotAllowedError(ClusterManagerError):
+    pass
+
+
+class PermissionDeniedError(ClusterManagerError):
+    pass
+
+
+class InvalidDeadlineError(ClusterManagerError):
+    pass
+
+
+class RateLimitedError(ClusterManagerError):
+    def __init__(self, message: str, retry_after: timedelta) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class GpuBusyError(ClusterManagerError):
+    """Every slot of a GPU type stayed taken for as long as a script run may wait."""

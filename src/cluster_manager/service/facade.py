@@ -1,0 +1,45 @@
+"""`Service`: the leaderboard, submission, script and event halves over one pool, GPU registry
+and clock, with the limits a deployment sets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import asyncpg
+
+from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
+from cluster_manager.gpus import GpuRegistry
+from cluster_manager.service.events import LiveEvents
+from cluster_manager.service.leaderboards import Leaderboards
+from cluster_manager.service.rates import (
+    DEFAULT_RATE_LIMIT_PER_HOUR,
+    DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
+)
+from cluster_manager.service.scripts import ScriptRuns
+from cluster_manager.service.submissions import Submissions
+
+
+class Service(Leaderboards, Submissions, ScriptRuns, LiveEvents):
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        registry: GpuRegistry,
+        *,
+        default_rate_limit_per_hour: int = DEFAULT_RATE_LIMIT_PER_HOUR,
+        script_rate_limit_per_hour: int = DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
+        script_wait_s: float = 300.0,
+        max_submission_bytes: int = MAX_SUBMISSION_BYTES,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        installation: str | None = None,
+    ) -> None:
+        self.pool = pool
+        self.registry = registry
+        self.default_rate_limit = default_rate_limit_per_hour
+        self.script_rate_limit = script_rate_limit_per_hour
+        # How long a script run waits for a free slot of its GPU type before giving up.
+        self.script_wait_s = script_wait_s
+        # Carried in script runs' dispatch keys; read from the database when not given.
+        self._installation = installation
+        self.max_submission_bytes = max_submission_bytes
+        self.clock = clock

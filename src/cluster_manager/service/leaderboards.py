@@ -1,0 +1,150 @@
+"""Leaderboards: creating, reading, ranking and deleting them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import asyncpg
+
+from cluster_manager.core.models import Task
+from cluster_manager.core.protocol import new_secret_seed
+from cluster_manager.core.records import (
+    Leaderboard,
+    LeaderboardSummary,
+    RankingEntry,
+    RunRecord,
+    check_leaderboard_name,
+)
+from cluster_manager.errors import ClusterManagerError
+from cluster_manager.gpus import GpuRegistry
+from cluster_manager.service.errors import (
+    AlreadyExistsError,
+    GpuNotAllowedError,
+    InvalidDeadlineError,
+    NotFoundError,
+)
+from cluster_manager.service.records import Submitter
+from cluster_manager.service.rules import check_may_delete, check_run_fits, redact
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import runs as run_store
+
+
+async def find_leaderboard(pool: asyncpg.Pool, name: str) -> Leaderboard:
+    found = await lb_store.get_leaderboard(pool, name)
+    if found is None:
+        raise NotFoundError(f"there is no leaderboard named {name!r}")
+    return found
+
+
+class Leaderboards:
+    """The leaderboard half of `Service`."""
+
+    pool: asyncpg.Pool
+    registry: GpuRegistry
+    clock: Callable[[], datetime]
+
+    async def create_leaderboard(
+        self,
+        name: str,
+        task: Task,
+        deadline: datetime,
+        gpus: Sequence[str],
+        *,
+        creator: Submitter | None = None,
+        rate_limit_per_hour: int | None = None,
+    ) -> Leaderboard:
+        self._check_new(name, task, deadline, gpus, rate_limit_per_hour)
+        async with self.pool.acquire() as conn, conn.transaction():
+            creator_id = None
+            if creator is not None:
+                creator_id = (
+                    await lb_store.upsert_user(conn, creator.external_id, creator.name)
+                ).id
+            leaderboard_id = await lb_store.insert_leaderboard(
+                conn,
+                name=name,
+                deadline=deadline,
+                task=task,
+                gpus=tuple(gpus),
+                creator_id=creator_id,
+                secret_seed=new_secret_seed(),
+                rate_limit_per_hour=rate_limit_per_hour,
+            )
+            if leaderboard_id is None:
+                raise AlreadyExistsError(f"a leaderboard named {name!r} already exists")
+        return await self.leaderboard(name)
+
+    def _check_new(
+        self,
+        name: str,
+        task: Task,
+        deadline: datetime,
+        gpus: Sequence[str],
+        rate_limit_per_hour: int | None,
+    ) -> None:
+        """Everything a new leaderboard must satisfy, checked before anything is stored."""
+        check_leaderboard_name(name)
+        if deadline.tzinfo is None:
+            raise InvalidDeadlineError("the deadline needs a time zone")
+        if deadline <= self.clock():
+            raise InvalidDeadlineError(f"the deadline {deadline.isoformat()} has already passed")
+        if not gpus:
+            raise GpuNotAllowedError("a leaderboard needs at least one GPU type")
+        for gpu in gpus:
+            check_run_fits(task, self.registry.get(gpu))
+        if len(set(gpus)) != len(gpus):
+            raise GpuNotAllowedError(f"GPU types listed twice: {sorted(gpus)}")
+        if rate_limit_per_hour is not None and rate_limit_per_hour <= 0:
+            raise ClusterManagerError("the rate limit must be a positive number per hour")
+
+    async def leaderboard(self, name: str) -> Leaderboard:
+        return await find_leaderboard(self.pool, name)
+
+    async def list_leaderboards(self) -> list[LeaderboardSummary]:
+        return await lb_store.list_leaderboards(self.pool)
+
+    async def leaderboard_names(self, prefix: str = "") -> list[str]:
+        return await lb_store.leaderboard_names(self.pool, prefix)
+
+    async def delete_leaderboard(
+        self, name: str, *, actor: Submitter | None = None, admin: bool = True
+    ) -> None:
+        """Deletes it with all its submissions. Non-admins may delete only what they created."""
+        board = await self.leaderboard(name)
+        check_may_delete(board, actor, admin=admin)
+        async with self.pool.acquire() as conn, conn.transaction():
+            await lb_store.delete_leaderboard(conn, board.id)
+
+    async def ranking(
+        self, name: str, gpu: str | None = None, *, limit: int = 100, offset: int = 0
+    ) -> dict[str, list[RankingEntry]]:
+        board = await self.leaderboard(name)
+        if gpu is not None and gpu not in board.gpus:
+            raise GpuNotAllowedError(
+                f"{name!r} does not run on {gpu!r} (it runs on {', '.join(board.gpus)})"
+            )
+        gpus = [gpu] if gpu is not None else list(board.gpus)
+        return {
+            g: await run_store.ranking(
+                self.pool, leaderboard_id=board.id, gpu=g, limit=limit, offset=offset
+            )
+            for g in gpus
+        }
+
+    async def personal_runs(self, name: str, user: Submitter) -> list[RunRecord]:
+        """All of one user's runs; secret runs show only their verdict."""
+        board = await self.leaderboard(name)
+        found = await lb_store.get_user(self.pool, user.external_id)
+        if found is None:
+            return []
+        runs = await run_store.runs_of_user(self.pool, leaderboard_id=board.id, user_id=found.id)
+        return [redact(r) for r in runs]
+
+    async def task_files(self, name: str) -> dict[str, str]:
+        """The files a participant may read (the submission slot is theirs to write)."""
+        board = await self.leaderboard(name)
+        return {f.name: f.content for f in board.task.files if f.content is not None}
+
+    async def templates(self, name: str) -> dict[str, str]:
+        return dict((await self.leaderboard(name)).task.templates)

@@ -1,0 +1,47 @@
+"""What front ends hand the service (who acts) and what it hands back (receipts, reports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import EventState, Job, JobState, RunRecord
+from cluster_manager.storage.submissions import StoredSubmission
+
+TERMINAL_STATES = {JobState.FINISHED, JobState.FAILED}
+TERMINAL_EVENTS = {EventState.of(state) for state in TERMINAL_STATES}
+
+
+@dataclass(frozen=True)
+class Submitter:
+    """Who acts: a stable id from the front end (Discord id, CLI user name) and a name."""
+
+    external_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class SubmissionReceipt:
+    submission_id: int
+    leaderboard: str
+    user: str
+    file_name: str
+    mode: Mode
+    jobs: tuple[Job, ...]
+
+
+@dataclass(frozen=True)
+class SubmissionReport:
+    submission: StoredSubmission
+    jobs: tuple[Job, ...]
+    runs: tuple[RunRecord, ...]  # secret runs carry no result details
+
+    @property
+    def done(self) -> bool:
+        return all(j.state in TERMINAL_STATES for j in self.jobs)
+
+    @property
+    def passed(self) -> bool:
+        """Every job has its run and every run passed (a failed job has no run)."""
+        runs = self.runs
+        return bool(runs) and len(runs) == len(self.jobs) and all(r.passed for r in runs)

@@ -1,0 +1,68 @@
+"""Rules every front end shares: deadlines, who may delete, what a launcher allows, what a
+secret run may show."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from cluster_manager.core.models import Limits, Task
+from cluster_manager.core.plan import longest_run_s
+from cluster_manager.core.records import Leaderboard, RunRecord
+from cluster_manager.gpus import GpuType
+from cluster_manager.service.errors import (
+    GpuNotAllowedError,
+    InvalidDeadlineError,
+    PermissionDeniedError,
+)
+from cluster_manager.service.records import Submitter
+
+# Postgres's timestamptz and Python's datetime both end before year 10000, in every zone.
+LATEST_DEADLINE_YEAR = 9998
+
+
+def parse_deadline(raw: str) -> datetime:
+    """ISO 8601; a deadline without a time zone is taken as UTC."""
+    try:
+        deadline = datetime.fromisoformat(raw.strip())
+    except ValueError:
+        raise InvalidDeadlineError(
+            f"cannot read deadline {raw!r}: use ISO 8601, e.g. 2026-12-31T23:59:00+00:00"
+        ) from None
+    deadline = deadline if deadline.tzinfo else deadline.replace(tzinfo=UTC)
+    try:
+        in_utc = deadline.astimezone(UTC)
+    except OverflowError:
+        in_utc = None
+    if in_utc is None or in_utc.year > LATEST_DEADLINE_YEAR:
+        raise InvalidDeadlineError(
+            f"deadline {raw!r} is too far away: the latest is the end of {LATEST_DEADLINE_YEAR}"
+        )
+    return deadline
+
+
+def check_may_delete(board: Leaderboard, actor: Submitter | None, *, admin: bool) -> None:
+    """Admins may delete any leaderboard; anybody else only one they created."""
+    if not admin and (actor is None or board.creator != actor.external_id):
+        raise PermissionDeniedError(f"only admins or the creator of {board.name!r} may delete it")
+
+
+def check_run_fits(task: Task, gpu: GpuType) -> None:
+    """A task whose runs may outlast what the GPU type's launcher allows would end as the
+    launcher's cancellation, not a timeout verdict: refused up front, with the limit named."""
+    limit = gpu.max_run_s
+    longest = longest_run_s(task, gpu.run_limits(Limits()))
+    if limit is not None and longest > limit:
+        raise GpuNotAllowedError(
+            f"{gpu.name}: a run of this task may take {longest / 60:.0f} min (its phases' "
+            f"timeouts, grace and start-up), over the {limit / 60:.0f} min the {gpu.launcher} "
+            "launcher allows; lower test_timeout, benchmark_timeout or ranked_timeout"
+        )
+
+
+def redact(run: RunRecord) -> RunRecord:
+    """Secret runs show their verdict only: their inputs derive from the secret seed, and so
+    do their score, timings and messages (the ranking shows the public run's score)."""
+    if not run.secret:
+        return run
+    return replace(run, result={}, score=None)

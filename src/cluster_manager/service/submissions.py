@@ -1,0 +1,154 @@
+"""Submissions: taking one in (checked, rate limited, stored with its jobs in one
+transaction) and reading it back (its report, its placements, its code)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import asyncpg
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement
+from cluster_manager.core.submission import validate_submission
+from cluster_manager.service.errors import (
+    DeadlinePassedError,
+    GpuNotAllowedError,
+    NotFoundError,
+    PermissionDeniedError,
+)
+from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.rates import RATE_WINDOW, check_rate
+from cluster_manager.service.records import SubmissionReceipt, SubmissionReport, Submitter
+from cluster_manager.service.rules import redact
+from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import submissions as sub_store
+from cluster_manager.storage.submissions import StoredSubmission
+
+
+class Submissions:
+    """The submission half of `Service`."""
+
+    pool: asyncpg.Pool
+    clock: Callable[[], datetime]
+    default_rate_limit: int
+    max_submission_bytes: int
+
+    async def submit(
+        self,
+        leaderboard: str,
+        user: Submitter,
+        file_name: str,
+        data: bytes,
+        *,
+        gpus: Sequence[str] | None = None,
+        mode: Mode = Mode.LEADERBOARD,
+    ) -> SubmissionReceipt:
+        board = await find_leaderboard(self.pool, leaderboard)
+        now = self.clock()
+        if not board.is_open(now):
+            raise DeadlinePassedError(
+                f"the deadline of {board.name!r} passed at {board.deadline.isoformat()}"
+            )
+        submission = validate_submission(
+            file_name, data, board.task.lang, max_bytes=self.max_submission_bytes
+        )
+        chosen = choose_gpus(board, gpus or ([submission.gpu] if submission.gpu else None))
+        limit = board.rate_limit_per_hour or self.default_rate_limit
+        async with self.pool.acquire() as conn, conn.transaction():
+            found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            # Two racing submissions of one user count each other against the limit.
+            await sub_store.lock_submitter(conn, user_id=found.id, leaderboard_id=board.id)
+            recent = await sub_store.submissions_since(
+                conn, user_id=found.id, leaderboard_id=board.id, since=now - RATE_WINDOW
+            )
+            check_rate(recent, limit, now, f"submissions per hour on {board.name!r}")
+            submission_id, _ = await sub_store.insert_submission(
+                conn,
+                leaderboard_id=board.id,
+                user_id=found.id,
+                file_name=submission.file_name,
+                code=submission.code,
+                mode=mode,
+                submitted_at=now,  # the rate limit counts on the same clock
+            )
+            jobs = await job_store.enqueue(conn, submission_id, job_specs(chosen, mode))
+        await self._announce(jobs)
+        return SubmissionReceipt(
+            submission_id, board.name, user.external_id, submission.file_name, mode, tuple(jobs)
+        )
+
+    async def _announce(self, jobs: Sequence[Job]) -> None:
+        """Publishes each new job with its place in the queue, once it is committed."""
+        for job in jobs:
+            position = await job_store.queue_position(self.pool, job.id)
+            await job_store.publish(self.pool, JobEvent.of_job(job, position=position))
+
+    async def submission_code(self, submission_id: int, user: Submitter) -> tuple[str, str]:
+        """(file name, code) of a submission; only its author may read it."""
+        found = await self._stored(submission_id)
+        if found.user != user.external_id:
+            raise PermissionDeniedError("you can only read your own submissions")
+        return found.file_name, found.code
+
+    async def report(self, submission_id: int) -> SubmissionReport:
+        found = await self._stored(submission_id)
+        jobs = await job_store.jobs_of_submission(self.pool, submission_id)
+        runs = await run_store.runs_of_submission(self.pool, submission_id)
+        return SubmissionReport(found, tuple(jobs), tuple(redact(r) for r in runs))
+
+    async def placements(self, submission_id: int) -> list[Placement]:
+        """Where a ranked submission stands on each GPU, and whether it is the user's best."""
+        found = await self._stored(submission_id)
+        runs = await run_store.runs_of_submission(self.pool, submission_id)
+        placements = []
+        for gpu in sorted({r.gpu for r in runs if r.mode is Mode.LEADERBOARD}):
+            public = next((r for r in runs if r.gpu == gpu and not r.secret), None)
+            standing = await run_store.rank_of(
+                self.pool, leaderboard_id=found.leaderboard_id, gpu=gpu, user_id=found.user_id
+            )
+            improved = standing is not None and standing[2] == submission_id
+            placements.append(
+                Placement(
+                    gpu=gpu,
+                    rank=standing[0] if standing else None,
+                    score=public.score if public else None,
+                    improved=improved,
+                    previous_best=None if improved or standing is None else standing[1],
+                )
+            )
+        return placements
+
+    async def _stored(self, submission_id: int) -> StoredSubmission:
+        found = await sub_store.get_submission(self.pool, submission_id)
+        if found is None:
+            raise NotFoundError(f"there is no submission {submission_id}")
+        return found
+
+
+def choose_gpus(board: Leaderboard, gpus: Sequence[str] | None) -> list[str]:
+    """The GPU types asked for, each once; none asked for is fine on a one-GPU board."""
+    if not gpus:
+        if len(board.gpus) == 1:
+            return [board.gpus[0]]
+        raise GpuNotAllowedError(
+            f"{board.name!r} runs on several GPUs; choose from {', '.join(board.gpus)}"
+        )
+    for gpu in gpus:
+        if gpu not in board.gpus:
+            raise GpuNotAllowedError(
+                f"{board.name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
+            )
+    return list(dict.fromkeys(gpus))
+
+
+def job_specs(gpus: Sequence[str], mode: Mode) -> list[tuple[str, Mode, bool]]:
+    """(gpu, mode, secret) of each job a submission enqueues."""
+    specs = []
+    for gpu in gpus:
+        specs.append((gpu, mode, False))
+        if mode is Mode.LEADERBOARD:
+            specs.append((gpu, mode, True))  # the secret re-run that guards the ranking
+    return specs
