@@ -29,6 +29,7 @@ PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2
 test: setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy
 	$(SLURM_UP)
 	$(PYTEST)
 
@@ -40,6 +41,7 @@ reliability: setup
 lint: setup
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
+	$(BIN)/mypy
 
 format: setup
 	$(BIN)/ruff format src tests benchmarks examples

@@ -77,3 +77,24 @@ def test_what_runs_on_a_gpu_machine_needs_none_of_the_bots_dependencies(layer, a
         if (top := _third_party(module)) is not None and top not in allowed
     ]
     assert foreign == []
+
+
+# A module does one job and a function one step; these bounds keep them readable. The
+# scheduler's one class drives a job's whole lifecycle, a little over the module bound.
+MAX_MODULE_LINES = 420
+MAX_FUNCTION_LINES = 60
+
+
+def test_modules_and_functions_stay_small():
+    too_long = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(PACKAGE)
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_long.append(f"{where}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = (node.end_lineno or node.lineno) - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_long.append(f"{where}: {node.name} is {length} lines")
+    assert too_long == []

@@ -14,7 +14,7 @@ from cluster_manager.service.errors import NotFoundError
 from cluster_manager.service.records import TERMINAL_EVENTS, TERMINAL_STATES
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
-from cluster_manager.storage.database import listening
+from cluster_manager.storage.database import Connection, listening
 
 # How long a watch waits for a notification before it reads the jobs' state again.
 RECHECK_S = 5
@@ -60,14 +60,14 @@ class LiveEvents:
                 yield event
 
 
-async def _current_jobs(conn: asyncpg.Connection, submission_ids: Collection[int]) -> list[Job]:
+async def _current_jobs(conn: Connection, submission_ids: Collection[int]) -> list[Job]:
     found = []
     for submission_id in sorted(submission_ids):
         found += await job_store.jobs_of_submission(conn, submission_id)
     return found
 
 
-async def _snapshot_event(conn: asyncpg.Connection, job: Job) -> JobEvent:
+async def _snapshot_event(conn: Connection, job: Job) -> JobEvent:
     """The event that describes a job's stored state (for late subscribers)."""
     return JobEvent.of_job(
         job,
