@@ -14,8 +14,9 @@ ALLOWED_OWN = {
     "core": {"core", "errors"},
     "sandbox": {"sandbox", "core"},
     "harness": {"harness", "sandbox", "core"},
-    "storage": {"storage", "core", "errors"},
+    "storage": {"storage", "core", "errors", "data"},
     "launchers": {"launchers", "core", "errors", "gpus", "modal_app"},
+    "data": {"data"},
 }
 # What runs on a GPU machine imports, beyond the standard library, only these (torch is
 # imported by the task's code and the harness's workers, never at module level here).

@@ -13,6 +13,7 @@ from typing import Any
 import asyncpg
 
 from cluster_manager.errors import ClusterManagerError
+from cluster_manager.storage.runtime_dir import ensure_runtime_dir
 
 # What a call may raise while the server restarts or drops the connection: asyncpg reports a
 # connection lost mid-operation as an InterfaceError or InternalClientError, not only as a
@@ -94,6 +95,7 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
 @contextlib.asynccontextmanager
 async def embedded_postgres(data_dir: Path) -> AsyncIterator[str]:
     """A real Postgres shipped in a wheel (pgserver), kept in `data_dir`, stopped on exit."""
+    ensure_runtime_dir()  # before the import: pgserver asks for its runtime directory then
     import pgserver
 
     data_dir = data_dir.resolve()
