@@ -25,9 +25,10 @@ from typing import IO
 
 import asyncpg
 import discordlib
-from benchlib import ROOT, Figure, log, median, report, scratch_database
+from benchlib import Figure, log, median, report, scratch_database
 
 from cluster_manager.core.task import load_task
+from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
@@ -40,7 +41,7 @@ SETTLE_S = 5.0
 SAMPLES = 10
 SAMPLE_GAP_S = 0.5
 BOT = Path(__file__).with_name("bot_process.py")
-TASK = ROOT / "examples" / "identity_py"
+TASK = EXAMPLES_DIR / "identity_py"
 REGISTRY = GpuRegistry({"HOLD": GpuType("HOLD", "hold", max_concurrent=1000)})
 FIRST_USER = 5000
 

@@ -21,10 +21,11 @@ from benchlib import ROOT, Figure, log, median, report, rounded
 
 from cluster_manager.core import protocol
 from cluster_manager.core.task import load_task
+from cluster_manager.data import EXAMPLES_DIR
 
 RUNS = 9
 TARGET = 1.15
-TASK = ROOT / "examples" / "identity_py"
+TASK = EXAMPLES_DIR / "identity_py"
 SUBMISSION = TASK / "submission.py"
 CLI = Path(sys.executable).with_name("cluster-manager")
 

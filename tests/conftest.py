@@ -13,6 +13,7 @@ import yaml
 
 from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
 from cluster_manager.core.task import load_task
+from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.harness import runner
 from cluster_manager.service import Service
@@ -22,7 +23,7 @@ from tests import database
 pytest_plugins = ["pytester", "tests.reliability"]
 
 ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
+EXAMPLES = EXAMPLES_DIR
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 # A reference for a 1-D identity task: enough to exercise every path of the harness.

@@ -18,6 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from cluster_manager.storage.migrations import apply_migrations
+from cluster_manager.storage.runtime_dir import ensure_runtime_dir
 
 
 def _with_database(url: str, name: str) -> str:
@@ -35,6 +36,7 @@ def server_url() -> Iterator[str]:
     if url:
         yield url
         return
+    ensure_runtime_dir()  # as the project does before it imports pgserver
     import pgserver
 
     with tempfile.TemporaryDirectory(prefix="cm-test-pg-") as tmp:

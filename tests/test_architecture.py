@@ -14,10 +14,11 @@ ALLOWED_OWN = {
     "core": {"core", "errors"},
     "sandbox": {"sandbox", "core"},
     "harness": {"harness", "sandbox", "core"},
-    "storage": {"storage", "core", "errors"},
+    "storage": {"storage", "core", "errors", "data"},
     "launchers": {"launchers", "core", "errors", "gpus", "modal_app"},
     # The application layer: never a front end (cli, discord) nor the app that wires them.
     "service": {"service", "core", "errors", "gpus", "launchers", "storage", "quick_run"},
+    "data": {"data"},
 }
 # What runs on a GPU machine imports, beyond the standard library, only these (torch is
 # imported by the task's code and the harness's workers, never at module level here).

@@ -14,6 +14,7 @@ from cluster_manager.gpus import (
     load_registry,
     parse_registry,
 )
+from tests.conftest import ROOT
 
 
 def test_shipped_registry_has_the_promised_gpu_types():
@@ -29,7 +30,7 @@ def test_shipped_registry_has_the_promised_gpu_types():
         "L4",
         "T4",
     }
-    workflows = Path(DEFAULT_REGISTRY_FILE).parents[1] / ".github" / "workflows"
+    workflows = ROOT / ".github" / "workflows"
     for gpu in registry.types.values():
         if gpu.launcher == "github":
             assert (workflows / gpu.params["workflow"]).is_file(), gpu.params["workflow"]

@@ -1,8 +1,9 @@
 """The GPU registry: which GPU types this deployment serves, and which launcher runs each.
 
-Read from one YAML file (`config/gpus.yml` by default): a mapping of GPU type name to its
-`launcher` (local | github | modal | slurm), `max_concurrent` jobs, optional resource `limits`
-for its runs, and the launcher's own parameters (workflow and runner labels, Modal GPU, Slurm
+Read from one YAML file (the shipped `cluster_manager/data/gpus.yml` unless
+CLUSTER_MANAGER_GPUS names another): a mapping of GPU type name to its `launcher`
+(local | github | modal | slurm), `max_concurrent` jobs, optional resource `limits` for its
+runs, and the launcher's own parameters (workflow and runner labels, Modal GPU, Slurm
 partition/account/gres).
 """
 
@@ -18,10 +19,11 @@ from typing import Any
 import yaml
 
 from cluster_manager.core.models import Limits
+from cluster_manager.data import GPUS_FILE
 from cluster_manager.errors import ClusterManagerError
 
 LAUNCHERS = ("local", "github", "modal", "slurm")
-DEFAULT_REGISTRY_FILE = Path(__file__).resolve().parents[2] / "config" / "gpus.yml"
+DEFAULT_REGISTRY_FILE = GPUS_FILE
 _GPU_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]{0,31}")
 # Parameters each launcher requires; anything else in the entry is passed along as is.
 _REQUIRED = {

@@ -17,7 +17,7 @@ class Settings:
     # Postgres; unset means an embedded server in `data_dir / "postgres"`.
     database_url: str | None = None
     data_dir: Path = Path(".data")
-    # The GPU registry file; None means the shipped config/gpus.yml.
+    # The GPU registry file; None means the shipped one (cluster_manager/data/gpus.yml).
     gpus_file: Path | None = None
     # Overrides max_concurrent of the local launcher's GPU types (None: the registry's).
     local_concurrency: int | None = None

@@ -9,6 +9,7 @@ import click
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.settings import Settings
 
 
@@ -16,9 +17,8 @@ from cluster_manager.settings import Settings
 @click.option(
     "--examples",
     type=click.Path(file_okay=False, path_type=Path),
-    default=Path("examples"),
-    show_default=True,
-    help="Folder of example tasks.",
+    default=EXAMPLES_DIR,
+    help="Folder of example tasks (default: the ones shipped in the package).",
 )
 @click.pass_obj
 def demo_command(settings: Settings, examples: Path) -> None:

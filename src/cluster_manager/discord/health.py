@@ -12,19 +12,19 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import cluster_manager
 from cluster_manager.app import App
 from cluster_manager.core import sandboxing
 from cluster_manager.core.models import Mode, RunRequest, Task
 from cluster_manager.core.plan import run_timeout
 from cluster_manager.core.task import load_task
+from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import GpuType
 from cluster_manager.settings import local_limits
 from cluster_manager.storage.database import DatabaseUnavailableError, round_trip_ms
 from cluster_manager.storage.migrations import pending_migrations
 
-VERIFY_EXAMPLE = Path(cluster_manager.__file__).resolve().parents[2] / "examples" / "identity_py"
+VERIFY_EXAMPLE = EXAMPLES_DIR / "identity_py"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ import asyncpg.transaction
 from asyncpg import Record
 
 from cluster_manager.errors import ClusterManagerError
+from cluster_manager.storage.runtime_dir import ensure_runtime_dir
 
 # What a lost, refused or dropped connection raises (a server restart, say). asyncpg reports
 # a connection lost mid-operation as an InterfaceError or InternalClientError, and a server
@@ -217,6 +218,7 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
 @contextlib.asynccontextmanager
 async def embedded_postgres(data_dir: Path) -> AsyncIterator[str]:
     """A real Postgres shipped in a wheel (pgserver), kept in `data_dir`, stopped on exit."""
+    ensure_runtime_dir()  # before the import: pgserver asks for its runtime directory then
     import pgserver
 
     data_dir = data_dir.resolve()

@@ -1,15 +1,14 @@
-"""Schema migrations with yoyo (top-level `migrations/`). Never edit one that was applied:
-add a new one (expand, migrate the data, then contract in a later one)."""
+"""Schema migrations with yoyo, shipped in the package (`cluster_manager/data/migrations/`).
+Never edit one that was applied: add a new one (expand, migrate the data, then contract in a
+later one)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-import cluster_manager
+from cluster_manager.data import MIGRATIONS_DIR
 from cluster_manager.storage.database import DatabaseError
-
-MIGRATIONS_DIR = Path(cluster_manager.__file__).resolve().parents[2] / "migrations"
 
 
 def yoyo_url(url: str) -> str:

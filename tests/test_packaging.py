@@ -1,0 +1,91 @@
+"""The project installs as a real package: a wheel of it, installed into a venv of its own, runs
+the demo from a directory that is not the checkout, with every file it reads shipped inside it.
+
+Offline: the wheel is built without build isolation (setuptools and wheel come from the test's
+own environment) and installed without dependencies; a `.pth` line gives the new venv the test
+environment's site-packages for those. A plain path line does not run the `.pth` files there
+(the editable install's among them), so `cluster_manager` comes from the wheel, as asserted.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+# What a wheel is built from; everything else in the checkout must not be needed.
+SOURCES = ("pyproject.toml", "README.md", "src")
+# Where the installed package says its files are, and that they exist.
+WHERE = """
+import cluster_manager
+from cluster_manager.data import EXAMPLES_DIR, GPUS_FILE, MIGRATIONS_DIR
+print(cluster_manager.__file__)
+shipped = (GPUS_FILE, MIGRATIONS_DIR / "0001.initial.sql", EXAMPLES_DIR / "softmax_py/task.yml")
+for path in shipped:
+    assert path.exists(), path
+    print(path)
+"""
+
+
+def run(command: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(command, capture_output=True, text=True, check=False, **kwargs)
+    assert done.returncode == 0, f"{command}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+def build_wheel(out: Path) -> Path:
+    """From a copy of the sources: a build in the checkout would leave `build/` there."""
+    tree = out / "tree"
+    tree.mkdir(parents=True)
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, tree / name, ignore=skip)
+        else:
+            shutil.copy2(source, tree / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(out), str(tree)])
+    (wheel,) = out.glob("cluster_manager-*.whl")
+    return wheel
+
+
+def make_venv(venv: Path, wheel: Path) -> Path:
+    run([sys.executable, "-m", "venv", "--without-pip", str(venv)])
+    python = venv / "bin" / "python"
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--python", str(python)]
+    run([*pip, "install", "--no-deps", "--no-index", str(wheel)])
+    purelib = run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"])
+    deps = sysconfig.get_path("purelib")  # this environment's: the dependencies, torch included
+    (Path(purelib.stdout.strip()) / "test-deps.pth").write_text(deps + "\n")
+    return python
+
+
+@pytest.mark.timeout(900)
+def test_the_installed_wheel_runs_the_demo_from_anywhere(tmp_path: Path, db_url: str):
+    wheel = build_wheel(tmp_path / "dist")
+    venv = (tmp_path / "venv").resolve()
+    python = make_venv(venv, wheel)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "CLUSTER_MANAGER_GPUS"}}
+    env.update(DATABASE_URL=db_url, CLUSTER_MANAGER_DATA_DIR=str(tmp_path / "data"))
+
+    where = run([str(python), "-c", WHERE], cwd=elsewhere, env=env).stdout.split()
+    assert all(Path(p).resolve().is_relative_to(venv) for p in where), where
+    assert not any(Path(p).resolve().is_relative_to(ROOT) for p in where), where
+
+    demo = run([str(venv / "bin" / "cluster-manager"), "demo"], cwd=elsewhere, env=env, timeout=600)
+    assert "Using the database at DATABASE_URL" in demo.stdout
+    assert "Submitted 7 files" in demo.stdout
+    assert "demo-identity on CPU" in demo.stdout and "demo-softmax on CPU" in demo.stdout
+    assert demo.stdout.rstrip().endswith("Every verdict was as expected."), demo.stdout[-3000:]
