@@ -646,7 +646,7 @@ _BAD_SPECS = [
     pytest.param(
         {"tests": [{"size": 1}, {"size": 1.5}]},
         "tests[1].size",
-        "1.5 must be an integer or a word",
+        "1.5 must be an integer, a boolean, a word",
         id="value-float",
     ),
     pytest.param(
@@ -656,25 +656,27 @@ _BAD_SPECS = [
         {"tests": [{"size": {"a": 1}}]}, "tests[0].size", "must be an integer", id="value-map"
     ),
     pytest.param(
-        {"tests": [{"size": [1, 2]}]}, "tests[0].size", "must be an integer", id="value-list"
+        {"tests": [{"size": [1, [2]]}]}, "tests[0].size", "must be an integer", id="value-nested"
     ),
     pytest.param(
-        {"tests": [{"dtype": "float16"}]},
+        {"tests": [{"dtype": "16float"}]},
         "tests[0].dtype",
-        "'float16' must be an integer or a word",
-        id="value-word-with-digits",
+        "'16float' must be an integer, a boolean, a word",
+        id="value-word-leading-digit",
     ),
     pytest.param(
         {"tests": [{"dtype": "two words"}]}, "tests[0].dtype", "must be an integer", id="spaces"
     ),
-    pytest.param({"tests": [{"flag": True}]}, "tests[0].flag", "True must be", id="value-bool"),
+    pytest.param(
+        {"tests": [{"flag": "False"}]}, "tests[0].flag", "'False' must", id="value-bool-word"
+    ),
     pytest.param(
         {"benchmarks": [{"size": 2.0}]}, "benchmarks[0].size", "must be", id="bench-value-float"
     ),
     pytest.param(
         {"tests": [{"size-x": 1}]}, "tests[0]", "parameter name 'size-x'", id="param-dash"
     ),
-    pytest.param({"tests": [{"size2": 1}]}, "tests[0]", "parameter name 'size2'", id="param-digit"),
+    pytest.param({"tests": [{"2size": 1}]}, "tests[0]", "parameter name '2size'", id="param-digit"),
     pytest.param({"tests": [{1: 1}]}, "tests[0]", "parameter name 1", id="param-int"),
     # multi_gpu
     pytest.param(

@@ -14,8 +14,10 @@ from typing import Any
 RUN_RESULT_VERSION = 1
 RUN_REQUEST_VERSION = 1
 
-# A test case: parameter name -> int or alphabetic string (the popcorn protocol's value types).
-CaseValue = int | str
+# A test case: parameter name -> value, as the public problem sets write them: an integer, a
+# boolean, a word, or a list of those (core/protocol.py has the grammar).
+CaseScalar = int | bool | str
+CaseValue = CaseScalar | list[CaseScalar]
 Case = dict[str, CaseValue]
 
 

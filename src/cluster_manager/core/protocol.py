@@ -1,7 +1,8 @@
 """The popcorn runner protocol, spoken exactly as the public problem sets' `eval.py` speaks it.
 
 - The task's main is started as `MAIN MODE TESTS_FILE` with `POPCORN_FD` naming a pipe.
-- TESTS_FILE holds one case per line: `k: v; k: v`, values an integer or a word.
+- TESTS_FILE holds one case per line: `k: v; k: v`, each value in Python's rendering: an
+  integer, `True`/`False`, a word, or a list of those (`[96, 128]`).
 - The main writes `key: value` lines to the pipe (`check: pass`, `test-count: 3`,
   `test.0.status: pass`, `benchmark.0.mean: 1234.5`, ...).
 - In ranked mode `POPCORN_SEED` carries the secret seed, mixed into each case's seed.
@@ -14,8 +15,15 @@ import binascii
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TypeGuard
 
-from cluster_manager.core.models import BenchmarkOutcome, Case, CaseValue, TestOutcome
+from cluster_manager.core.models import (
+    BenchmarkOutcome,
+    Case,
+    CaseScalar,
+    CaseValue,
+    TestOutcome,
+)
 
 ENV_FD = "POPCORN_FD"
 ENV_SEED = "POPCORN_SEED"
@@ -31,31 +39,73 @@ EXIT_TEST_FAIL = 112
 EXIT_PIPE_FAIL = 111
 EXIT_TEST_SPEC = 113
 
-CASE_KEY = re.compile(r"[a-zA-Z_]+")
-CASE_WORD = re.compile(r"[a-zA-Z]+")
-_CASE_PART = re.compile(r"\s*([a-zA-Z_]+):\s*([a-zA-Z]+|[+-]?[0-9]+)\s*")
+# Keys and words as the newer public `eval.py` files read them (`[a-zA-Z_]\w*`).
+CASE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+CASE_WORD = CASE_KEY
+_BOOLEANS = {"True": True, "False": False}
+_CASE_PART = re.compile(
+    r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(\[[^\]]*\]|[A-Za-z_][A-Za-z0-9_]*|[+-]?[0-9]+)\s*"
+)
 # Keys are lower case (`check`, `test.0.status`); `ValueError: ...` in a raw traceback is not one.
 _RESULT_LINE = re.compile(r"([a-z][a-z0-9_.\-]*):\s?(.*)")
 
 BENCHMARK_STATS = ("runs", "mean", "std", "err", "best", "worst")
 
 
-def is_case_value(value: object) -> bool:
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, int):
+def is_integer(value: object) -> TypeGuard[int]:
+    """An integer that is not a boolean (`True` is an int in Python)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_scalar(value: object) -> bool:
+    if isinstance(value, bool | int):
         return True
-    return isinstance(value, str) and CASE_WORD.fullmatch(value) is not None
+    # `True` as a word would read back as the boolean: it cannot be a word.
+    return isinstance(value, str) and bool(CASE_WORD.fullmatch(value)) and value not in _BOOLEANS
+
+
+def is_case_value(value: object) -> bool:
+    """An integer, a boolean, a word, or a flat list of those."""
+    if isinstance(value, list | tuple):
+        return all(_is_scalar(item) for item in value)
+    return _is_scalar(value)
+
+
+def _render(value: CaseValue) -> str:
+    """Python's rendering, without quotes on words: what the public parsers read."""
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_render(item) for item in value) + "]"
+    return str(value)
 
 
 def format_case(case: Mapping[str, CaseValue]) -> str:
-    """`{"size": 128, "seed": 7}` -> `size: 128; seed: 7`."""
+    """`{"size": 128, "bias": True, "m": [96, 128]}` -> `size: 128; bias: True; m: [96, 128]`."""
     for key, value in case.items():
         if not CASE_KEY.fullmatch(key):
-            raise ValueError(f"case key {key!r} must be letters or underscores")
+            raise ValueError(f"case key {key!r} must be a name: letters, digits and '_'")
         if not is_case_value(value):
-            raise ValueError(f"case value {key}={value!r} must be an integer or a word")
-    return "; ".join(f"{k}: {v}" for k, v in case.items())
+            raise ValueError(
+                f"case value {key}={value!r} must be an integer, a boolean, a word "
+                "or a list of those"
+            )
+    return "; ".join(f"{k}: {_render(v)}" for k, v in case.items())
+
+
+def _scalar(raw: str) -> CaseScalar:
+    if raw.lstrip("+-").isdigit():
+        return int(raw)
+    if raw in _BOOLEANS:
+        return _BOOLEANS[raw]
+    if CASE_WORD.fullmatch(raw):
+        return raw
+    raise ValueError(f"cannot read {raw!r}")
+
+
+def _value(raw: str) -> CaseValue:
+    if not raw.startswith("["):
+        return _scalar(raw)
+    inner = raw[1:-1].strip()
+    return [_scalar(item.strip()) for item in inner.split(",")] if inner else []
 
 
 def parse_case(line: str) -> Case:
@@ -67,7 +117,10 @@ def parse_case(line: str) -> Case:
         key, raw = match[1], match[2]
         if key in case:
             raise ValueError(f"invalid test case {line!r}: {key!r} given twice")
-        case[key] = int(raw) if raw.lstrip("+-").isdigit() else raw
+        try:
+            case[key] = _value(raw)
+        except ValueError as exc:
+            raise ValueError(f"invalid test case {line!r}: {key}: {exc}") from None
     return case
 
 

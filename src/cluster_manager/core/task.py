@@ -265,13 +265,16 @@ def _cases(raw: object, key: str, multi_gpu: bool) -> tuple[Case, ...]:
         for param, value in case.items():
             if not isinstance(param, str) or not protocol.CASE_KEY.fullmatch(param):
                 raise InvalidTaskError(
-                    TASK_YAML, where, f"parameter name {param!r} must be letters or '_'"
+                    TASK_YAML, where, f"parameter name {param!r} must be letters, digits or '_'"
                 )
             if not protocol.is_case_value(value):
                 raise InvalidTaskError(
-                    TASK_YAML, f"{where}.{param}", f"{value!r} must be an integer or a word"
+                    TASK_YAML,
+                    f"{where}.{param}",
+                    f"{value!r} must be an integer, a boolean, a word or a list of those",
                 )
-        if multi_gpu and not (isinstance(case.get("world_size"), int) and case["world_size"] > 0):
+        world_size = case.get("world_size")
+        if multi_gpu and not (protocol.is_integer(world_size) and world_size > 0):
             raise InvalidTaskError(
                 TASK_YAML, f"{where}.world_size", "a multi_gpu task needs a positive world_size"
             )

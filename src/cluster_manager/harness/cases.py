@@ -18,6 +18,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
 from cluster_manager.harness import timing, worker
 from cluster_manager.harness.checks import Reference
@@ -35,7 +36,7 @@ _clock = time.perf_counter_ns
 
 def world_size_of(case: Case) -> int | None:
     value = case.get("world_size")
-    return value if isinstance(value, int) else None
+    return value if protocol.is_integer(value) else None
 
 
 def _free_port() -> int:
@@ -180,7 +181,7 @@ def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Ou
         witness.transfer_ns, witness.transfer_bytes = transfer_estimate(case.echo, outputs)
     nonce = secrets.randbits(64)
     seed = case.args.get("seed")
-    fresh = recheck and isinstance(seed, int)
+    fresh = recheck and protocol.is_integer(seed)
 
     def step(i: int) -> float:
         args = case.args

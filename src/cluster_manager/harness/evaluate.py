@@ -154,8 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     if seed_raw:
         secret = int(seed_raw)
         for _, case in cases:
-            if isinstance(case.get("seed"), int):
-                case["seed"] = protocol.combine_seed(int(case["seed"]), secret)
+            seed = case.get("seed")
+            if protocol.is_integer(seed):
+                case["seed"] = protocol.combine_seed(seed, secret)
 
     out = Reporter(int(fd_raw))
     # Started first: their interpreters boot while this process imports the reference.
