@@ -104,6 +104,7 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, record_property):
         (["eval", str(broken_task), sub], "task.yml: lang: must be 'py' or 'cu'"),
         (["eval", str(zipped), sub], "escapes the archive root"),
         (["eval", str(IDENTITY), sub, "--mode", "fast"], "Invalid value for '--mode'"),
+        (["eval", str(IDENTITY), sub, "--root", str(IDENTITY)], "outside the root"),
     ]
     seen: list[str] = []
     codes: set[int] = set()

@@ -32,6 +32,7 @@ from cluster_manager.core.task import (
     load_task_zip_bytes,
     parse_task_yaml,
 )
+from cluster_manager.core.task_sources import problem_set_root
 from cluster_manager.errors import ClusterManagerError, InvalidTaskError
 
 MiB = 1024 * 1024
@@ -283,8 +284,9 @@ def test_public_fixture_task_loads() -> None:
 
 
 def problem_set(tmp_path: Path, source: str) -> Path:
-    """set/eval.py + set/task1/task.yml whose eval.py comes from `source`."""
-    root = tmp_path / "set"
+    """problems/set/eval.py + problems/set/task1/task.yml whose eval.py comes from `source`;
+    without a marker the root is the task's grandparent, `problems/`."""
+    root = tmp_path / "problems" / "set"
     write_task(root, None, {"eval.py": "# shared eval\n"})
     spec = py_spec(
         files=[
@@ -303,16 +305,65 @@ def test_sibling_source_of_problem_set_loads(tmp_path: Path) -> None:
 
 @pytest.mark.reliability(
     "Bad input",
-    "task.yml source `../../x.py` leading out of the problem-set folder",
-    "refused: names task.yml, key files[1].source and 'leaves the problem set's folder'",
+    "task.yml source `../../../x.py` leading out of the problem sets' root",
+    "refused: names task.yml, key files[1].source, the path and 'outside the root'",
 )
 def test_source_escaping_problem_set_is_refused(tmp_path: Path, record_property) -> None:
     (tmp_path / "x.py").write_text("secret = 1\n")  # exists: refusal is about the path
-    err = invalid(load_task, problem_set(tmp_path, "../../x.py"))
+    err = invalid(load_task, problem_set(tmp_path, "../../../x.py"))
     record_property("observed", str(err))
     assert (err.file, err.key) == (TASK_YAML, "files[1].source")
-    assert "leaves the problem set's folder" in err.reason
-    assert "../../x.py" in err.reason
+    assert "outside the root" in err.reason
+    assert "../../../x.py" in err.reason
+
+
+def sibling_sets(tmp_path: Path, marker: str | None) -> Path:
+    """repo/problems/{pmpp_v2/utils.py, linalg/qr/task.yml naming ../../pmpp_v2/utils.py}: the
+    public linalg tasks' shape; `marker` is what marks the root (.git or a competition YAML)."""
+    problems = tmp_path / "repo" / "problems"
+    write_task(problems / "pmpp_v2", None, {"utils.py": "shared = 1\n"})
+    if marker == ".git":
+        (tmp_path / "repo" / ".git").mkdir()
+    elif marker == "yaml":
+        (problems / "linalg.yaml").write_text("name: L\nproblems:\n  - directory: linalg/qr\n")
+        (problems / "notes.yaml").write_text("just: notes\n")  # not a competition YAML
+    spec = py_spec(
+        files=[
+            {"name": "submission.py", "source": SUBMISSION_SOURCE},
+            {"name": "eval.py", "source": "eval.py"},
+            {"name": "utils.py", "source": "../../pmpp_v2/utils.py"},
+        ]
+    )
+    return write_task(problems / "linalg" / "qr", spec, {"eval.py": "# eval\n"})
+
+
+@pytest.mark.parametrize("marker", [".git", "yaml"])
+def test_a_source_from_a_sibling_problem_set_loads_under_the_marked_root(
+    tmp_path: Path, marker: str
+) -> None:
+    folder = sibling_sets(tmp_path, marker)
+    root = tmp_path / "repo" if marker == ".git" else tmp_path / "repo" / "problems"
+    assert problem_set_root(folder) == root.resolve()
+    assert file_content(load_task(folder), "utils.py") == "shared = 1\n"
+
+
+def test_without_a_marker_the_root_is_the_grandparent(tmp_path: Path) -> None:
+    folder = sibling_sets(tmp_path, None)
+    assert problem_set_root(folder) == (tmp_path / "repo" / "problems").resolve()
+    assert file_content(load_task(folder), "utils.py") == "shared = 1\n"
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "a root given by the organiser (`--root`) that the task's sibling source lies outside",
+    "refused: key files[2].source, naming the resolved path and 'outside the root'",
+)
+def test_an_explicit_root_bounds_the_sources(tmp_path: Path, record_property) -> None:
+    folder = sibling_sets(tmp_path, ".git")
+    err = invalid(lambda path: load_task(path, root=folder.parent), folder)
+    record_property("observed", str(err))
+    assert err.key == "files[2].source" and "outside the root" in err.reason
+    assert str((tmp_path / "repo/problems/pmpp_v2/utils.py").resolve()) in err.reason
 
 
 @pytest.mark.reliability(
@@ -344,7 +395,7 @@ def test_backslash_source_is_refused(tmp_path: Path, record_property) -> None:
 @pytest.mark.reliability(
     "Bad input",
     "task folder file that is a symlink to a file outside the problem set",
-    "refused: key files[1].source, 'leaves the problem set's folder'; the target is not read",
+    "refused: key files[1].source, 'outside the root'; the target is not read",
 )
 def test_symlink_leaving_problem_set_is_refused(tmp_path: Path, record_property) -> None:
     outside = tmp_path / "outside.py"
@@ -354,7 +405,7 @@ def test_symlink_leaving_problem_set_is_refused(tmp_path: Path, record_property)
     err = invalid(load_task, folder)
     record_property("observed", str(err))
     assert err.key == "files[1].source"
-    assert "leaves the problem set's folder" in err.reason
+    assert "outside the root" in err.reason
 
 
 @pytest.mark.reliability(

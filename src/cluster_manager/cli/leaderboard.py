@@ -39,6 +39,13 @@ def leaderboard_group() -> None:
     help="Submissions per user per hour (default from the settings).",
 )
 @click.option("--creator", default="cli", show_default=True, help="Who creates it.")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A task folder's sources may come from anywhere under this folder (default: the "
+    "nearest folder above the task holding .git or a competition YAML, else its grandparent).",
+)
 @click.pass_obj
 def create_command(
     settings: Settings,
@@ -48,10 +55,11 @@ def create_command(
     gpus: tuple[str, ...],
     rate_limit: int | None,
     creator: str,
+    root: Path | None,
 ) -> None:
     """Create leaderboard NAME from a task."""
     try:
-        task = load_task(task_path)
+        task = load_task(task_path, root=root)
         when = parse_deadline(deadline)
     except ClusterManagerError as exc:
         fail(str(exc))

@@ -84,6 +84,13 @@ def _print_progress(event: ProgressEvent) -> None:
     help="Run in the sandbox the bot uses (as root: own user, no network, private /tmp).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult JSON.")
+@click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A task folder's sources may come from anywhere under this folder (default: the "
+    "nearest folder above the task holding .git or a competition YAML, else its grandparent).",
+)
 @click.pass_obj
 def eval_command(
     settings: Settings,
@@ -93,10 +100,11 @@ def eval_command(
     seed: int | None,
     sandbox: bool,
     as_json: bool,
+    root: Path | None,
 ) -> None:
     """Run SUBMISSION against the task at TASK (a folder or .zip) on this machine."""
     try:
-        task = load_task(task_path)
+        task = load_task(task_path, root=root)
         request = build_request(task, submission, Mode(mode), seed, settings)
     except ClusterManagerError as exc:
         fail(str(exc))

@@ -40,11 +40,14 @@ FLOOR_KEY = "min_time_us"
 _TIMEOUT_KEYS = ("test_timeout", "benchmark_timeout", "ranked_timeout")
 
 
-def load_task(path: str | Path, *, limits: TaskLimits = DEFAULT_LIMITS) -> Task:
-    """Loads the task at `path`: a folder holding task.yml, or a .zip of one."""
+def load_task(
+    path: str | Path, *, limits: TaskLimits = DEFAULT_LIMITS, root: Path | None = None
+) -> Task:
+    """Loads the task at `path`: a folder holding task.yml, or a .zip of one. A folder's
+    sources may come from anywhere under `root` (by default `problem_set_root`)."""
     path = Path(path)
     if path.is_dir():
-        return _load(FolderSource(path, limits), path.resolve().name, limits)
+        return _load(FolderSource(path, limits, root), path.resolve().name, limits)
     if path.is_file():
         if not zipfile.is_zipfile(path):
             raise InvalidTaskError(path.name, None, "not a folder and not a zip archive")

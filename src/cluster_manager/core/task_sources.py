@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
+import yaml
+
 from cluster_manager.errors import InvalidTaskError
 
 TASK_YAML = "task.yml"
@@ -61,12 +63,44 @@ def _check_relative(rel: object, *, file: str, key: str) -> str:
     return rel
 
 
-class FolderSource:
-    """A task folder; sources may reach sibling files but not leave the problem set's root."""
+# A competition YAML is small; anything bigger at a folder's top is not one.
+_COMPETITION_YAML_BYTES = 256 * 1024
 
-    def __init__(self, task_dir: Path, limits: TaskLimits) -> None:
+
+def _is_competition_yaml(path: Path) -> bool:
+    """A YAML file listing `problems:` (the public problem sets' `problems/<set>.yaml`)."""
+    try:
+        if path.name == TASK_YAML or path.stat().st_size > _COMPETITION_YAML_BYTES:
+            return False
+        data = yaml.safe_load(path.read_bytes())
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and isinstance(data.get("problems"), list)
+
+
+def _marks_a_root(folder: Path) -> bool:
+    if (folder / ".git").exists():
+        return True
+    return any(_is_competition_yaml(p) for p in [*folder.glob("*.yaml"), *folder.glob("*.yml")])
+
+
+def problem_set_root(task_dir: Path) -> Path:
+    """Where a task's sources may come from: the nearest folder above the task holding `.git` or
+    a competition YAML, else the task folder's grandparent (its problem set's parent)."""
+    task_dir = task_dir.resolve()
+    for folder in task_dir.parents:
+        if _marks_a_root(folder):
+            return folder
+    return task_dir.parent.parent
+
+
+class FolderSource:
+    """A task folder; sources may name files anywhere under `root` (a sibling problem set's
+    `utils.py`), never outside it, symlinks resolved."""
+
+    def __init__(self, task_dir: Path, limits: TaskLimits, root: Path | None = None) -> None:
         self.task_dir = task_dir.resolve()
-        self.root = self.task_dir.parent
+        self.root = (root or problem_set_root(self.task_dir)).resolve()
         self.label = TASK_YAML
         self.limits = limits
 
@@ -74,7 +108,9 @@ class FolderSource:
         rel = _check_relative(rel, file=TASK_YAML, key=key)
         target = (self.task_dir / rel).resolve()
         if not target.is_relative_to(self.root):
-            raise InvalidTaskError(TASK_YAML, key, f"{rel!r} leaves the problem set's folder")
+            raise InvalidTaskError(
+                TASK_YAML, key, f"{rel!r} leads to {target}, outside the root {self.root}"
+            )
         if not target.is_file():
             raise InvalidTaskError(TASK_YAML, key, f"file {rel!r} does not exist")
         size = target.stat().st_size
