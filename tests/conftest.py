@@ -168,7 +168,7 @@ def clock() -> Clock:
 def registry() -> GpuRegistry:
     return GpuRegistry(
         {
-            "CPU": GpuType("CPU", "local", max_concurrent=2),
+            "CPU": GpuType("CPU", "local", max_concurrent=2, devices=2),
             "H100": GpuType("H100", "fake", max_concurrent=1),
         }
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,8 @@ def test_concurrency_override_touches_only_that_launcher():
         ({"gpus": {"bad name": {"launcher": "local"}}}, "gpus.bad name: a GPU type name"),
         ({"gpus": {"X": {"launcher": "local", "max_concurrent": 0}}}, "max_concurrent"),
         ({"gpus": {"X": {"launcher": "local", "max_concurrent": True}}}, "max_concurrent"),
+        ({"gpus": {"X": {"launcher": "local", "devices": 0}}}, "gpus.X.devices: must be"),
+        ({"gpus": {"X": {"launcher": "local", "devices": "8"}}}, "gpus.X.devices: must be"),
         ({"gpus": {"X": {"launcher": "github", "runner_labels": ["a"]}}}, "needs `workflow`"),
         ({"gpus": {"X": {"launcher": "modal"}}}, "needs `modal_gpu`"),
         (
@@ -112,3 +115,17 @@ def test_limits_come_from_the_registry_and_the_memory_cap_stays_local():
 def test_bad_limits_are_refused_by_name(limits, message):
     with pytest.raises(InvalidRegistryError, match=message):
         parse_registry({"gpus": {"X": {"launcher": "local", "limits": limits}}})
+
+
+def test_devices_default_to_one_and_to_the_cores_for_the_local_launcher():
+    registry = parse_registry(
+        {
+            "gpus": {
+                "B": {"launcher": "slurm"},
+                "B8": {"launcher": "slurm", "devices": 8},
+                "CPU": {"launcher": "local"},
+            }
+        }
+    )
+    assert registry.get("B").devices == 1 and registry.get("B8").devices == 8
+    assert registry.get("CPU").devices == (os.cpu_count() or 1)

@@ -10,6 +10,7 @@ partition/account/gres).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ _REQUIRED = {
     "local": (),
 }
 MIB = 1024 * 1024
+# A local "device" is a core: the ranks of a multi-GPU task run as processes here (gloo).
+_LOCAL_DEVICES = os.cpu_count() or 1
 # Registry `limits:` keys -> (Limits field, unit).
 LIMIT_KEYS = {
     "memory_mb": ("memory_bytes", MIB),
@@ -65,6 +68,9 @@ class GpuType:
     max_concurrent: int = 1
     params: Mapping[str, Any] = field(default_factory=dict)
     limits: Mapping[str, int] = field(default_factory=dict)  # Limits fields, from `limits:`
+    # Devices one machine of this type has: how many ranks a multi-GPU task may start there.
+    # The local launcher's ranks are processes on this machine's cores.
+    devices: int = 1
 
     @property
     def max_run_s(self) -> float | None:
@@ -125,7 +131,8 @@ class GpuRegistry:
 
 def default_registry(local_concurrency: int = 2) -> GpuRegistry:
     """On a machine without a GPU the local launcher serves the GPU type `CPU`."""
-    return GpuRegistry({"CPU": GpuType("CPU", "local", max_concurrent=local_concurrency)})
+    cpu = GpuType("CPU", "local", max_concurrent=local_concurrency, devices=_LOCAL_DEVICES)
+    return GpuRegistry({"CPU": cpu})
 
 
 def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
@@ -146,12 +153,11 @@ def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
         if launcher not in LAUNCHERS:
             raise bad(f"{key}.launcher", f"must be one of {', '.join(LAUNCHERS)}")
         max_concurrent = params.pop("max_concurrent", 1)
-        if (
-            isinstance(max_concurrent, bool)
-            or not isinstance(max_concurrent, int)
-            or (max_concurrent < 1)
-        ):
+        if not _positive(max_concurrent):
             raise bad(f"{key}.max_concurrent", "must be a positive whole number")
+        devices = params.pop("devices", _LOCAL_DEVICES if launcher == "local" else 1)
+        if not _positive(devices):
+            raise bad(f"{key}.devices", "must be a positive whole number")
         for required in _REQUIRED[launcher]:
             if required not in params:
                 raise bad(key, f"a {launcher} GPU needs `{required}`")
@@ -163,8 +169,12 @@ def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
         ):
             raise bad(f"{key}.runner_labels", "must be a non-empty list of labels")
         limits = _parse_limits(params.pop("limits", {}), f"{key}.limits", bad)
-        types[name] = GpuType(name, launcher, max_concurrent, params, limits)
+        types[name] = GpuType(name, launcher, max_concurrent, params, limits, devices)
     return GpuRegistry(types)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _parse_limits(

@@ -323,6 +323,22 @@ async def test_every_example_task_round_trips(service):
     assert (await service.leaderboard("allreduce-py")).task.multi_gpu
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "a multi-GPU task (world_size 2) on a GPU type whose machines have 1 device",
+    "refused at create, naming both numbers; nothing stored",
+)
+async def test_a_multi_gpu_task_needs_as_many_devices(service, pool, record_property):
+    task = load_task(EXAMPLES / "allreduce_py")
+    assert task.processes == 2
+    with pytest.raises(GpuNotAllowedError) as caught:
+        await make_board(service, "ranks", task=task, gpus=["CPU", "H100"])
+    record_property("observed", str(caught.value))
+    assert "runs 2 processes" in str(caught.value) and "has 1 device(s)" in str(caught.value)
+    assert await pool.fetchval("SELECT count(*) FROM leaderboards") == 0
+    await make_board(service, "ranks", task=task, gpus=["CPU"])  # 2 devices: enough
+
+
 async def test_secret_seed_is_stored_and_differs_between_leaderboards(service, pool):
     first = await make_board(service, "one")
     second = await make_board(service, "two")

@@ -114,6 +114,13 @@ class Task:
     def submission_name(self) -> str:
         return next(f.name for f in self.files if f.is_submission)
 
+    @property
+    def processes(self) -> int:
+        """How many processes (one per device) its largest case runs: its `world_size`."""
+        sizes = [c.get("world_size") for c in (*self.tests, *self.benchmarks)]
+        ints = [s for s in sizes if isinstance(s, int) and not isinstance(s, bool)]
+        return max(ints, default=1) if self.multi_gpu else 1
+
     def timeout_for(self, phase_mode: RunMode) -> float:
         """One timeout model: every phase's limit comes from the task."""
         match phase_mode:

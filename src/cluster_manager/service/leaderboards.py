@@ -25,7 +25,12 @@ from cluster_manager.service.errors import (
     NotFoundError,
 )
 from cluster_manager.service.records import Submitter
-from cluster_manager.service.rules import check_may_delete, check_run_fits, redact
+from cluster_manager.service.rules import (
+    check_devices,
+    check_may_delete,
+    check_run_fits,
+    redact,
+)
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 
@@ -93,6 +98,7 @@ class Leaderboards:
             raise GpuNotAllowedError("a leaderboard needs at least one GPU type")
         for gpu in gpus:
             check_run_fits(task, self.registry.get(gpu))
+            check_devices(task, self.registry.get(gpu))
         if len(set(gpus)) != len(gpus):
             raise GpuNotAllowedError(f"GPU types listed twice: {sorted(gpus)}")
         if rate_limit_per_hour is not None and rate_limit_per_hour <= 0:

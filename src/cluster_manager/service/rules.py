@@ -60,6 +60,15 @@ def check_run_fits(task: Task, gpu: GpuType) -> None:
         )
 
 
+def check_devices(task: Task, gpu: GpuType) -> None:
+    """A multi-GPU task starts one process per device: a machine with fewer cannot run it."""
+    if task.processes > gpu.devices:
+        raise GpuNotAllowedError(
+            f"{gpu.name}: the task runs {task.processes} processes (its largest world_size), "
+            f"but a {gpu.name} machine has {gpu.devices} device(s)"
+        )
+
+
 def redact(run: RunRecord) -> RunRecord:
     """Secret runs show their verdict only: their inputs derive from the secret seed, and so
     do their score, timings and messages (the ranking shows the public run's score)."""
