@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_manager.core.models import Case
+from cluster_manager.harness import output_types
 from cluster_manager.harness.outcome import wrong
 from cluster_manager.harness.tensors import not_plain, to_device_of
 
@@ -29,7 +30,11 @@ class Reference:
         if problem:
             raise wrong(problem)
         data = self.generate(args, rank)
-        result = self._module.check_implementation(data, to_device_of(output, data))
+        try:
+            output = output_types.rebuild(to_device_of(output, data))
+        except (ValueError, TypeError) as exc:
+            raise wrong(str(exc)) from None
+        result = self._module.check_implementation(data, output)
         if isinstance(result, tuple):
             ok, message = bool(result[0]), str(result[1] or "")
         else:

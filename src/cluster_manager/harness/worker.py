@@ -21,7 +21,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from cluster_manager.core.models import Case, Verdict
-from cluster_manager.harness import timing
+from cluster_manager.harness import output_types, timing
 from cluster_manager.harness.tensors import clone, compact, not_plain
 from cluster_manager.sandbox.lifecycle import die_with_parent
 
@@ -218,6 +218,7 @@ class Worker:
         self._timer = timing.CpuTimer(sync)
 
     def _output_reply(self, reply: dict[str, Any], output: Any) -> dict[str, Any]:
+        output = output_types.encode(output)
         problem = not_plain(output)
         if problem:
             return {"ok": False, "error": problem, "verdict": Verdict.WRONG_ANSWER.value}
