@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -378,3 +379,11 @@ def test_run_timeout_covers_phase_grace() -> None:
     # The runner lets each phase run for its timeout + grace before killing it.
     longest_phases = sum(req.task.timeout_for(p.mode) + req.limits.grace for p in plan_phases(req))
     assert run_timeout(req) >= longest_phases
+
+
+def test_a_multi_gpu_submission_asks_for_a_device_per_rank() -> None:
+    ranks = dataclasses.replace(
+        py_task(), multi_gpu=True, tests=({"world_size": 2},), benchmarks=({"world_size": 4},)
+    )
+    assert RunRequest.of_submission(ranks, "", Mode.TEST, Limits()).gpu_count == 4
+    assert RunRequest.of_submission(py_task(), "", Mode.TEST, Limits()).gpu_count == 1

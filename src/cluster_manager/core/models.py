@@ -200,7 +200,8 @@ class RunRequest:
         limits: Limits,
         secret_seed: int | None = None,
     ) -> RunRequest:
-        """A submission's run: it fills the task's slot, and only a ranked run gets a seed."""
+        """A submission's run: it fills the task's slot, only a ranked run gets a seed, and a
+        multi-GPU task gets one device per rank of its largest case (POPCORN_GPUS)."""
         return cls(
             task=task,
             submission_name=task.submission_name,
@@ -208,6 +209,7 @@ class RunRequest:
             mode=mode,
             secret_seed=secret_seed if mode is Mode.LEADERBOARD else None,
             limits=limits,
+            gpu_count=task.processes,
         )
 
     def to_json(self) -> dict[str, Any]:
