@@ -13,6 +13,7 @@ import torch
 from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import output_types
+from cluster_manager.harness.tensors import not_plain
 from tests.conftest import run_code, write_task
 
 # The task's own types live in task.py, which the reference imports (as public tasks do).
@@ -118,6 +119,17 @@ def test_encode_keeps_plain_containers_and_tags_the_rest():
     assert encoded["qr"][output_types.TYPE_KEY] == "torch.return_types:linalg_qr"
     rebuilt = output_types.rebuild(encoded)
     assert type(rebuilt["qr"]) is type(qr) and torch.equal(rebuilt["qr"].R, qr.R)
+
+
+def test_list_and_dict_subclasses_stay_unread_for_not_plain_to_refuse():
+    class Lazy(list):
+        pass
+
+    encoded = output_types.encode({"x": Lazy([1])})
+    assert type(encoded["x"]) is Lazy
+    assert "not plain" in (not_plain(encoded) or "") or "must be plain" in (
+        not_plain(encoded) or ""
+    )
 
 
 def test_rebuild_refuses_types_from_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -35,9 +35,14 @@ def _encode_leaf(value: Any) -> Any:
 
 
 def _encode_node(container: Any, results: Iterator[Any]) -> Any:
-    if isinstance(container, tuple) and type(container) is not tuple:
-        return {TYPE_KEY: _type_name(type(container)), "items": list(results)}
-    return plain_type(container, results)
+    kind = type(container)
+    if kind in (list, tuple, dict):
+        return plain_type(container, results)
+    if isinstance(container, tuple):
+        return {TYPE_KEY: _type_name(kind), "items": list(results)}
+    # A list or dict subclass stays itself, unread: `not_plain` refuses it (its reads could
+    # run code of the submission's, after the timer stopped).
+    return container
 
 
 def encode(output: Any) -> Any:
