@@ -27,8 +27,8 @@ PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2
 	$(BIN)/pytest -n 2 --dist loadgroup
 
 test: setup
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 	$(SLURM_UP)
 	$(PYTEST)
@@ -39,13 +39,13 @@ reliability: setup
 	$(PYTEST) -m reliability --reliability-report=docs/RELIABILITY.md
 
 lint: setup
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks scripts
+	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 
 format: setup
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks scripts
+	$(BIN)/ruff check --fix src tests benchmarks scripts
 
 # Speed and memory figures against their targets (docs/PERFORMANCE.md); needs the Postgres
 # at DATABASE_URL or 127.0.0.1:5432 (it creates and drops cm_bench_* databases).

@@ -10,12 +10,20 @@ class ClusterManagerError(Exception):
 class InvalidTaskError(ClusterManagerError):
     """A task folder or zip that cannot be used. Names the file, the key and the reason."""
 
+    what = "task"
+
     def __init__(self, file: str, key: str | None, reason: str) -> None:
         self.file = file
         self.key = key
         self.reason = reason
         where = f"{file}: {key}" if key else file
-        super().__init__(f"invalid task: {where}: {reason}")
+        super().__init__(f"invalid {self.what}: {where}: {reason}")
+
+
+class InvalidCompetitionError(InvalidTaskError):
+    """A competition YAML (a problem set's list of problems) that cannot be used."""
+
+    what = "competition file"
 
 
 class InvalidSubmissionError(ClusterManagerError):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
@@ -13,6 +14,7 @@ from cluster_manager.core.sandboxing import SANDBOX_KEY
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
     from cluster_manager.service import SubmissionReport
+    from cluster_manager.task_check import TaskCheck
 
 
 def format_duration_ns(ns: float) -> str:
@@ -222,3 +224,33 @@ def format_placement(placement: Placement) -> str:
         return f"[{placement.gpu}] 🏆 rank #{placement.rank} with {score}: a new personal best"
     best = format_duration_ns((placement.previous_best or 0) * 1e9)
     return f"[{placement.gpu}] {score}; your best stays {best} at rank #{placement.rank}"
+
+
+def format_task_checks(checks: Sequence[TaskCheck]) -> str:
+    """`leaderboard check`'s table, then each task's first error in full."""
+
+    def runs(c: TaskCheck) -> str:
+        return "—" if not c.loaded else f"needs {c.needs}" if c.needs else "yes"
+
+    def reference(c: TaskCheck) -> str:
+        return "—" if c.passed is None else "passes" if c.passed else "FAILS"
+
+    rows = [
+        (
+            c.name,
+            "yes" if c.loaded else "NO",
+            runs(c),
+            reference(c),
+            "—" if c.benchmark_s is None else format_duration_ns(c.benchmark_s * 1e9),
+        )
+        for c in checks
+    ]
+    parts = [format_table(("task", "loads", "runs here", "reference", "benchmark"), rows)]
+    for c in checks:
+        if c.error:
+            label = "why it cannot run here" if c.needs else "first error"
+            parts.append(f"\n{c.name}: {label}:\n" + textwrap.indent(c.error, "  "))
+    ok = sum(c.ok for c in checks)
+    ran = sum(c.passed is not None for c in checks)
+    parts.append(f"\n{ok} of {len(checks)} tasks fine ({ran} ran here)")
+    return "\n".join(parts)

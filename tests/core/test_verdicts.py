@@ -126,6 +126,22 @@ def test_check_fail_without_listed_failures() -> None:
     assert j.message == "test: the harness reported a failure"
 
 
+def test_check_fail_names_the_harness_own_reason() -> None:
+    # A main that refuses to start (no GPU, say) logs `error:` and no case.
+    result = {"check": "fail", "error": "No CUDA GPU available. This script requires a GPU."}
+    j = judge(exit_code=1, result=result)
+    assert j.message == (
+        "test: the harness reported a failure: No CUDA GPU available. This script requires a GPU."
+    )
+
+
+def test_cases_never_reached_keep_their_specs() -> None:
+    result = {"test-count": "2", "test.0.spec": "size: 0", "test.0.status": "pass"}
+    j = judge(exit_code=1, result=result, specs=["size: 0", "size: 1"])
+    assert [t.spec for t in j.tests] == ["size: 0", "size: 1"]
+    assert j.tests[1].error == "no result reported for this test"
+
+
 def test_check_fail_on_benchmark() -> None:
     result = passing_benchmarks(2)
     result.update(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, TypeVar
 
 import click
@@ -27,6 +28,15 @@ COMMAND_MODULES = {
     "submit": "submit",
     "worker": "worker",
 }
+
+
+root_option = click.option(
+    "--root",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=None,
+    help="A task folder's sources may come from anywhere under this folder (default: the "
+    "nearest folder above the task holding .git or a competition YAML, else its grandparent).",
+)
 
 
 def fail(message: str) -> NoReturn:

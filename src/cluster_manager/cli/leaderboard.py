@@ -1,24 +1,81 @@
-"""`cluster-manager leaderboard create|list|show|delete`."""
+"""`cluster-manager leaderboard check|create|list|show|delete`."""
 
 from __future__ import annotations
 
+import functools
+import json
+import sys
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.common import cli, fail, with_app
+from cluster_manager.app import App, load_settings_registry
+from cluster_manager.cli.common import (
+    EXIT_FAILED,
+    EXIT_PASSED,
+    cli,
+    fail,
+    root_option,
+    with_app,
+)
+from cluster_manager.cli.local_eval import run_here
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import ClusterManagerError
-from cluster_manager.report import format_leaderboards, format_ranking
+from cluster_manager.report import format_leaderboards, format_ranking, format_task_checks
 from cluster_manager.service import Submitter, parse_deadline
-from cluster_manager.settings import Settings
+from cluster_manager.settings import Settings, local_limits
+from cluster_manager.task_check import check_targets, check_task
 
 
 @cli.group("leaderboard")
 def leaderboard_group() -> None:
-    """Create, list, show and delete leaderboards."""
+    """Check tasks; create, list, show and delete leaderboards."""
+
+
+@leaderboard_group.command("check")
+@click.argument("path", type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "--gpu",
+    default="CPU",
+    show_default=True,
+    help="The GPU type this machine is (one of the local launcher's): its devices and limits "
+    "apply.",
+)
+@root_option
+@click.option("--sandbox", is_flag=True, help="Run in the sandbox the bot uses.")
+@click.option("--json", "as_json", is_flag=True, help="Print only the results, as JSON.")
+@click.pass_obj
+def check_command(
+    settings: Settings, path: Path, gpu: str, root: Path | None, sandbox: bool, as_json: bool
+) -> None:
+    """Check the tasks at PATH before publishing them: a task folder, a .zip, or a competition
+    YAML (each of its problems). Each task is loaded and its reference runs as the submission,
+    in test and benchmark mode, here. Exits 0 only when every task loads and every task that
+    can run here passes; a task that needs a GPU this machine lacks says which."""
+    try:
+        machine = load_settings_registry(settings).get(gpu)
+        if machine.launcher != "local":
+            raise ClusterManagerError(
+                f"{gpu} runs on the {machine.launcher} launcher; a check runs on this machine: "
+                "pass a GPU type of the local launcher"
+            )
+        targets = check_targets(path)
+    except ClusterManagerError as exc:
+        fail(str(exc))
+    limits = machine.run_limits(local_limits(settings))
+    run = functools.partial(run_here, sandbox=sandbox)
+    checks = []
+    for target in targets:
+        if not as_json:
+            click.echo(f"… {target.name}", err=True)
+        checks.append(check_task(target, gpu=machine, limits=limits, run=run, root=root))
+    if as_json:
+        click.echo(json.dumps([{**asdict(c), "ok": c.ok} for c in checks], indent=2))
+    else:
+        click.echo(format_task_checks(checks))
+    sys.exit(EXIT_PASSED if all(c.ok for c in checks) else EXIT_FAILED)
 
 
 @leaderboard_group.command("create")
@@ -39,13 +96,7 @@ def leaderboard_group() -> None:
     help="Submissions per user per hour (default from the settings).",
 )
 @click.option("--creator", default="cli", show_default=True, help="Who creates it.")
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="A task folder's sources may come from anywhere under this folder (default: the "
-    "nearest folder above the task holding .git or a competition YAML, else its grandparent).",
-)
+@root_option
 @click.pass_obj
 def create_command(
     settings: Settings,

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail
+from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, root_option
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
@@ -84,13 +84,7 @@ def _print_progress(event: ProgressEvent) -> None:
     help="Run in the sandbox the bot uses (as root: own user, no network, private /tmp).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult JSON.")
-@click.option(
-    "--root",
-    type=click.Path(file_okay=False, exists=True, path_type=Path),
-    default=None,
-    help="A task folder's sources may come from anywhere under this folder (default: the "
-    "nearest folder above the task holding .git or a competition YAML, else its grandparent).",
-)
+@root_option
 @click.pass_obj
 def eval_command(
     settings: Settings,

@@ -215,17 +215,25 @@ def _count(result: Mapping[str, str], key: str, limit: int | None) -> int:
     return count if limit is None else min(count, limit)
 
 
-def tests_from_result(result: Mapping[str, str], limit: int | None = None) -> list[TestOutcome]:
+# A case the main never reported on: its process died first (its stderr says why).
+NO_RESULT = "no result reported for this test"
+NO_TIMINGS = "no timings reported for this benchmark"
+
+
+def tests_from_result(
+    result: Mapping[str, str], limit: int | None = None, specs: Sequence[str] = ()
+) -> list[TestOutcome]:
+    """`specs` names the cases a main never reached."""
     outcomes = []
     for i in range(_count(result, "test-count", limit)):
         status = result.get(f"test.{i}.status")
         outcomes.append(
             TestOutcome(
                 index=i,
-                spec=result.get(f"test.{i}.spec", ""),
+                spec=result.get(f"test.{i}.spec") or (specs[i] if i < len(specs) else ""),
                 passed=status == "pass",
                 error=_unescape(result.get(f"test.{i}.error", ""))
-                or ("" if status == "pass" else "no result reported for this test"),
+                or ("" if status == "pass" else NO_RESULT),
                 message=_unescape(result.get(f"test.{i}.message", "")),
             )
         )
@@ -265,7 +273,7 @@ def benchmarks_from_result(
             outcomes.append(BenchmarkOutcome(i, spec, passed=False, error=NOT_RUN, skipped=True))
             continue
         if not failed and not complete:
-            error = error or "no timings reported for this benchmark"
+            error = error or NO_TIMINGS
         outcomes.append(
             BenchmarkOutcome(
                 index=i,

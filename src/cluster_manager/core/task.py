@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from cluster_manager.core import protocol
 from cluster_manager.core.models import (
     SUBMISSION_SOURCE,
@@ -34,6 +32,7 @@ from cluster_manager.core.task_sources import (
     TaskSource,
     ZipSource,
 )
+from cluster_manager.core.yaml_files import decode_text, parse_mapping
 from cluster_manager.errors import InvalidTaskError
 
 FLOOR_KEY = "min_time_us"
@@ -75,43 +74,8 @@ def load_task_zip_bytes(data: bytes, name: str, *, limits: TaskLimits = DEFAULT_
 # --- task.yml --------------------------------------------------------------------------------
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """SafeLoader that refuses anchors/aliases: they are how YAML bombs multiply."""
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()  # type: ignore[no-untyped-call]  # untyped in types-PyYAML
-            raise yaml.composer.ComposerError(
-                None, None, "aliases are not allowed in task.yml", event.start_mark
-            )
-        return super().compose_node(parent, index)
-
-
 def parse_task_yaml(data: bytes, *, limits: TaskLimits = DEFAULT_LIMITS) -> dict[str, Any]:
-    if len(data) > limits.yaml_bytes:
-        raise InvalidTaskError(
-            TASK_YAML, None, f"{len(data)} bytes is over the limit of {limits.yaml_bytes}"
-        )
-    text = _decode(data, TASK_YAML)
-    try:
-        spec = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise InvalidTaskError(TASK_YAML, None, f"not valid YAML: {exc}") from None
-    except RecursionError:
-        raise InvalidTaskError(TASK_YAML, None, "nested too deeply") from None
-    if not isinstance(spec, dict):
-        raise InvalidTaskError(TASK_YAML, None, "must be a mapping of keys to values")
-    return spec
-
-
-def _decode(data: bytes, file: str) -> str:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidTaskError(file, None, f"not UTF-8 text (byte {exc.start})") from None
-    if "\x00" in text:  # never in source code, and Postgres text cannot hold it
-        raise InvalidTaskError(file, None, f"not text: a NUL byte at byte {data.index(0)}")
-    return text
+    return parse_mapping(data, TASK_YAML, max_bytes=limits.yaml_bytes)
 
 
 def _load(source: TaskSource, name: str, limits: TaskLimits) -> Task:
@@ -193,7 +157,7 @@ def _files(raw: object, source: TaskSource) -> tuple[TaskFile, ...]:
             files.append(TaskFile(name, None))
         else:
             data = source.read(src, key=f"{key}.source")
-            files.append(TaskFile(name, _decode(data, str(src))))
+            files.append(TaskFile(name, decode_text(data, str(src))))
     slots = [f.name for f in files if f.is_submission]
     if len(slots) != 1:
         raise InvalidTaskError(
@@ -252,7 +216,7 @@ def _templates(raw: object, source: TaskSource) -> dict[str, str]:
     if not isinstance(raw, dict):
         raise InvalidTaskError(TASK_YAML, "templates", "must map a language name to a file")
     return {
-        str(lang): _decode(source.read(path, key=f"templates.{lang}"), str(path))
+        str(lang): decode_text(source.read(path, key=f"templates.{lang}"), str(path))
         for lang, path in raw.items()
     }
 

@@ -50,7 +50,7 @@ def judge_phase(
 ) -> PhaseJudgement:
     if phase == ScriptMode.SCRIPT:
         return _judge_script(exit_code, timed_out, timeout_s)
-    tests = tuple(protocol.tests_from_result(result, limit=case_count))
+    tests = tuple(protocol.tests_from_result(result, limit=case_count, specs=specs))
     benchmarks = tuple(protocol.benchmarks_from_result(result, limit=case_count, specs=specs))
 
     def judged(verdict: Verdict, message: str) -> PhaseJudgement:
@@ -114,6 +114,8 @@ def _reported_failure(
     if failures:
         where, error, _ = failures[0]
         return verdict, f"{phase}: {where} failed: {_first_line(error)}"
+    if error := result.get("error", "").strip():  # a main's own reason (no GPU, bad tests file)
+        return verdict, f"{phase}: the harness reported a failure: {_first_line(error)}"
     return verdict, f"{phase}: the harness reported a failure"
 
 

@@ -1,0 +1,149 @@
+"""`cluster-manager leaderboard check`: each task of a folder, zip or competition file loads, and
+its reference passes as the submission here; a task needing a GPU this machine lacks says which."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from cluster_manager.core import models
+from cluster_manager.core.models import PhaseOutcome, RunResult, ScriptMode, Verdict
+from cluster_manager.task_check import first_error, gpu_missing
+from tests.conftest import EXAMPLES, FIXTURES
+
+COMPAT = FIXTURES / "compat"
+
+
+def check(*args: str, gpus_file: Path | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_GPUS"}
+    if gpus_file is not None:
+        env["CLUSTER_MANAGER_GPUS"] = str(gpus_file)
+    return subprocess.run(
+        [sys.executable, "-m", "cluster_manager", "leaderboard", "check", *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
+
+
+def rows(done: subprocess.CompletedProcess[str]) -> dict[str, dict]:
+    return {row["name"]: row for row in json.loads(done.stdout)}
+
+
+def test_every_public_shape_loads_and_its_reference_passes_through_the_runner():
+    done = check(str(COMPAT / "compat.yaml"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = rows(done)
+    assert list(checks) == ["cases", "outputs", "cuda_only"]  # the file's order
+    # Booleans, lists and underscored words read by the task's own eval.py, which (with its
+    # utils.py) comes from a sibling problem set.
+    assert checks["cases"]["passed"] is True and checks["cases"]["benchmark_s"] > 0
+    # A NamedTuple holding a torch.return_types value and a dataclass, as the check expects.
+    assert checks["outputs"]["passed"] is True and checks["outputs"]["benchmark_s"] > 0
+    # Inputs on a CUDA device: not a failure here, but what it needs and why.
+    cuda = checks["cuda_only"]
+    assert cuda["ok"] and cuda["loaded"] and cuda["passed"] is None
+    assert cuda["needs"] == "B200 or H100"
+    assert "CUDA" in cuda["error"]
+
+
+def test_broken_problems_fail_the_check_with_their_first_error_in_full():
+    done = check(str(COMPAT / "broken.yaml"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    table = done.stdout.splitlines()
+    assert table[0].split() == ["task", "loads", "runs", "here", "reference", "benchmark"]
+    assert table[2].split()[:4] == ["wrong", "yes", "yes", "FAILS"]
+    assert table[3].split()[:2] == ["missing", "NO"]
+    # The whole message of the check, every line of it, not just the first.
+    assert "  test 0 (size: 3; seed: 1): mismatch at size 3:\n" in done.stdout
+    assert "  expected [3.0, 4.0, 5.0]\n  got [2.0, 3.0, 4.0]\n" in done.stdout
+    assert "files[1].source: file 'reference.py' does not exist" in done.stdout
+    assert "0 of 2 tasks fine (1 ran here)" in done.stdout
+
+
+def test_a_multi_gpu_task_needs_the_devices_a_machine_lacks_and_passes_where_it_has_them(
+    tmp_path: Path,
+):
+    task = EXAMPLES / "allreduce_py"  # world_size 2
+    one = tmp_path / "one.yml"
+    one.write_text("gpus:\n  CPU: {launcher: local, devices: 1}\n")
+    done = check(str(task), "--json", gpus_file=one)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = rows(done).values()
+    # The GPU type comes from the problem set's competition file that lists this folder.
+    assert row["needs"] == "CPU with 2 devices" and row["passed"] is None
+    assert row["error"] == "its largest world_size is 2; CPU here has 1"
+
+    two = tmp_path / "two.yml"
+    two.write_text("gpus:\n  CPU: {launcher: local, devices: 2}\n")
+    done = check(str(task), "--json", gpus_file=two)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = rows(done).values()
+    assert row["needs"] == "" and row["passed"] is True and row["benchmark_s"] > 0
+
+
+def test_every_shipped_example_passes_and_the_cuda_one_says_what_it_needs():
+    done = check(str(EXAMPLES / "examples.yaml"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    checks = rows(done)
+    for name in ("identity", "vectoradd", "softmax"):
+        assert checks[name]["passed"] is True, checks[name]
+    assert checks["allreduce"]["ok"]  # runs where this machine has two cores
+    assert checks["vectoradd_cuda"]["needs"] == "B200, and a solution"
+
+
+def test_a_gpu_type_run_elsewhere_or_unknown_is_refused():
+    done = check(str(COMPAT / "compat.yaml"), "--gpu", "B200")
+    assert done.returncode == 2
+    assert "B200 runs on the github launcher" in done.stderr
+    done = check(str(COMPAT / "compat.yaml"), "--gpu", "NOPE")
+    assert done.returncode == 2 and "unknown GPU type 'NOPE'" in done.stderr
+
+
+def test_a_broken_competition_file_is_refused_naming_the_problem_and_key(tmp_path: Path):
+    bad = tmp_path / "set.yaml"
+    bad.write_text("problems:\n  - directory: ../elsewhere\n")
+    done = check(str(bad))
+    assert done.returncode == 2
+    assert "invalid competition file: set.yaml: problems[0].directory" in done.stderr
+
+
+def _failed(stderr: str, error: str = "") -> RunResult:
+    phase = PhaseOutcome(
+        name="test",
+        exit_code=1,
+        timed_out=False,
+        duration_s=1.0,
+        stdout="",
+        stderr=stderr,
+        verdict=Verdict.RUNTIME_ERROR,
+        message="test: the harness exited with code 1",
+        tests=(models.TestOutcome(0, "size: 1", passed=False, error=error),),
+    )
+    return RunResult(False, Verdict.RUNTIME_ERROR, ScriptMode.SCRIPT, "", phases=(phase,))
+
+
+def test_only_a_missing_gpu_or_gpu_package_means_needs_a_gpu():
+    traceback = 'Traceback (most recent call last):\n  File "eval.py", line 3\n    import {}\n'
+    gpu_stack = traceback.format("cutlass") + "ModuleNotFoundError: No module named 'cutlass'\n"
+    assert gpu_missing(_failed(gpu_stack)) == "ModuleNotFoundError: No module named 'cutlass'"
+    typo = traceback.format("nmupy") + "ModuleNotFoundError: No module named 'nmupy'\n"
+    assert gpu_missing(_failed(typo)) == ""
+    # A traceback quoting code that mentions CUDA is not the error saying CUDA is missing.
+    quoted = (
+        '  File "r.py", line 9\n    raise AssertionError("Torch not compiled with CUDA enabled")\n'
+    )
+    assert gpu_missing(_failed(quoted + "ValueError: bad size\n")) == ""
+    assert gpu_missing(_failed(quoted + "AssertionError: Torch not compiled with CUDA enabled"))
+
+
+def test_first_error_is_a_failed_cases_message_else_the_last_traceback_whole():
+    told = _failed("noise", error="mismatch:\nline two")
+    assert first_error(told) == "test 0 (size: 1): mismatch:\nline two"
+    stderr = "warming up\nTraceback (most recent call last):\n  File x\nKeyError: 'k'\n"
+    untold = _failed(stderr, error="no result reported for this test")
+    assert first_error(untold) == "Traceback (most recent call last):\n  File x\nKeyError: 'k'"
