@@ -4,6 +4,7 @@ task's check as those types; a type from anywhere else is refused by name."""
 from __future__ import annotations
 
 import collections
+import sys
 import textwrap
 from pathlib import Path
 
@@ -69,6 +70,7 @@ def custom_kernel(data):
 
 FOREIGN = """
 import collections
+import sys
 import torch
 
 Point = collections.namedtuple("Point", "q r")
@@ -142,3 +144,29 @@ def test_rebuild_refuses_types_from_elsewhere(tmp_path: Path, monkeypatch: pytes
     for name in ("os:system", "submission:anything", "builtins:dict"):
         with pytest.raises(ValueError, match=name):
             output_types.rebuild({output_types.TYPE_KEY: name, "items": []})
+
+
+def test_rebuild_takes_only_classes_a_task_module_defines_and_fits_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    # A module of the run directory that imports other classes, as references do.
+    (tmp_path / "taskmod.py").write_text(
+        "import subprocess\nimport torch\nfrom typing import NamedTuple\n"
+        "class Pair(NamedTuple):\n    a: int\n    b: int\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import importlib
+
+    importlib.import_module("taskmod")
+    try:
+        tag = output_types.TYPE_KEY
+        for name in ("taskmod:subprocess.Popen", "taskmod:torch.Size"):
+            with pytest.raises(ValueError, match="not a class of its module"):
+                output_types.rebuild({tag: name, "items": ["true"]})
+        pair = output_types.rebuild({tag: "taskmod:Pair", "items": [1, 2]})
+        assert type(pair).__name__ == "Pair" and pair == (1, 2)
+        with pytest.raises(ValueError, match="taskmod:Pair cannot be built"):
+            output_types.rebuild({tag: "taskmod:Pair", "items": [1, 2, 3]})
+    finally:
+        sys.modules.pop("taskmod", None)

@@ -69,17 +69,21 @@ def _resolve(name: object) -> type:
     found: Any = sys.modules[module_name]
     for part in qualname.split("."):
         found = getattr(found, part, None)
-    if not isinstance(found, type):
+    # Only a class the module defines: not one it imported (`reference:subprocess.Popen`).
+    if not isinstance(found, type) or found.__module__ != module_name:
         raise ValueError(f"the output's type {name} is not a class of its module")
     return found
 
 
 def _build(kind: type, tagged: dict[str, Any]) -> Any:
-    if "fields" in tagged and dataclasses.is_dataclass(kind):
-        return kind(**tagged["fields"])
-    if "items" in tagged and issubclass(kind, tuple):
-        items = tagged["items"]
-        return kind(*items) if hasattr(kind, "_fields") else kind(items)  # NamedTuple or not
+    try:
+        if "fields" in tagged and dataclasses.is_dataclass(kind):
+            return kind(**tagged["fields"])
+        if "items" in tagged and issubclass(kind, tuple):
+            items = tagged["items"]
+            return kind(*items) if hasattr(kind, "_fields") else kind(items)  # NamedTuple or not
+    except TypeError as exc:  # fields or items that do not fit the type
+        raise ValueError(f"the output's {_type_name(kind)} cannot be built: {exc}") from None
     raise ValueError(f"the output's type {_type_name(kind)} is not a tuple type or dataclass")
 
 
