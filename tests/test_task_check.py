@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from cluster_manager.core import models
@@ -147,3 +148,21 @@ def test_first_error_is_a_failed_cases_message_else_the_last_traceback_whole():
     stderr = "warming up\nTraceback (most recent call last):\n  File x\nKeyError: 'k'\n"
     untold = _failed(stderr, error="no result reported for this test")
     assert first_error(untold) == "Traceback (most recent call last):\n  File x\nKeyError: 'k'"
+
+
+def _zip(folder: Path, to: Path) -> Path:
+    with zipfile.ZipFile(to, "w") as archive:
+        for file in sorted(folder.iterdir()):
+            archive.write(file, file.name)
+    return to
+
+
+def test_a_zip_is_checked_and_keeps_its_own_bound(tmp_path: Path):
+    done = check(str(_zip(COMPAT / "set_a" / "outputs_py", tmp_path / "outputs.zip")), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert rows(done)["outputs"]["passed"] is True
+    # A zip holds everything it names: a source from a sibling folder is refused at load.
+    done = check(str(_zip(COMPAT / "set_a" / "cases_py", tmp_path / "cases.zip")), "--json")
+    assert done.returncode == 1
+    row = rows(done)["cases"]
+    assert not row["loaded"] and "files[2].source" in row["error"], row
