@@ -134,6 +134,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                     default_rate_limit_per_hour=settings.rate_limit_per_hour,
                     script_rate_limit_per_hour=settings.script_rate_limit_per_hour,
                     installation=installation,
+                    allow_unsandboxed_ranking=settings.allow_unsandboxed_ranking,
                 ),
                 installation=installation,
             )

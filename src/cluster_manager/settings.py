@@ -45,6 +45,12 @@ class Settings:
     # Rank scores of runs the runner could not fully sandbox (core.sandboxing). Off: such a
     # score is stored and shown to its owner and admins, but kept out of the rankings.
     allow_unsandboxed_ranking: bool = False
+    # HTTP API: where clients reach it (our CLI as a client uses it with `api_token`), the
+    # admin token (None: admin API off; kept out of repr), requests per token per minute.
+    api_url: str | None = None
+    api_token: str | None = field(default=None, repr=False)
+    admin_token: str | None = field(default=None, repr=False)
+    api_rate_limit_per_minute: int = 120
 
 
 def _int_or_none(raw: str | None, name: str, default: int | None) -> int | None:
@@ -182,6 +188,15 @@ def load_settings(
             values.get("CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"),
             "CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING",
         ),
+        api_url=(values.get("CLUSTER_MANAGER_API_URL") or "").rstrip("/") or None,
+        api_token=values.get("CLUSTER_MANAGER_TOKEN") or None,
+        admin_token=values.get("CLUSTER_MANAGER_ADMIN_TOKEN") or None,
+        api_rate_limit_per_minute=_positive_int(
+            values.get("CLUSTER_MANAGER_API_RATE_LIMIT_PER_MINUTE"),
+            "CLUSTER_MANAGER_API_RATE_LIMIT_PER_MINUTE",
+            defaults.api_rate_limit_per_minute,
+        )
+        or defaults.api_rate_limit_per_minute,
     )
 
 

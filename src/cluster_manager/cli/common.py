@@ -25,7 +25,9 @@ COMMAND_MODULES = {
     "demo": "demo",
     "eval": "local_eval",
     "leaderboard": "leaderboard",
+    "serve": "serve",
     "submit": "submit",
+    "user": "user",
     "worker": "worker",
 }
 

@@ -10,7 +10,6 @@ Built without an app, it still has every command (to print them), but cannot run
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -25,12 +24,10 @@ from cluster_manager.discord.cogs.ops import OpsCog
 from cluster_manager.discord.cogs.run import RunCog
 from cluster_manager.discord.errors import report_error
 from cluster_manager.discord.live import Watchers
+from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
 from cluster_manager.scheduler import SchedulerConfig
 
 log = logging.getLogger(__name__)
-
-SCHEDULER_RESTART_S = 5.0
-SCHEDULER_STOP_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -101,32 +98,18 @@ class ClusterBot(commands.Bot):
             synced = await self.sync_commands()
             log.info("synced %d commands", len(synced))
         if self.config.run_scheduler:
-            self._scheduler_task = asyncio.create_task(self._run_scheduler(), name="scheduler")
+            self._scheduler_task = asyncio.create_task(
+                keep_scheduling(self.app, self._stop, self.config.scheduler), name="scheduler"
+            )
 
     async def sync_commands(self) -> list[app_commands.AppCommand]:
         guild = discord.Object(self.config.guild_id) if self.config.guild_id else None
         return await self.tree.sync(guild=guild)
 
-    async def _run_scheduler(self) -> None:
-        # A new scheduler adopts the jobs whose leases expired, including those a previous
-        # run of the bot left in flight.
-        while not self._stop.is_set():
-            scheduler = self.app.scheduler(self.config.scheduler)
-            log.info("scheduler %s serving %s", scheduler.owner, ", ".join(scheduler.gpus))
-            try:
-                await scheduler.run(self._stop)
-            except Exception:
-                log.exception("the scheduler stopped; restarting in %.0f s", SCHEDULER_RESTART_S)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), SCHEDULER_RESTART_S)
-
     async def close(self) -> None:
         self._stop.set()
         if self._scheduler_task is not None:
-            try:
-                await asyncio.wait_for(self._scheduler_task, SCHEDULER_STOP_S)
-            except TimeoutError:
-                log.warning("the scheduler did not stop in time; its leases will expire")
+            await stop_scheduling(self._scheduler_task, self._stop)
             self._scheduler_task = None
         await super().close()
 

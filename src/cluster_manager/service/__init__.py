@@ -12,6 +12,8 @@ the scheduler's business.
     submissions.py   taking a submission in and reading it back
     scripts.py       quick script runs and their GPU slots
     events.py        live job events
+    history.py       a user's own submissions: listing, reading, deleting
+    accounts.py      API tokens: issuing, revoking, authenticating
     facade.py        Service: the halves above composed
 """
 
@@ -24,6 +26,8 @@ from cluster_manager.service.errors import (
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
+    StillRunningError,
+    UnauthorizedError,
 )
 from cluster_manager.service.facade import Service
 from cluster_manager.service.rates import (
@@ -33,6 +37,7 @@ from cluster_manager.service.rates import (
 from cluster_manager.service.records import (
     TERMINAL_EVENTS,
     TERMINAL_STATES,
+    QueueStatus,
     SubmissionReceipt,
     SubmissionReport,
     Submitter,
@@ -55,11 +60,14 @@ __all__ = [
     "InvalidDeadlineError",
     "NotFoundError",
     "PermissionDeniedError",
+    "QueueStatus",
     "RateLimitedError",
     "Service",
+    "StillRunningError",
     "SubmissionReceipt",
     "SubmissionReport",
     "Submitter",
+    "UnauthorizedError",
     "check_may_delete",
     "parse_deadline",
 ]

@@ -27,6 +27,14 @@ class PermissionDeniedError(ClusterManagerError):
     pass
 
 
+class StillRunningError(ClusterManagerError):
+    """What is asked for must wait until the submission's jobs are done."""
+
+
+class UnauthorizedError(ClusterManagerError):
+    """No credentials, or ones that name nobody (an unknown or revoked token)."""
+
+
 class InvalidDeadlineError(ClusterManagerError):
     pass
 

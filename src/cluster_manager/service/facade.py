@@ -1,5 +1,5 @@
-"""`Service`: the leaderboard, submission, script and event halves over one pool, GPU registry
-and clock, with the limits a deployment sets."""
+"""`Service`: the leaderboard, submission, script, event and account parts over one pool, GPU
+registry and clock, with the limits a deployment sets."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import asyncpg
 
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.gpus import GpuRegistry
+from cluster_manager.service.accounts import Accounts
 from cluster_manager.service.events import LiveEvents
+from cluster_manager.service.history import History
 from cluster_manager.service.leaderboards import Leaderboards
 from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
@@ -20,7 +22,7 @@ from cluster_manager.service.scripts import ScriptRuns
 from cluster_manager.service.submissions import Submissions
 
 
-class Service(Leaderboards, Submissions, ScriptRuns, LiveEvents):
+class Service(Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accounts):
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -32,6 +34,7 @@ class Service(Leaderboards, Submissions, ScriptRuns, LiveEvents):
         max_submission_bytes: int = MAX_SUBMISSION_BYTES,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         installation: str | None = None,
+        allow_unsandboxed_ranking: bool = False,
     ) -> None:
         self.pool = pool
         self.registry = registry
@@ -43,3 +46,5 @@ class Service(Leaderboards, Submissions, ScriptRuns, LiveEvents):
         self._installation = installation
         self.max_submission_bytes = max_submission_bytes
         self.clock = clock
+        # As the scheduler's: re-ranking after a deletion follows the same rule.
+        self.allow_unsandboxed_ranking = allow_unsandboxed_ranking

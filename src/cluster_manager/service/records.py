@@ -45,3 +45,13 @@ class SubmissionReport:
         """Every job has its run and every run passed (a failed job has no run)."""
         runs = self.runs
         return bool(runs) and len(runs) == len(self.jobs) and all(r.passed for r in runs)
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """A GPU type's queue as a client sees it: who runs it, what waits, what runs."""
+
+    gpu: str
+    launcher: str
+    queued: int
+    running: int

@@ -11,6 +11,7 @@ import asyncpg
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement
 from cluster_manager.core.submission import validate_submission
+from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.errors import (
     DeadlinePassedError,
     GpuNotAllowedError,
@@ -19,7 +20,12 @@ from cluster_manager.service.errors import (
 )
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.rates import RATE_WINDOW, check_rate
-from cluster_manager.service.records import SubmissionReceipt, SubmissionReport, Submitter
+from cluster_manager.service.records import (
+    QueueStatus,
+    SubmissionReceipt,
+    SubmissionReport,
+    Submitter,
+)
 from cluster_manager.service.rules import redact
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
@@ -32,6 +38,7 @@ class Submissions:
     """The submission half of `Service`."""
 
     pool: asyncpg.Pool
+    registry: GpuRegistry
     clock: Callable[[], datetime]
     default_rate_limit: int
     max_submission_bytes: int
@@ -86,6 +93,14 @@ class Submissions:
             position = await job_store.queue_position(self.pool, job.id)
             await job_store.publish(self.pool, JobEvent.of_job(job, position=position))
 
+    async def queue_status(self, gpu: str) -> QueueStatus:
+        return QueueStatus(
+            gpu=gpu,
+            launcher=self.registry.get(gpu).launcher,
+            queued=await job_store.queued_count(self.pool, [gpu]),
+            running=await job_store.active_on_gpu(self.pool, gpu),
+        )
+
     async def submission_code(self, submission_id: int, user: Submitter) -> tuple[str, str]:
         """(file name, code) of a submission; only its author may read it."""
         found = await self._stored(submission_id)
@@ -94,10 +109,7 @@ class Submissions:
         return found.file_name, found.code
 
     async def report(self, submission_id: int) -> SubmissionReport:
-        found = await self._stored(submission_id)
-        jobs = await job_store.jobs_of_submission(self.pool, submission_id)
-        runs = await run_store.runs_of_submission(self.pool, submission_id)
-        return SubmissionReport(found, tuple(jobs), tuple(redact(r) for r in runs))
+        return await load_report(self.pool, submission_id)
 
     async def placements(self, submission_id: int) -> list[Placement]:
         """Where a ranked submission stands on each GPU, and whether it is the user's best."""
@@ -126,6 +138,16 @@ class Submissions:
         if found is None:
             raise NotFoundError(f"there is no submission {submission_id}")
         return found
+
+
+async def load_report(pool: asyncpg.Pool, submission_id: int) -> SubmissionReport:
+    """A submission with its jobs and runs (secret runs redacted)."""
+    found = await sub_store.get_submission(pool, submission_id)
+    if found is None:
+        raise NotFoundError(f"there is no submission {submission_id}")
+    jobs = await job_store.jobs_of_submission(pool, submission_id)
+    runs = await run_store.runs_of_submission(pool, submission_id)
+    return SubmissionReport(found, tuple(jobs), tuple(redact(r) for r in runs))
 
 
 def choose_gpus(board: Leaderboard, gpus: Sequence[str] | None) -> list[str]:

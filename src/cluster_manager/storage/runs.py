@@ -63,12 +63,16 @@ async def record_run(
         if inserted is None:
             return False
         if job.mode is Mode.LEADERBOARD:
-            await _rank_pair(conn, job, submission, allow_unsandboxed)
+            await _rank_pair(conn, job.submission_id, job.gpu, submission, allow_unsandboxed)
     return True
 
 
 async def _rank_pair(
-    conn: Connection, job: Job, submission: asyncpg.Record, allow_unsandboxed: bool
+    conn: Connection,
+    submission_id: int,
+    gpu: str,
+    submission: asyncpg.Record,
+    allow_unsandboxed: bool,
 ) -> None:
     """Ranks the public score once both it and the secret re-run passed on this GPU."""
     pair = await conn.fetch(
@@ -77,8 +81,8 @@ async def _rank_pair(
         FROM runs
         WHERE submission_id = $1 AND gpu = $2 AND mode = 'leaderboard'
         """,
-        job.submission_id,
-        job.gpu,
+        submission_id,
+        gpu,
     )
     public = next((r for r in pair if not r["secret"]), None)
     secret = next((r for r in pair if r["secret"]), None)
@@ -99,12 +103,34 @@ async def _rank_pair(
             WHERE EXCLUDED.score < rankings.score
         """,
         submission["leaderboard_id"],
-        job.gpu,
+        gpu,
         submission["user_id"],
-        job.submission_id,
+        submission_id,
         public["score"],
         submission["submitted_at"],
     )
+
+
+async def rerank_user(
+    conn: Connection, *, leaderboard_id: int, user_id: int, allow_unsandboxed: bool
+) -> None:
+    """Rebuilds one user's ranking rows on a leaderboard from their stored runs (after one of
+    their submissions is deleted): the best pair that still counts on each GPU."""
+    await conn.execute(
+        "DELETE FROM rankings WHERE leaderboard_id = $1 AND user_id = $2", leaderboard_id, user_id
+    )
+    pairs = await conn.fetch(
+        """
+        SELECT DISTINCT r.submission_id, r.gpu, s.leaderboard_id, s.user_id, s.submitted_at
+        FROM runs r JOIN submissions s ON s.id = r.submission_id
+        WHERE r.leaderboard_id = $1 AND r.user_id = $2 AND r.mode = 'leaderboard'
+              AND NOT r.secret AND r.passed AND r.score IS NOT NULL
+        """,
+        leaderboard_id,
+        user_id,
+    )
+    for pair in pairs:
+        await _rank_pair(conn, pair["submission_id"], pair["gpu"], pair, allow_unsandboxed)
 
 
 async def ranking(

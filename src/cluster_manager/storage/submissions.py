@@ -112,3 +112,27 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         mode=Mode(row["mode"]),
         submitted_at=row["submitted_at"],
     )
+
+
+async def submissions_of_user(
+    db: Executor, *, user_id: int, leaderboard_id: int | None, limit: int
+) -> list[int]:
+    """Ids of a user's submissions (on one leaderboard, or all), newest first."""
+    rows = await db.fetch(
+        """
+        SELECT id FROM submissions
+        WHERE user_id = $1 AND ($2::bigint IS NULL OR leaderboard_id = $2)
+        ORDER BY submitted_at DESC, id DESC
+        LIMIT $3
+        """,
+        user_id,
+        leaderboard_id,
+        limit,
+    )
+    return [r["id"] for r in rows]
+
+
+async def delete_submission(conn: Connection, submission_id: int) -> bool:
+    """Deletes a submission with its jobs, runs and ranking rows (cascades)."""
+    result = await conn.execute("DELETE FROM submissions WHERE id = $1", submission_id)
+    return bool(result.endswith(" 1"))

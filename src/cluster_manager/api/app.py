@@ -1,0 +1,31 @@
+"""The ASGI app over an open `App`: routes, error answers, body limits, the token limiter."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from cluster_manager.api import errors
+from cluster_manager.api.auth import RequestLimiter
+from cluster_manager.api.routes import ours, popcorn
+from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
+from cluster_manager.service import Service
+from cluster_manager.settings import Settings
+
+API_VERSION = "1"
+
+
+def create_api(service: Service, settings: Settings) -> FastAPI:
+    api = FastAPI(
+        title="cluster-manager",
+        version=API_VERSION,
+        description="Submit kernels, follow them live, read rankings. popcorn-cli compatible.",
+    )
+    api.state.service = service
+    api.state.admin_token = settings.admin_token
+    api.state.limiter = RequestLimiter(settings.api_rate_limit_per_minute)
+    errors.install(api)
+    # Ours first: `/leaderboards/{name}` must not be read as popcorn's `/{lb}/{gpu}/{mode}`.
+    api.include_router(ours.router)
+    api.include_router(popcorn.router)
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    return api

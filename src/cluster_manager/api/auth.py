@@ -1,0 +1,86 @@
+"""Who calls: a user's API token, sent as popcorn-cli sends it (`X-Popcorn-Cli-Id`) or as
+`Authorization: Bearer`, or the admin token. Every authenticated request counts against its
+token's per-minute limit."""
+
+from __future__ import annotations
+
+import hmac
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from fastapi import Request
+from limits import RateLimitItemPerMinute, storage, strategies
+
+from cluster_manager.service import (
+    PermissionDeniedError,
+    RateLimitedError,
+    Service,
+    Submitter,
+    UnauthorizedError,
+)
+
+POPCORN_HEADER = "X-Popcorn-Cli-Id"
+NO_TOKEN = (
+    f"no API token: send it as {POPCORN_HEADER} or Authorization: Bearer "
+    "(get one with /token in Discord, or from an admin: cluster-manager user token NAME)"
+)
+
+
+@dataclass(frozen=True)
+class Caller:
+    user: Submitter | None  # None: the admin token, which is nobody's
+    admin: bool = False
+
+    def require_user(self) -> Submitter:
+        if self.user is None:
+            raise PermissionDeniedError("the admin token acts for no user: use a user's token")
+        return self.user
+
+
+class RequestLimiter:
+    """A moving window of requests per token (the `limits` library, in memory: one server
+    process is one window; several behind a balancer would each keep their own)."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._item = RateLimitItemPerMinute(per_minute)
+        self._limiter = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
+
+    def hit(self, key: str) -> None:
+        if self._limiter.hit(self._item, "api", key):
+            return
+        reset = self._limiter.get_window_stats(self._item, "api", key).reset_time
+        raise RateLimitedError(
+            f"over {self.per_minute} requests per minute with this token",
+            retry_after=timedelta(seconds=max(1.0, reset - time.time())),
+        )
+
+
+def presented_token(request: Request) -> str | None:
+    token = request.headers.get(POPCORN_HEADER, "").strip()
+    if not token:
+        scheme, _, value = request.headers.get("Authorization", "").partition(" ")
+        token = value.strip() if scheme.lower() == "bearer" else ""
+    return token or None
+
+
+def is_admin_token(token: str, admin_token: str | None) -> bool:
+    return admin_token is not None and hmac.compare_digest(
+        token.encode("utf-8", "surrogateescape"), admin_token.encode("utf-8")
+    )
+
+
+async def caller(request: Request) -> Caller:
+    """The FastAPI dependency of every authenticated route."""
+    state = request.app.state
+    token = presented_token(request)
+    if token is None:
+        raise UnauthorizedError(NO_TOKEN)
+    if is_admin_token(token, state.admin_token):
+        state.limiter.hit("admin")
+        return Caller(None, admin=True)
+    service: Service = state.service
+    user = await service.authenticate(token)
+    state.limiter.hit(f"user:{user.external_id}")
+    return Caller(user)

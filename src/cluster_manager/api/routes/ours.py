@@ -1,0 +1,62 @@
+"""Our own endpoints: rankings, task files and templates, live job events, health."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import PlainTextResponse
+
+from cluster_manager.api import views
+from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.routes.popcorn import service_of
+from cluster_manager.api.streams import event_response, event_stream
+from cluster_manager.service import NotFoundError
+from cluster_manager.storage.database import round_trip_ms
+
+router = APIRouter()
+Authenticated = Annotated[Caller, Depends(caller)]
+
+
+@router.get("/health")
+async def health(request: Request) -> dict[str, Any]:
+    service = service_of(request)
+    return {"status": "ok", "database_ms": round(await round_trip_ms(service.pool), 2)}
+
+
+@router.get("/leaderboards/{name}")
+async def leaderboard(
+    name: str,
+    request: Request,
+    gpu: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> dict[str, Any]:
+    service = service_of(request)
+    board = await service.leaderboard(name)
+    return views.ranking_view(board, await service.ranking(name, gpu, limit=limit))
+
+
+@router.get("/leaderboards/{name}/task")
+async def task(name: str, request: Request) -> dict[str, Any]:
+    service = service_of(request)
+    board = await service.leaderboard(name)
+    return {**views.task_view(board.task), "files": await service.task_files(name)}
+
+
+@router.get("/leaderboards/{name}/template/{language}")
+async def template(name: str, language: str, request: Request) -> PlainTextResponse:
+    templates = await service_of(request).templates(name)
+    found = next(
+        (text for lang, text in templates.items() if lang.lower() == language.lower()), None
+    )
+    if found is None:
+        known = ", ".join(sorted(templates)) or "none"
+        raise NotFoundError(f"{name!r} has no {language!r} template (it has: {known})")
+    return PlainTextResponse(found)
+
+
+@router.get("/submissions/{submission_id}/events")
+async def events(submission_id: int, request: Request, who: Authenticated) -> Response:
+    service = service_of(request)
+    await service.own_report(submission_id, who.user, admin=who.admin)
+    return event_response(event_stream(service, submission_id))

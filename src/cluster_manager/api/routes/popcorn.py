@@ -1,0 +1,129 @@
+"""What popcorn-cli calls, with the shapes it parses (github.com/gpu-mode/popcorn-cli,
+src/service/mod.rs): listing leaderboards and GPUs, submitting (answered at once, then
+polled; or streamed as server-sent events), reading and deleting one's submissions."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.responses import JSONResponse
+
+from cluster_manager.api import views
+from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.errors import BadRequestError
+from cluster_manager.api.streams import event_response, submission_stream
+from cluster_manager.api.uploads import read_upload
+from cluster_manager.core.models import Mode
+from cluster_manager.service import Service, SubmissionReceipt
+
+router = APIRouter()
+Authenticated = Annotated[Caller, Depends(caller)]
+
+REGISTER_HINT = (
+    "this server does not take popcorn-cli's `register` (its OAuth callback goes to the server "
+    "the client was built for). Get a token with /token in Discord (or from an admin: "
+    "cluster-manager user token NAME), write `cli_id: <token>` into ~/.popcorn.yaml and set "
+    "POPCORN_API_URL to this server's URL."
+)
+
+
+def service_of(request: Request) -> Service:
+    service: Service = request.app.state.service
+    return service
+
+
+def parse_mode(raw: str) -> Mode:
+    try:
+        return Mode(raw.lower())
+    except ValueError:
+        modes = ", ".join(m.value for m in Mode)
+        raise BadRequestError(f"unknown mode {raw!r}; choose from {modes}") from None
+
+
+@router.get("/auth/init", status_code=501)
+async def auth_init() -> JSONResponse:
+    return JSONResponse({"detail": REGISTER_HINT}, status_code=501)
+
+
+@router.get("/leaderboards")
+async def leaderboards(request: Request) -> list[dict[str, Any]]:
+    service = service_of(request)
+    boards = [await service.leaderboard(s.name) for s in await service.list_leaderboards()]
+    return [views.leaderboard_view(b) for b in boards]
+
+
+@router.get("/gpus/{leaderboard}")
+async def gpus(leaderboard: str, request: Request) -> list[str]:
+    return list((await service_of(request).leaderboard(leaderboard)).gpus)
+
+
+async def _submit(
+    request: Request, who: Caller, leaderboard: str, gpu: str, mode: str
+) -> SubmissionReceipt:
+    service = service_of(request)
+    chosen = parse_mode(mode)
+    await service.leaderboard(leaderboard)  # an unknown board is 404 before the upload is read
+    upload = await read_upload(request, service.max_submission_bytes)
+    return await service.submit(
+        leaderboard, who.require_user(), upload.file_name, upload.data, gpus=[gpu], mode=chosen
+    )
+
+
+@router.post("/submission/{leaderboard}/{gpu}/{mode}", status_code=202)
+async def submit(
+    leaderboard: str, gpu: str, mode: str, request: Request, who: Authenticated
+) -> dict[str, Any]:
+    """Accepted at once; the client polls `GET /user/submissions/{id}`."""
+    receipt = await _submit(request, who, leaderboard, gpu, mode)
+    queue = await service_of(request).queue_status(receipt.jobs[0].gpu)
+    return {
+        "status": "accepted",
+        "details": {"id": receipt.submission_id, "job_status_id": receipt.jobs[0].id},
+        "runner_queue": views.queue_view(queue),
+    }
+
+
+@router.get("/user/submissions")
+async def my_submissions(
+    request: Request,
+    who: Authenticated,
+    leaderboard: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+) -> list[dict[str, Any]]:
+    reports = await service_of(request).user_submissions(
+        who.require_user(), leaderboard=leaderboard, limit=limit
+    )
+    return [views.submission_summary(r) for r in reports]
+
+
+@router.get("/user/submissions/{submission_id}")
+async def my_submission(submission_id: int, request: Request, who: Authenticated) -> Any:
+    service = service_of(request)
+    report = await service.own_report(submission_id, who.user, admin=who.admin)
+    waiting = next((j for j in report.jobs if j.state.value == "queued"), None)
+    queue = await service.queue_status(waiting.gpu) if waiting else None
+    return views.submission_view(report, queue)
+
+
+@router.delete("/user/submissions/{submission_id}")
+async def delete_my_submission(
+    submission_id: int, request: Request, who: Authenticated
+) -> dict[str, Any]:
+    await service_of(request).delete_submission(submission_id, who.user, admin=who.admin)
+    return {"status": "deleted", "id": submission_id}
+
+
+@router.post("/profile/{leaderboard}/{gpu}")
+async def profile(leaderboard: str, gpu: str, request: Request, who: Authenticated) -> Response:
+    receipt = await _submit(request, who, leaderboard, gpu, Mode.PROFILE.value)
+    return event_response(submission_stream(service_of(request), receipt.submission_id))
+
+
+@router.post("/{leaderboard}/{gpu}/{mode}")
+async def submit_streaming(
+    leaderboard: str, gpu: str, mode: str, request: Request, who: Authenticated
+) -> Response:
+    """The streaming form: progress as `status` events, then `result` (or `error`)."""
+    receipt = await _submit(request, who, leaderboard, gpu, mode)
+    return event_response(submission_stream(service_of(request), receipt.submission_id))

@@ -1,0 +1,126 @@
+"""Server-sent events: a submission's live progress, then its result.
+
+The client only watches: a client that goes away leaves its submission queued or running,
+and the result is stored as for every other front end."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from sse_starlette import EventSourceResponse
+
+from cluster_manager.api.views import client_status, key_form, run_view
+from cluster_manager.core.models import RunResult
+from cluster_manager.core.records import RunRecord
+from cluster_manager.report import format_event, format_submission_report
+from cluster_manager.service import Service, SubmissionReport
+
+STATUS_INTERVAL_S = 3.0  # how often a waiting client hears that we are still at it
+
+Event = dict[str, str]
+PING_S = 15  # a comment line now and then keeps proxies from closing a quiet stream
+
+
+def event_response(events: AsyncIterator[Event]) -> EventSourceResponse:
+    # "\n" between lines: popcorn-cli splits messages on a blank line of "\n\n" only.
+    return EventSourceResponse(events, sep="\n", ping=PING_S)
+
+
+def sse(event: str, data: dict[str, Any]) -> Event:
+    return {"event": event, "data": json.dumps(data)}
+
+
+async def submission_stream(
+    service: Service, submission_id: int, *, interval_s: float = STATUS_INTERVAL_S
+) -> AsyncIterator[Event]:
+    """`status` events every `interval_s` with the latest progress, then `result` (or
+    `error` when the jobs could not be followed)."""
+    started = time.monotonic()
+    latest = ["queued"]
+    done = asyncio.Event()
+
+    async def follow() -> None:
+        try:
+            async for event in service.watch(submission_id):
+                latest[0] = format_event(event)
+        finally:
+            done.set()
+
+    follower = asyncio.create_task(follow())
+    try:
+        while True:
+            try:
+                await asyncio.wait_for(done.wait(), timeout=interval_s)
+                break
+            except TimeoutError:
+                elapsed = round(time.monotonic() - started, 1)
+                status = {"status": "processing", "elapsed_time": elapsed, "message": latest[0]}
+                yield sse("status", status)
+        if (failure := follower.exception()) is not None:
+            yield sse("error", {"status": "error", "detail": f"following failed: {failure}"})
+            return
+        yield sse("result", result_payload(await service.report(submission_id)))
+    finally:
+        follower.cancel()  # the submission goes on; only this client's view of it ends
+
+
+def result_payload(report: SubmissionReport) -> dict[str, Any]:
+    stored = report.submission
+    title = f"{stored.leaderboard} / {stored.file_name} (submission {stored.id})"
+    status, error = client_status(report)
+    return {
+        "status": "success",
+        "submission_id": stored.id,
+        "submission_status": status,
+        "error": error,
+        "results": [_result_item(run) for run in report.runs],
+        "reports": [f"{title}\n{format_submission_report(report)}"],
+    }
+
+
+def _result_item(run: RunRecord) -> dict[str, Any]:
+    item: dict[str, Any] = {
+        "gpu": run.gpu,
+        "secret": run.secret,
+        "passed": run.passed,
+        "verdict": run.verdict.value,
+        "score": None if run.secret else run.score,
+        "runs": {},
+    }
+    if run.secret or not run.result:
+        return item
+    result = RunResult.from_json(run.result)
+    for phase in result.phases:
+        item["runs"][phase.name] = {
+            "run": {
+                "success": phase.exit_code == 0,
+                "passed": phase.verdict.value == "passed",
+                "stdout": phase.stdout,
+                "stderr": phase.stderr,
+                "exit_code": phase.exit_code,
+                "duration": phase.duration_s,
+                "result": key_form(result),
+            },
+            "compilation": None
+            if result.compilation is None
+            else {"success": result.compilation.success, "stderr": result.compilation.output},
+        }
+    return item
+
+
+async def event_stream(service: Service, submission_id: int) -> AsyncIterator[Event]:
+    """Our own live view: each `JobEvent` as `job`, then `done` with the final status."""
+    async for event in service.watch(submission_id):
+        yield {"event": "job", "data": json.dumps(event.to_json())}
+    report = await service.report(submission_id)
+    status, error = client_status(report)
+    yield sse("done", {"status": status, "error": error, **_runs_of(report)})
+
+
+def _runs_of(report: SubmissionReport) -> dict[str, Any]:
+    jobs = {j.id: j for j in report.jobs}
+    return {"runs": [run_view(r, jobs.get(r.job_id)) for r in report.runs]}

@@ -1,0 +1,214 @@
+"""JSON shapes of the API: the ones popcorn-cli parses (field for field), and our own.
+
+A secret run shows its verdict and nothing derived from its inputs (no result, no
+diagnostics, no score); a leaderboard never shows its secret seed."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from cluster_manager.core.models import Mode, RunResult, Task, Verdict
+from cluster_manager.core.records import Job, JobState, Leaderboard, RankingEntry, RunRecord
+from cluster_manager.report import format_submission_report
+from cluster_manager.service import QueueStatus, SubmissionReport
+
+Json = dict[str, Any]
+
+
+def iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def task_view(task: Task) -> Json:
+    """What a competitor may read of a task: not the files' contents (`/task` has those)."""
+    return {
+        "lang": task.lang.value,
+        "description": task.description,
+        "files": [f.name for f in task.files],
+        "tests": list(task.tests),
+        "benchmarks": list(task.benchmarks),
+        "ranking_by": task.ranking_by.value,
+        "multi_gpu": task.multi_gpu,
+        "templates": sorted(task.templates),
+    }
+
+
+def leaderboard_view(board: Leaderboard) -> Json:
+    return {
+        "id": board.id,
+        "name": board.name,
+        "description": board.description or board.task.description,
+        "deadline": iso(board.deadline),
+        "gpu_types": list(board.gpus),
+        "task": task_view(board.task),
+    }
+
+
+def ranking_view(board: Leaderboard, rankings: dict[str, list[RankingEntry]]) -> Json:
+    return {
+        **leaderboard_view(board),
+        "rankings": {
+            gpu: [
+                {
+                    "rank": e.rank,
+                    "user": e.user,
+                    "score": e.score,
+                    "submission_id": e.submission_id,
+                    "submission_time": iso(e.submitted_at),
+                }
+                for e in entries
+            ]
+            for gpu, entries in rankings.items()
+        },
+    }
+
+
+def queue_view(queue: QueueStatus) -> Json:
+    return {
+        "runner": queue.launcher,
+        "gpu": queue.gpu,
+        "queued_jobs": queue.queued,
+        "running_jobs": queue.running,
+    }
+
+
+def client_status(report: SubmissionReport) -> tuple[str, str | None]:
+    """The submission's state in popcorn-cli's words, and what went wrong.
+
+    A ranked submission succeeds only as the ranking decides: its public run scored and its
+    secret run passed on each GPU."""
+    jobs = report.jobs
+    if not report.done:
+        dispatched = any(j.state is JobState.DISPATCHED for j in jobs)
+        return ("running" if dispatched else "pending"), None
+    failed_job = next((j for j in jobs if j.state is JobState.FAILED), None)
+    if failed_job is not None:
+        return "failed", failed_job.error or "the job could not be run"
+    failing = next((r for r in report.runs if not r.passed), None)
+    if failing is not None:
+        status = "timed_out" if failing.verdict is Verdict.TIMEOUT else "failed"
+        return status, _run_message(failing)
+    if report.submission.mode is Mode.LEADERBOARD:
+        unscored = next((r for r in report.runs if not r.secret and r.score is None), None)
+        if unscored is not None:
+            reason = unscored.result.get("review") or "the run produced no score"
+            return "failed", f"{unscored.gpu}: {reason}"
+    if len(report.runs) < len(jobs):
+        return "failed", "a job finished without a stored run"
+    return "succeeded", None
+
+
+def _run_message(run: RunRecord) -> str:
+    where = f"{run.gpu}{' (secret run)' if run.secret else ''}"
+    message = run.result.get("message") if run.result else None
+    return f"{where}: {message or run.verdict.value}"
+
+
+def submission_summary(report: SubmissionReport) -> Json:
+    """An item of `GET /user/submissions`."""
+    stored = report.submission
+    return {
+        "id": stored.id,
+        "leaderboard_name": stored.leaderboard,
+        "file_name": stored.file_name,
+        "submission_time": iso(stored.submitted_at),
+        "mode": stored.mode.value,
+        "done": report.done,
+        "status": client_status(report)[0],
+        "runs": [
+            {"gpu_type": r.gpu, "secret": r.secret, "passed": r.passed, "score": r.score}
+            for r in report.runs
+            if not r.secret
+        ],
+    }
+
+
+def submission_view(report: SubmissionReport, queue: QueueStatus | None) -> Json:
+    """`GET /user/submissions/{id}`: everything popcorn-cli's polling reads."""
+    stored = report.submission
+    jobs = {j.id: j for j in report.jobs}
+    status, error = client_status(report)
+    return {
+        "id": stored.id,
+        "leaderboard_id": stored.leaderboard_id,
+        "leaderboard_name": stored.leaderboard,
+        "file_name": stored.file_name,
+        "user_id": stored.user,
+        "submission_time": iso(stored.submitted_at),
+        "mode": stored.mode.value,
+        "done": report.done,
+        "code": stored.code,
+        "runs": [run_view(r, jobs.get(r.job_id)) for r in report.runs],
+        "job": {"status": status, "error": error, "last_heartbeat": _heartbeat(report.jobs)},
+        "runner_queue": None if queue is None else queue_view(queue),
+        "report": format_submission_report(report),
+    }
+
+
+def _heartbeat(jobs: tuple[Job, ...]) -> str | None:
+    times = [j.dispatched_at for j in jobs if j.dispatched_at is not None]
+    return iso(max(times)) if times else None
+
+
+def run_view(run: RunRecord, job: Job | None) -> Json:
+    view: Json = {
+        "start_time": iso(job.dispatched_at if job else None),
+        "end_time": iso(run.created_at),
+        "mode": run.mode.value,
+        "secret": run.secret,
+        "runner": run.gpu,
+        "gpu_type": run.gpu,
+        "verdict": run.verdict.value,
+        "score": None if run.secret else run.score,
+        "passed": run.passed,
+    }
+    if not run.secret and run.result:
+        result = RunResult.from_json(run.result)
+        view["result"] = key_form(result)
+        view["diagnostics"] = diagnostics(result)
+    return view
+
+
+def key_form(result: RunResult) -> dict[str, str]:
+    """The run's outcome as the popcorn protocol's `key: value` pairs."""
+    keys: dict[str, str] = {}
+    if result.tests:
+        keys["test-count"] = str(len(result.tests))
+    for t in result.tests:
+        prefix = f"test.{t.index}."
+        keys |= {prefix + "spec": t.spec, prefix + "status": "pass" if t.passed else "fail"}
+        if t.message:
+            keys[prefix + "message"] = t.message
+        if t.error:
+            keys[prefix + "error"] = t.error
+    if result.benchmarks:
+        keys["benchmark-count"] = str(len(result.benchmarks))
+    for b in result.benchmarks:
+        prefix = f"benchmark.{b.index}."
+        keys |= {prefix + "spec": b.spec, prefix + "status": "pass" if b.passed else "fail"}
+        if b.passed:
+            keys |= {
+                prefix + k: repr(float(getattr(b, k))) for k in ("mean", "err", "best", "worst")
+            }
+        if b.error:
+            keys[prefix + "error"] = b.error
+    keys["check"] = "pass" if result.passed else "fail"
+    return keys
+
+
+def diagnostics(result: RunResult) -> Json:
+    """What the main phase printed and how it ended; the compiler's output, if it ran."""
+    phase = result.phases[-1] if result.phases else None
+    compilation = result.compilation
+    return {
+        "stdout": phase.stdout if phase else "",
+        "stderr": phase.stderr if phase else "",
+        "exit_code": phase.exit_code if phase else None,
+        "success": result.passed,
+        "duration": sum(p.duration_s for p in result.phases),
+        "message": result.message,
+        "compilation": None
+        if compilation is None
+        else {"success": compilation.success, "stdout": "", "stderr": compilation.output},
+    }

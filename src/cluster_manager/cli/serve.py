@@ -1,0 +1,43 @@
+"""`cluster-manager serve`: the HTTP API, with its own scheduler, over the app's database."""
+
+from __future__ import annotations
+
+import asyncio
+
+import click
+
+from cluster_manager.app import App
+from cluster_manager.cli.common import cli, with_app
+from cluster_manager.settings import Settings
+
+
+@cli.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+@click.option(
+    "--no-scheduler",
+    is_flag=True,
+    help="Do not run jobs here: leave them to `cluster-manager worker` processes.",
+)
+@click.pass_obj
+def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) -> None:
+    """Serve the HTTP API (popcorn-cli compatible) until interrupted."""
+    import uvicorn
+
+    from cluster_manager.api.app import create_api
+    from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
+
+    async def body(app: App) -> None:
+        api = create_api(app.service, settings)
+        # The app (database, launchers) is opened here, around the server: no lifespan.
+        config = uvicorn.Config(api, host=host, port=port, lifespan="off", log_level="info")
+        server = uvicorn.Server(config)
+        stop = asyncio.Event()
+        scheduling = None if no_scheduler else asyncio.create_task(keep_scheduling(app, stop))
+        try:
+            await server.serve()  # returns on SIGINT/SIGTERM, after open requests end
+        finally:
+            if scheduling is not None:
+                await stop_scheduling(scheduling, stop)
+
+    with_app(settings, body)

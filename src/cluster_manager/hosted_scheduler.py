@@ -1,0 +1,39 @@
+"""A scheduler hosted by a front end's process (the bot, the API server): restarted after a
+crash, and given a grace period to stop. A new scheduler adopts the jobs whose leases
+expired, including those a previous run of the process left in flight."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from cluster_manager.app import App
+from cluster_manager.scheduler import SchedulerConfig
+
+log = logging.getLogger(__name__)
+
+RESTART_S = 5.0
+STOP_S = 10.0
+
+
+async def keep_scheduling(
+    app: App, stop: asyncio.Event, config: SchedulerConfig | None = None
+) -> None:
+    while not stop.is_set():
+        scheduler = app.scheduler(config)
+        log.info("scheduler %s serving %s", scheduler.owner, ", ".join(scheduler.gpus))
+        try:
+            await scheduler.run(stop)
+        except Exception:
+            log.exception("the scheduler stopped; restarting in %.0f s", RESTART_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), RESTART_S)
+
+
+async def stop_scheduling(task: asyncio.Task[None], stop: asyncio.Event) -> None:
+    stop.set()
+    try:
+        await asyncio.wait_for(task, STOP_S)
+    except TimeoutError:
+        log.warning("the scheduler did not stop in time; its leases will expire")

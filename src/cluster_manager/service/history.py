@@ -1,0 +1,66 @@
+"""A user's own submissions: listing them, reading one, deleting one. Someone else's
+submission is reported as not found, so ids cannot be probed."""
+
+from __future__ import annotations
+
+import asyncpg
+
+from cluster_manager.service.errors import NotFoundError, StillRunningError
+from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.records import SubmissionReport, Submitter
+from cluster_manager.service.submissions import load_report
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import submissions as sub_store
+
+MAX_LISTED = 100
+
+
+class History:
+    """The history half of `Service`."""
+
+    pool: asyncpg.Pool
+    allow_unsandboxed_ranking: bool
+
+    async def user_submissions(
+        self, user: Submitter, *, leaderboard: str | None = None, limit: int = 20
+    ) -> list[SubmissionReport]:
+        """The user's submissions, newest first (at most `MAX_LISTED`)."""
+        found = await lb_store.get_user(self.pool, user.external_id)
+        if found is None:
+            return []
+        board_id = (
+            None if leaderboard is None else (await find_leaderboard(self.pool, leaderboard)).id
+        )
+        ids = await sub_store.submissions_of_user(
+            self.pool, user_id=found.id, leaderboard_id=board_id, limit=min(limit, MAX_LISTED)
+        )
+        return [await load_report(self.pool, i) for i in ids]
+
+    async def own_report(
+        self, submission_id: int, user: Submitter | None, *, admin: bool = False
+    ) -> SubmissionReport:
+        """The submission's report, for its author (or an admin) only."""
+        report = await load_report(self.pool, submission_id)
+        if not admin and (user is None or report.submission.user != user.external_id):
+            raise NotFoundError(f"there is no submission {submission_id}")
+        return report
+
+    async def delete_submission(
+        self, submission_id: int, user: Submitter | None, *, admin: bool = False
+    ) -> None:
+        """Deletes a finished submission of the user's, and ranks them again without it."""
+        report = await self.own_report(submission_id, user, admin=admin)
+        if not report.done:
+            raise StillRunningError(
+                f"submission {submission_id} is still queued or running: delete it once done"
+            )
+        stored = report.submission
+        async with self.pool.acquire() as conn, conn.transaction():
+            await sub_store.delete_submission(conn, submission_id)
+            await run_store.rerank_user(
+                conn,
+                leaderboard_id=stored.leaderboard_id,
+                user_id=stored.user_id,
+                allow_unsandboxed=self.allow_unsandboxed_ranking,
+            )
