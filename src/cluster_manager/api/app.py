@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from cluster_manager.api import errors
 from cluster_manager.api.auth import RequestLimiter
 from cluster_manager.api.routes import ours, popcorn
+from cluster_manager.api.streams import STATUS_INTERVAL_S
 from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings
@@ -23,6 +24,7 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.state.service = service
     api.state.admin_token = settings.admin_token
     api.state.limiter = RequestLimiter(settings.api_rate_limit_per_minute)
+    api.state.status_interval_s = STATUS_INTERVAL_S
     errors.install(api)
     # Ours first: `/leaderboards/{name}` must not be read as popcorn's `/{lb}/{gpu}/{mode}`.
     api.include_router(ours.router)

@@ -117,7 +117,7 @@ async def delete_my_submission(
 @router.post("/profile/{leaderboard}/{gpu}")
 async def profile(leaderboard: str, gpu: str, request: Request, who: Authenticated) -> Response:
     receipt = await _submit(request, who, leaderboard, gpu, Mode.PROFILE.value)
-    return event_response(submission_stream(service_of(request), receipt.submission_id))
+    return _stream(request, receipt)
 
 
 @router.post("/{leaderboard}/{gpu}/{mode}")
@@ -126,4 +126,10 @@ async def submit_streaming(
 ) -> Response:
     """The streaming form: progress as `status` events, then `result` (or `error`)."""
     receipt = await _submit(request, who, leaderboard, gpu, mode)
-    return event_response(submission_stream(service_of(request), receipt.submission_id))
+    return _stream(request, receipt)
+
+
+def _stream(request: Request, receipt: SubmissionReceipt) -> Response:
+    interval = request.app.state.status_interval_s
+    events = submission_stream(service_of(request), receipt.submission_id, interval_s=interval)
+    return event_response(events)
