@@ -123,8 +123,9 @@ def _queue(accepted: dict) -> str:
 
 
 def _format_details(details: dict) -> str:
+    scope = {True: " (secret)", False: " (public)"}
     lines = [
-        f"Geomean score{' (secret)' if r['secret'] else ' (public)'} on {r['runner']}: {r['score']} s"
+        f"Geomean score{scope[r['secret']]} on {r['runner']}: {r['score']} s"
         for r in details["runs"]
         if r["mode"] == "leaderboard" and r["score"] is not None
     ]
