@@ -3,12 +3,31 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
+from collections.abc import Iterator
 
 import click
+import uvicorn
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import cli, with_app
 from cluster_manager.settings import Settings
+
+
+class _Server(uvicorn.Server):
+    """Stops on SIGINT/SIGTERM as uvicorn's does, but returns instead of raising the signal
+    again, so that the scheduler and the database are closed before the process ends."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        handled = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
 
 
 @cli.command("serve")
@@ -22,8 +41,6 @@ from cluster_manager.settings import Settings
 @click.pass_obj
 def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) -> None:
     """Serve the HTTP API (popcorn-cli compatible) until interrupted."""
-    import uvicorn
-
     from cluster_manager.api.app import create_api
     from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
 
@@ -31,7 +48,7 @@ def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) 
         api = create_api(app.service, settings)
         # The app (database, launchers) is opened here, around the server: no lifespan.
         config = uvicorn.Config(api, host=host, port=port, lifespan="off", log_level="info")
-        server = uvicorn.Server(config)
+        server = _Server(config)
         stop = asyncio.Event()
         scheduling = None if no_scheduler else asyncio.create_task(keep_scheduling(app, stop))
         try:

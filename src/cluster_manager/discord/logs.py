@@ -9,6 +9,8 @@ import discord
 
 # Interaction and webhook tokens travel in URLs; discord.py logs routes at debug level.
 _URL_TOKENS = re.compile(r"(/(?:interactions|webhooks)/\d+/)[\w.\-]+")
+# API tokens (service.accounts) travel in /token's reply, which discord.py logs at debug level.
+_API_TOKENS = re.compile(r"\bcm_[\w\-]{20,}")
 
 
 class RedactingFilter(logging.Filter):
@@ -19,6 +21,7 @@ class RedactingFilter(logging.Filter):
     def redact(self, text: str) -> str:
         for secret in self.secrets:
             text = text.replace(secret, "[redacted]")
+        text = _API_TOKENS.sub("cm_[redacted]", text)
         return _URL_TOKENS.sub(r"\1[redacted]", text)
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -10,7 +10,7 @@ from datetime import datetime
 
 import asyncpg
 
-from cluster_manager.service.errors import NotFoundError, UnauthorizedError
+from cluster_manager.service.errors import UnauthorizedError
 from cluster_manager.service.records import Submitter
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import tokens as token_store
@@ -40,10 +40,10 @@ class Accounts:
         return token
 
     async def revoke_token(self, external_id: str) -> bool:
-        """Revokes the user's token; False when they had none."""
+        """Revokes the user's token; False when they had none (or are unknown)."""
         found = await lb_store.get_user(self.pool, external_id)
         if found is None:
-            raise NotFoundError(f"there is no user {external_id!r}")
+            return False
         return await token_store.revoke_tokens(self.pool, found.id, self.clock()) > 0
 
     async def authenticate(self, token: str) -> Submitter:
