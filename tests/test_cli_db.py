@@ -322,3 +322,29 @@ def test_a_submit_finishes_the_job_a_dead_submit_left_on_its_gpu(
     assert heir.returncode == 0, heir.stdout + heir.stderr
     assert states == {"alice": "finished", "bob": "finished"}
     assert verdicts == {"alice": "passed", "bob": "passed"}
+
+
+def test_task_files_and_template_from_the_database(cm, tmp_path: Path):
+    created = cm(
+        "leaderboard",
+        "create",
+        "identity",
+        "--task",
+        str(IDENTITY),
+        "--deadline",
+        FUTURE,
+        "--gpu",
+        "CPU",
+    )
+    assert created.returncode == 0, created.stderr
+    listed = cm("leaderboard", "task", "identity")
+    assert listed.returncode == 0 and "reference.py" in listed.stdout
+    out = tmp_path / "task"
+    written = cm("leaderboard", "task", "identity", "--out", str(out))
+    assert written.returncode == 0, written.stderr
+    assert (out / "task.py").read_text() == (IDENTITY / "task.py").read_text()
+    template = cm("leaderboard", "template", "identity")
+    assert template.stdout == (IDENTITY / "template.py").read_text()
+    missing = cm("leaderboard", "template", "identity", "cuda")
+    assert missing.returncode == 2
+    assert "has no 'cuda' template (it has: Python)" in missing.stderr

@@ -1,17 +1,20 @@
-"""`cluster-manager leaderboard check|create|list|show|delete`."""
+"""`cluster-manager leaderboard check|create|list|show|delete|task|template`."""
 
 from __future__ import annotations
 
 import functools
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 import click
 
 from cluster_manager.app import App, load_settings_registry
+from cluster_manager.cli import remote
 from cluster_manager.cli.common import (
     EXIT_FAILED,
     EXIT_PASSED,
@@ -21,6 +24,7 @@ from cluster_manager.cli.common import (
     with_app,
 )
 from cluster_manager.cli.local_eval import run_here
+from cluster_manager.client import ApiClient
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.report import format_leaderboards, format_ranking, format_task_checks
@@ -31,7 +35,7 @@ from cluster_manager.task_check import check_targets, check_task
 
 @cli.group("leaderboard")
 def leaderboard_group() -> None:
-    """Check tasks; create, list, show and delete leaderboards."""
+    """Check tasks; create, list, show and delete leaderboards; read their tasks."""
 
 
 @leaderboard_group.command("check")
@@ -136,6 +140,9 @@ def create_command(
 @click.pass_obj
 def list_command(settings: Settings) -> None:
     """All leaderboards with their GPUs, deadline and time left."""
+    if (client := remote.api_client(settings)) is not None:
+        click.echo(_remotely(client, remote.list_boards))
+        return
 
     async def body(app: App) -> None:
         click.echo(format_leaderboards(await app.service.list_leaderboards(), datetime.now(UTC)))
@@ -150,6 +157,9 @@ def list_command(settings: Settings) -> None:
 @click.pass_obj
 def show_command(settings: Settings, name: str, gpu: str | None, limit: int) -> None:
     """The ranking of NAME per GPU: best score per user."""
+    if (client := remote.api_client(settings)) is not None:
+        click.echo(_remotely(client, remote.show_ranking, name, gpu, limit))
+        return
 
     async def body(app: App) -> None:
         click.echo(format_ranking(name, await app.service.ranking(name, gpu, limit=limit)))
@@ -171,3 +181,71 @@ def delete_command(settings: Settings, name: str, yes: bool) -> None:
         click.echo(f"deleted {name}")
 
     with_app(settings, body)
+
+
+@leaderboard_group.command("task")
+@click.argument("name")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Write the task's files into this folder (default: list them).",
+)
+@click.pass_obj
+def task_command(settings: Settings, name: str, out: Path | None) -> None:
+    """The files of NAME's task that competitors may read: its description, reference and
+    harness, and the templates."""
+    if (client := remote.api_client(settings)) is not None:
+        description, files = _remotely(client, remote.task_files, name)
+    else:
+
+        async def body(app: App) -> tuple[str, dict[str, str]]:
+            board = await app.service.leaderboard(name)
+            return board.task.description, await app.service.task_files(name)
+
+        description, files = with_app(settings, body)
+    if out is None:
+        click.echo(description.rstrip())
+        click.echo("")
+        for file_name, content in sorted(files.items()):
+            click.echo(f"  {file_name}  ({len(content.encode())} bytes)")
+        click.echo("\nwrite them out with --out DIR", err=True)
+        return
+    try:
+        written = remote.write_files(files, out)
+    except (ClusterManagerError, OSError) as exc:
+        fail(str(exc))
+    click.echo(f"wrote {len(written)} files to {out}")
+
+
+@leaderboard_group.command("template")
+@click.argument("name")
+@click.argument("language", default="python")
+@click.pass_obj
+def template_command(settings: Settings, name: str, language: str) -> None:
+    """Print NAME's starter file for LANGUAGE (python, cuda: as the task names them)."""
+    if (client := remote.api_client(settings)) is not None:
+        click.echo(_remotely(client, remote.template, name, language), nl=False)
+        return
+
+    async def body(app: App) -> str:
+        templates = await app.service.templates(name)
+        found = next((t for lang, t in templates.items() if lang.lower() == language.lower()), None)
+        if found is None:
+            known = ", ".join(sorted(templates)) or "none"
+            raise ClusterManagerError(f"{name!r} has no {language!r} template (it has: {known})")
+        return found
+
+    click.echo(with_app(settings, body), nl=False)
+
+
+T = TypeVar("T")
+
+
+def _remotely(client: ApiClient, call: Callable[..., T], *args: object) -> T:
+    """Runs `call(client, *args)`; a refusal from the server is a one-line error, exit 2."""
+    try:
+        with client:
+            return call(client, *args)
+    except ClusterManagerError as exc:
+        fail(str(exc))

@@ -10,10 +10,11 @@ from pathlib import Path
 import click
 
 from cluster_manager.app import App
+from cluster_manager.cli import remote
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
 from cluster_manager.core.models import Mode
 from cluster_manager.core.submission import read_source_file
-from cluster_manager.errors import InvalidSubmissionError
+from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.report import format_event, format_placement, format_submission_report
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
@@ -41,11 +42,23 @@ def submit_command(
     user: str | None,
     no_wait: bool,
 ) -> None:
-    """Submit FILE to LEADERBOARD and follow it live."""
+    """Submit FILE to LEADERBOARD and follow it live (through the API when
+    CLUSTER_MANAGER_API_URL is set, else on the database)."""
     try:
         data = read_source_file(file)
     except InvalidSubmissionError as exc:
         fail(str(exc))
+    if (client := remote.api_client(settings)) is not None:
+        if user is not None:
+            fail("--user is for the database: through the API you submit as your token's user")
+        try:
+            with client:
+                passed = remote.submit(
+                    client, leaderboard, file, data, gpus, mode, wait=not no_wait
+                )
+        except ClusterManagerError as exc:
+            fail(str(exc))
+        sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
     name = user or getpass.getuser()
 
     async def body(app: App) -> bool:

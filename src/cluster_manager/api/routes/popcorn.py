@@ -4,6 +4,7 @@ polled; or streamed as server-sent events), reading and deleting one's submissio
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
@@ -49,8 +50,11 @@ async def auth_init() -> JSONResponse:
 @router.get("/leaderboards")
 async def leaderboards(request: Request) -> list[dict[str, Any]]:
     service = service_of(request)
-    boards = [await service.leaderboard(s.name) for s in await service.list_leaderboards()]
-    return [views.leaderboard_view(b) for b in boards]
+    summaries = await service.list_leaderboards()
+    return [
+        {**views.leaderboard_view(await service.leaderboard(s.name)), "submissions": s.submissions}
+        for s in summaries
+    ]
 
 
 @router.get("/gpus/{leaderboard}")
@@ -103,7 +107,10 @@ async def my_submission(submission_id: int, request: Request, who: Authenticated
     report = await service.own_report(submission_id, who.user, admin=who.admin)
     waiting = next((j for j in report.jobs if j.state.value == "queued"), None)
     queue = await service.queue_status(waiting.gpu) if waiting else None
-    return views.submission_view(report, queue)
+    view = views.submission_view(report, queue)
+    if report.done and report.submission.mode is Mode.LEADERBOARD:
+        view["placements"] = [asdict(p) for p in await service.placements(submission_id)]
+    return view
 
 
 @router.delete("/user/submissions/{submission_id}")
