@@ -7,7 +7,10 @@ use it for every mode)."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
+import zipfile
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +18,7 @@ import httpx
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.core.task import load_task
 from tests.api.conftest import BOARD, IDENTITY, source, token_of
 
 POLL_S = 0.2  # popcorn-cli waits 5 s between polls; the protocol is the same
@@ -184,6 +188,11 @@ async def test_streaming_refusals_come_before_the_stream(popcorn: Popcorn):
         await popcorn.submit_streaming("nope", "CPU", "test", "submission.py", source())
 
 
+@pytest.mark.reliability(
+    "Faults",
+    "a popcorn-cli client hanging up at the first progress event of a ranked submission",
+    "the submission runs to its end; both runs are stored and it passes",
+)
 @pytest.mark.usefixtures("scheduler")
 async def test_a_client_that_goes_away_mid_stream_loses_nothing(
     app: App, popcorn: Popcorn, live_url: str
@@ -222,3 +231,48 @@ async def test_our_event_stream_follows_a_submission_to_its_end(
     assert states[0] in {"queued", "claimed", "dispatched"} and states[-1] == "finished"
     kind, done = seen[-1]
     assert kind == "done" and done["status"] == "succeeded" and done["runs"][0]["passed"]
+
+
+def read_profile_results(result: dict) -> list[tuple[str, str, list[str]]]:
+    """As popcorn-cli's profile view: per `profile.*` run, the profiler, the reports decoded
+    from the run's result (`benchmark-count` read as an integer) and the trace's files."""
+    shown = []
+    for item in result["results"]:
+        for key, run_data in item["runs"].items():
+            if not key.startswith("profile"):
+                continue
+            profile = run_data["profile"]
+            run_result = run_data["run"]["result"]
+            count = run_result["benchmark-count"]
+            assert isinstance(count, int)
+            reports = [
+                base64.b64decode(run_result[f"benchmark.{i}.report"]).decode() for i in range(count)
+            ]
+            with zipfile.ZipFile(io.BytesIO(base64.b64decode(profile["trace"]))) as trace:
+                shown.append((profile["profiler"], "\n".join(reports), trace.namelist()))
+    return shown
+
+
+@pytest.mark.usefixtures("scheduler")
+@pytest.mark.parametrize("route", ["/{lb}/{gpu}/profile", "/profile/{lb}/{gpu}"])
+async def test_profile_streams_the_profilers_table_and_a_trace_zip(popcorn: Popcorn, route: str):
+    url = popcorn.base_url + route.format(lb=BOARD, gpu="CPU")
+    async with (
+        popcorn.client() as http,
+        http.stream(
+            "POST", url, files={"file": ("submission.py", source())}, data={"benchmark_index": "0"}
+        ) as answer,
+    ):
+        assert answer.status_code == 200, await answer.aread()
+        body = (await answer.aread()).decode()
+    result_line = next(
+        line
+        for message in body.split("\n\n")
+        if "event: result" in message
+        for line in message.splitlines()
+        if line.startswith("data:")
+    )
+    shown = read_profile_results(json.loads(result_line[len("data:") :]))
+    assert len(shown) == len(load_task(IDENTITY).benchmarks)
+    profiler, report, files = shown[0]
+    assert profiler == "torch" and "Self CPU" in report and files == ["profile.0.txt"]

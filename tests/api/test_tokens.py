@@ -38,6 +38,11 @@ async def test_a_new_token_revokes_the_old_one(app: App, client: httpx.AsyncClie
     assert used is not None
 
 
+@pytest.mark.reliability(
+    "Access",
+    "calling the API with a token after it was revoked, and with one a newer /token replaced",
+    "401 unknown or revoked API token",
+)
 async def test_revoking_stops_the_token(app: App, client: httpx.AsyncClient):
     token = await token_of(app, "alice")
     assert await app.service.revoke_token("alice") is True
@@ -46,6 +51,12 @@ async def test_revoking_stops_the_token(app: App, client: httpx.AsyncClient):
     assert answer.status_code == 401
 
 
+@pytest.mark.reliability(
+    "Access",
+    "submitting through the API with no token, another auth scheme, an empty token or a "
+    "9999-character one",
+    "401 with WWW-Authenticate and a JSON detail saying how to send a token",
+)
 @pytest.mark.parametrize(
     "headers",
     [

@@ -80,6 +80,12 @@ async def test_an_archive_with_one_source_file_is_that_file(
         ("k.tar.gz", lambda: tarred(*[(f"f{i}.py", b"x") for i in range(40)]), 400, "entries"),
     ],
 )
+@pytest.mark.reliability(
+    "Bad input",
+    "uploading archives: two files, ../ and absolute names, a symlink, 40 entries, a damaged "
+    "zip, 64 MiB of zeros compressed into a zip and a tar.gz",
+    "400 or 413 naming the problem, nothing inflated past the 256 KiB cap, nothing stored",
+)
 async def test_a_bad_archive_is_refused_and_nothing_is_stored(
     app: App, client: httpx.AsyncClient, alice: dict[str, str], name, archive, status, detail
 ):
@@ -96,6 +102,11 @@ def _link(name: str, target: str) -> tarfile.TarInfo:
     return info
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "a zip whose header says 100 bytes for a 2 MiB member",
+    "refused (400/413), the member read with a cap, nothing stored",
+)
 async def test_a_zip_member_lying_about_its_size_is_read_with_a_cap(
     app: App, client: httpx.AsyncClient, alice: dict[str, str]
 ):
@@ -108,6 +119,11 @@ async def test_a_zip_member_lying_about_its_size_is_read_with_a_cap(
     assert await stored(app) == 0
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "a 2 MiB upload with its Content-Length",
+    "413 before the body is read, nothing stored",
+)
 async def test_a_body_over_a_mebibyte_is_refused_before_it_is_read(
     app: App, client: httpx.AsyncClient, alice: dict[str, str]
 ):
@@ -117,6 +133,11 @@ async def test_a_body_over_a_mebibyte_is_refused_before_it_is_read(
     assert await stored(app) == 0
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "a 4 MiB upload sent in chunks without a Content-Length, to a real server",
+    "413 once the body passes 1 MiB, nothing stored",
+)
 async def test_a_chunked_body_is_cut_off_at_the_limit(
     app: App, live_url: str, alice: dict[str, str]
 ):
@@ -156,6 +177,12 @@ async def test_the_file_rules_of_every_front_end(
     assert await stored(app) == 0
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "a multipart body cut off before its end, one without a file part, an unknown mode, GPU "
+    "or leaderboard",
+    "400 or 404 naming the problem, nothing stored",
+)
 async def test_malformed_or_incomplete_requests(
     app: App, client: httpx.AsyncClient, alice: dict[str, str]
 ):

@@ -6,15 +6,18 @@ and the result is stored as for every other front end."""
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import json
 import time
+import zipfile
 from collections.abc import AsyncIterator
 from typing import Any
 
 from sse_starlette import EventSourceResponse
 
 from cluster_manager.api.views import client_status, key_form, run_view
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.records import RunRecord
 from cluster_manager.report import format_event, format_submission_report
 from cluster_manager.service import Service, SubmissionReport
@@ -94,6 +97,9 @@ def _result_item(run: RunRecord) -> dict[str, Any]:
     if run.secret or not run.result:
         return item
     result = RunResult.from_json(run.result)
+    if run.mode is Mode.PROFILE:
+        item["runs"] = profile_runs(result)
+        return item
     for phase in result.phases:
         item["runs"][phase.name] = {
             "run": {
@@ -124,3 +130,42 @@ async def event_stream(service: Service, submission_id: int) -> AsyncIterator[Ev
 def _runs_of(report: SubmissionReport) -> dict[str, Any]:
     jobs = {j.id: j for j in report.jobs}
     return {"runs": [run_view(r, jobs.get(r.job_id)) for r in report.runs]}
+
+
+def profile_runs(result: RunResult) -> dict[str, Any]:
+    """`profile.N` per benchmark, as popcorn-cli's profile view reads it: the profiler's table
+    in the run's result (base64, as `benchmark.0.report`) and a zip of it as the trace."""
+    runs: dict[str, Any] = {}
+    phase = result.phases[-1] if result.phases else None
+    for b in result.benchmarks:
+        report = b.report or b.error
+        runs[f"profile.{b.index}"] = {
+            "run": {
+                "success": b.passed,
+                "passed": b.passed,
+                "stdout": phase.stdout if phase else "",
+                "stderr": phase.stderr if phase else "",
+                "result": {
+                    "benchmark-count": 1,
+                    "benchmark.0.spec": b.spec,
+                    "benchmark.0.report": _b64(report.encode()),
+                },
+            },
+            "profile": {
+                "profiler": "torch",
+                "trace": _b64(_zip({f"profile.{b.index}.txt": report})),
+            },
+        }
+    return runs
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _zip(files: dict[str, str]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, text in files.items():
+            archive.writestr(name, text)
+    return buffer.getvalue()

@@ -170,11 +170,12 @@ def run_view(run: RunRecord, job: Job | None) -> Json:
     return view
 
 
-def key_form(result: RunResult) -> dict[str, str]:
-    """The run's outcome as the popcorn protocol's `key: value` pairs."""
-    keys: dict[str, str] = {}
+def key_form(result: RunResult) -> dict[str, str | int]:
+    """The run's outcome as the popcorn protocol's `key: value` pairs: values as the protocol
+    writes them, the counts as numbers (popcorn-cli reads them as integers)."""
+    keys: dict[str, str | int] = {}
     if result.tests:
-        keys["test-count"] = str(len(result.tests))
+        keys["test-count"] = len(result.tests)
     for t in result.tests:
         prefix = f"test.{t.index}."
         keys |= {prefix + "spec": t.spec, prefix + "status": "pass" if t.passed else "fail"}
@@ -183,7 +184,7 @@ def key_form(result: RunResult) -> dict[str, str]:
         if t.error:
             keys[prefix + "error"] = t.error
     if result.benchmarks:
-        keys["benchmark-count"] = str(len(result.benchmarks))
+        keys["benchmark-count"] = len(result.benchmarks)
     for b in result.benchmarks:
         prefix = f"benchmark.{b.index}."
         keys |= {prefix + "spec": b.spec, prefix + "status": "pass" if b.passed else "fail"}
