@@ -130,10 +130,11 @@ async def test_resync_is_for_admins_only(harness, record_property):
         "ping",
         "resync",
         "run",
+        "token",
         "verifydb",
         "verifyruns",
     ]
-    assert reply.only.ephemeral and "Synced 6 commands to this server" in reply.only.content
+    assert reply.only.ephemeral and "Synced 7 commands to this server" in reply.only.content
 
 
 @pytest.mark.reliability(

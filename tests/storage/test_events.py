@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from cluster_manager.core.records import JobEvent, JobState
-from cluster_manager.service import NotFoundError
+from cluster_manager.service import NotFoundError, Submitter
 from cluster_manager.storage import jobs as job_store
 from tests.storage.helpers import (
     BOB,
@@ -202,3 +202,69 @@ async def test_closing_a_watch_early_gives_its_connection_back(service, pool):
         await watch.aclose()
     # Still usable: no connection was leaked by the abandoned watches.
     assert await asyncio.wait_for(pool.fetchval("SELECT 1"), 5) == 1
+
+
+async def listener_pids(pool) -> list[int]:
+    rows = await pool.fetch(
+        "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+        "AND query ILIKE 'LISTEN%'"
+    )
+    return [r["pid"] for r in rows]
+
+
+async def test_many_watches_share_one_listening_connection(db_url, registry, clock):
+    """50 followers on a pool of 3 connections: each watch holds none while it waits."""
+    from cluster_manager.service import Service
+    from cluster_manager.storage.database import create_pool
+
+    pool = await create_pool(db_url, max_size=3)
+    try:
+        service = Service(pool, registry, clock=clock)
+        await make_board(service)
+        receipts = [await submit(service, user=Submitter(f"u{i}", f"u{i}")) for i in range(50)]
+        watches = [service.watch(r.submission_id) for r in receipts]
+        firsts = await asyncio.wait_for(asyncio.gather(*(anext(w) for w in watches)), 10)
+        assert {e.state for e in firsts} == {"queued"}
+        assert len(await listener_pids(pool)) == 1
+        for receipt in receipts:
+            await finish_submission(pool, receipt, 1.0)
+            for job in receipt.jobs:
+                await job_store.publish(pool, finished(job))
+        began = time.monotonic()
+        rests = await asyncio.gather(*(rest_of(w, timeout=15) for w in watches))
+        assert time.monotonic() - began < 4  # by the notifications, not the 5 s re-reads
+        for events, receipt in zip(rests, receipts, strict=True):
+            ended = {e.job_id for e in events if e.state == "finished"}
+            assert ended == {j.id for j in receipt.jobs}
+    finally:
+        for watch in watches:
+            await watch.aclose()
+        await pool.close()
+
+
+async def test_a_lost_listener_is_started_again(service, pool):
+    _, first_receipt = await board_with_submission(service)
+    second_receipt = await submit(service, user=BOB)
+    first_watch = service.watch(first_receipt.submission_id)
+    second_watch = service.watch(second_receipt.submission_id)
+    try:
+        for watch, receipt in ((first_watch, first_receipt), (second_watch, second_receipt)):
+            for _ in receipt.jobs:
+                await next_event(watch)
+        (lost,) = await listener_pids(pool)
+        await pool.execute("SELECT pg_terminate_backend($1)", lost)
+        await finish_submission(pool, first_receipt, 1.0)  # unannounced: found by the re-read
+        events = await rest_of(first_watch, timeout=15)
+        assert {e.state for e in events} == {"finished"}
+        # The re-read started a new listener, which the open watch now hears from.
+        (new,) = await listener_pids(pool)
+        assert new != lost
+        await finish_submission(pool, second_receipt, 1.0)
+        for job in second_receipt.jobs:
+            await job_store.publish(pool, finished(job))
+        began = time.monotonic()
+        assert {e.state for e in await rest_of(second_watch)} == {"finished"}
+        assert time.monotonic() - began < 4
+    finally:
+        await first_watch.aclose()
+        await second_watch.aclose()

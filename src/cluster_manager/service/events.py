@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 from collections.abc import AsyncIterator, Collection
 
 import asyncpg
 
 from cluster_manager.core.records import Job, JobEvent
 from cluster_manager.service.errors import NotFoundError
+from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.records import TERMINAL_EVENTS, TERMINAL_STATES
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
-from cluster_manager.storage.database import Connection, listening
+from cluster_manager.storage.database import Executor
 
 # How long a watch waits for a notification before it reads the jobs' state again.
 RECHECK_S = 5
@@ -24,53 +23,48 @@ class LiveEvents:
     """The event half of `Service`."""
 
     pool: asyncpg.Pool
+    event_hub: EventHub
 
     async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
         """Live transitions of these submissions' jobs, from their current state until all
-        are done. One connection listens, however many submissions are watched."""
+        are done. Every watch of a process shares one listening connection (`EventHub`)."""
         wanted = set(submission_ids)
-        events: asyncio.Queue[JobEvent] = asyncio.Queue()
-
-        def on_notify(_conn: object, _pid: int, _channel: str, payload: str) -> None:
-            with contextlib.suppress(ValueError, TypeError):
-                event = JobEvent.from_json(json.loads(payload))
-                if event.submission_id in wanted:
-                    events.put_nowait(event)
-
-        async with listening(self.pool, job_store.EVENTS_CHANNEL, on_notify) as conn:
-            # Listen first, then read the state: nothing happens unseen in between.
-            jobs = await _current_jobs(conn, wanted)
+        async with self.event_hub.subscription(wanted) as events:
+            # Subscribed first, then read the state: nothing happens unseen in between.
+            jobs = await _current_jobs(self.pool, wanted)
             if not jobs:
                 raise NotFoundError(f"there is no submission {sorted(wanted)}")
             open_jobs = {j.id for j in jobs if j.state not in TERMINAL_STATES}
             for job in jobs:
-                yield await _snapshot_event(conn, job)
+                yield await _snapshot_event(self.pool, job)
             while open_jobs:
                 try:
                     event = await asyncio.wait_for(events.get(), timeout=RECHECK_S)
                 except TimeoutError:
-                    # A missed notification (connection blip) must not hang us: re-read.
-                    for job in await _current_jobs(conn, wanted):
+                    # A missed notification (connection blip) must not hang us: re-read, and
+                    # have the listener back if its connection was lost.
+                    await self.event_hub.ensure_listening()
+                    for job in await _current_jobs(self.pool, wanted):
                         if job.id in open_jobs and job.state in TERMINAL_STATES:
                             open_jobs.discard(job.id)
-                            yield await _snapshot_event(conn, job)
+                            yield await _snapshot_event(self.pool, job)
                     continue
                 if event.state in TERMINAL_EVENTS and event.job_id in open_jobs:
                     open_jobs.discard(event.job_id)
                 yield event
 
 
-async def _current_jobs(conn: Connection, submission_ids: Collection[int]) -> list[Job]:
+async def _current_jobs(db: Executor, submission_ids: Collection[int]) -> list[Job]:
     found = []
     for submission_id in sorted(submission_ids):
-        found += await job_store.jobs_of_submission(conn, submission_id)
+        found += await job_store.jobs_of_submission(db, submission_id)
     return found
 
 
-async def _snapshot_event(conn: Connection, job: Job) -> JobEvent:
+async def _snapshot_event(db: Executor, job: Job) -> JobEvent:
     """The event that describes a job's stored state (for late subscribers)."""
     return JobEvent.of_job(
         job,
-        position=await job_store.queue_position(conn, job.id),
-        verdict=await run_store.verdict_of_job(conn, job.id),
+        position=await job_store.queue_position(db, job.id),
+        verdict=await run_store.verdict_of_job(db, job.id),
     )

@@ -11,6 +11,7 @@ import asyncpg
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.accounts import Accounts
+from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.events import LiveEvents
 from cluster_manager.service.history import History
 from cluster_manager.service.leaderboards import Leaderboards
@@ -48,3 +49,4 @@ class Service(Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accoun
         self.clock = clock
         # As the scheduler's: re-ranking after a deletion follows the same rule.
         self.allow_unsandboxed_ranking = allow_unsandboxed_ranking
+        self.event_hub = EventHub(pool)
