@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 
 from cluster_manager.app import App
@@ -60,3 +62,22 @@ async def test_health_schema_docs_and_register(client: httpx.AsyncClient):
 async def test_an_unknown_route_is_a_json_404(client: httpx.AsyncClient):
     answer = await client.get("/no/such/route/here")
     assert answer.status_code == 404 and answer.json() == {"detail": "Not Found"}
+
+
+async def test_an_unexpected_error_is_a_500_with_a_logged_id_and_no_trace(
+    api, app: App, monkeypatch, caplog
+):
+    async def broken() -> None:
+        raise RuntimeError("secret internals: /etc/cluster/.env")
+
+    monkeypatch.setattr(app.service, "list_leaderboards", broken)
+    transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
+        answer = await http.get("/leaderboards")
+    assert answer.status_code == 500
+    detail = answer.json()["detail"]
+    error_id = re.fullmatch(r"internal error \(id ([0-9a-f]{8})\); it has been logged", detail)
+    assert error_id is not None, detail
+    assert "secret internals" not in answer.text and "Traceback" not in answer.text
+    logged = [r for r in caplog.records if error_id.group(1) in r.getMessage()]
+    assert logged and "secret internals" in str(logged[0].exc_info[1])
