@@ -29,7 +29,7 @@ from tenacity import (
 )
 
 from cluster_manager.core.models import Limits, RunRequest, RunResult, Verdict
-from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.plan import only_benchmark, run_timeout
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.records import EventState, Job, JobEvent, JobState, dispatch_key
 from cluster_manager.errors import LauncherError
@@ -231,7 +231,10 @@ class Scheduler:
             raise LauncherError(f"leaderboard of submission {job.submission_id} disappeared")
         seed = await lb_store.secret_seed(self.pool, board.id) if job.secret else None
         limits = self.registry.get(job.gpu).run_limits(self.config.limits)
-        return RunRequest.of_submission(board.task, submission.code, job.mode, limits, seed)
+        task = board.task
+        if submission.profile_benchmark is not None:
+            task = only_benchmark(task, submission.profile_benchmark)
+        return RunRequest.of_submission(task, submission.code, job.mode, limits, seed)
 
     async def _publish(
         self, job: Job, state: EventState, *, detail: str = "", verdict: str | None = None

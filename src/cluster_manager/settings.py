@@ -6,6 +6,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cluster_manager.core.models import Limits
 from cluster_manager.core.sealed import KEY_ENV, SealError, parse_key
@@ -188,16 +189,23 @@ def load_settings(
             values.get("CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"),
             "CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING",
         ),
-        api_url=(values.get("CLUSTER_MANAGER_API_URL") or "").rstrip("/") or None,
-        api_token=values.get("CLUSTER_MANAGER_TOKEN") or None,
-        admin_token=values.get("CLUSTER_MANAGER_ADMIN_TOKEN") or None,
-        api_rate_limit_per_minute=_positive_int(
+        **_api_settings(values, defaults),
+    )
+
+
+def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
+    """The HTTP API's settings: the server's URL and token a client uses, the admin token."""
+    return {
+        "api_url": (values.get("CLUSTER_MANAGER_API_URL") or "").rstrip("/") or None,
+        "api_token": values.get("CLUSTER_MANAGER_TOKEN") or None,
+        "admin_token": values.get("CLUSTER_MANAGER_ADMIN_TOKEN") or None,
+        "api_rate_limit_per_minute": _positive_int(
             values.get("CLUSTER_MANAGER_API_RATE_LIMIT_PER_MINUTE"),
             "CLUSTER_MANAGER_API_RATE_LIMIT_PER_MINUTE",
             defaults.api_rate_limit_per_minute,
         )
         or defaults.api_rate_limit_per_minute,
-    )
+    }
 
 
 def local_limits(settings: Settings) -> Limits:

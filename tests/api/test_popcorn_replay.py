@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.core.protocol import format_case
 from cluster_manager.core.task import load_task
 from tests.api.conftest import BOARD, IDENTITY, source, token_of
 
@@ -249,30 +250,67 @@ def read_profile_results(result: dict) -> list[tuple[str, str, list[str]]]:
                 base64.b64decode(run_result[f"benchmark.{i}.report"]).decode() for i in range(count)
             ]
             with zipfile.ZipFile(io.BytesIO(base64.b64decode(profile["trace"]))) as trace:
-                shown.append((profile["profiler"], "\n".join(reports), trace.namelist()))
+                names = trace.namelist()
+                if f"{key}.trace.json" in names:  # a Chrome trace, as Perfetto opens it
+                    assert "traceEvents" in json.loads(trace.read(f"{key}.trace.json"))
+                shown.append((profile["profiler"], "\n".join(reports), names))
     return shown
+
+
+async def stream_profile(popcorn: Popcorn, route: str, fields: dict[str, str]) -> httpx.Response:
+    url = popcorn.base_url + route.format(lb=BOARD, gpu="CPU")
+    async with popcorn.client() as http:
+        files = {"file": ("submission.py", source())}
+        async with http.stream("POST", url, files=files, data=fields) as answer:
+            await answer.aread()
+            return answer
+
+
+def result_event(answer: httpx.Response) -> dict:
+    line = next(
+        line
+        for message in answer.text.split("\n\n")
+        if "event: result" in message
+        for line in message.splitlines()
+        if line.startswith("data:")
+    )
+    return json.loads(line[len("data:") :])
 
 
 @pytest.mark.usefixtures("scheduler")
 @pytest.mark.parametrize("route", ["/{lb}/{gpu}/profile", "/profile/{lb}/{gpu}"])
 async def test_profile_streams_the_profilers_table_and_a_trace_zip(popcorn: Popcorn, route: str):
-    url = popcorn.base_url + route.format(lb=BOARD, gpu="CPU")
-    async with (
-        popcorn.client() as http,
-        http.stream(
-            "POST", url, files={"file": ("submission.py", source())}, data={"benchmark_index": "0"}
-        ) as answer,
-    ):
-        assert answer.status_code == 200, await answer.aread()
-        body = (await answer.aread()).decode()
-    result_line = next(
-        line
-        for message in body.split("\n\n")
-        if "event: result" in message
-        for line in message.splitlines()
-        if line.startswith("data:")
-    )
-    shown = read_profile_results(json.loads(result_line[len("data:") :]))
+    answer = await stream_profile(popcorn, route, {})
+    assert answer.status_code == 200, answer.text
+    shown = read_profile_results(result_event(answer))
     assert len(shown) == len(load_task(IDENTITY).benchmarks)
     profiler, report, files = shown[0]
-    assert profiler == "torch" and "Self CPU" in report and files == ["profile.0.txt"]
+    assert profiler == "torch" and "Self CPU" in report
+    assert files == ["profile.0.txt", "profile.0.trace.json"]
+
+
+@pytest.mark.usefixtures("scheduler")
+async def test_profile_of_one_benchmark_case(popcorn: Popcorn):
+    answer = await stream_profile(popcorn, "/profile/{lb}/{gpu}", {"benchmark_index": "1"})
+    result = result_event(answer)
+    (item,) = result["results"]
+    (run,) = item["runs"].values()
+    expected = load_task(IDENTITY).benchmarks[1]
+    spec = run["run"]["result"]["benchmark.0.spec"]
+    assert set(spec.split("; ")) == set(format_case(expected).split("; "))  # in any key order
+
+
+@pytest.mark.parametrize(
+    ("fields", "detail"),
+    [
+        ({"benchmark_index": "9"}, "benchmark index 9 is out of range: 'identity' has 2"),
+        ({"benchmark_index": "-1"}, "benchmark_index must be a whole number"),
+        ({"ncu_kernel_name": "gemm"}, "ncu_kernel_name: Nsight Compute profiling is not"),
+    ],
+)
+async def test_profile_options_that_cannot_be_honoured_are_400(
+    app: App, popcorn: Popcorn, fields: dict[str, str], detail: str
+):
+    answer = await stream_profile(popcorn, "/profile/{lb}/{gpu}", fields)
+    assert answer.status_code == 400 and detail in answer.json()["detail"]
+    assert await app.pool.fetchval("SELECT count(*) FROM submissions") == 0

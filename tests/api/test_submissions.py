@@ -62,6 +62,7 @@ async def test_a_ranked_submission_is_accepted_run_and_reported_as_popcorn_reads
 
     details = await wait_done(client, token, submission_id)
     assert details["job"]["status"] == "succeeded" and details["job"]["error"] is None
+    assert details["job"]["last_heartbeat"] is not None  # its scheduler renewed the lease
     assert details["leaderboard_name"] == BOARD and details["user_id"] == "alice"
     assert details["code"] == source().decode() and details["file_name"] == "submission.py"
     public = next(r for r in details["runs"] if not r["secret"])
@@ -157,3 +158,30 @@ async def test_deleting_waits_for_the_run_and_then_ranks_again_without_it(
     assert [e["submission_id"] for e in ranking] == [kept]
     again = await client.get(f"/user/submissions/{gone}", headers=popcorn_headers(token))
     assert again.status_code == 404
+
+
+async def test_a_score_held_out_of_the_ranking_is_not_a_success(
+    app: App, client: httpx.AsyncClient
+):
+    """As the ranking decides: runs that passed with a score held for review are stored, not
+    ranked, and the client is told why."""
+    import dataclasses
+
+    from cluster_manager.service import Submitter
+    from cluster_manager.storage import runs as run_store
+    from tests.storage.helpers import OWNER, claim_submission, dispatch, run_result
+
+    token = await token_of(app, "alice")
+    receipt = await app.service.submit(
+        BOARD, Submitter("alice", "alice"), "submission.py", source(), gpus=["CPU"]
+    )
+    held = "held for review: benchmark 0 took 0.001 µs, below the task's floor of 5 µs"
+    for job in (await claim_submission(app.pool, receipt.submission_id)).values():
+        result = dataclasses.replace(run_result(True, 1e-9), review=held)
+        async with app.pool.acquire() as conn:
+            job = await dispatch(app.pool, job, owner=OWNER)
+            assert await run_store.record_run(conn, job=job, owner=OWNER, result=result)
+    details = await wait_done(client, token, receipt.submission_id)
+    assert all(r["passed"] for r in details["runs"])
+    assert details["job"] == {**details["job"], "status": "failed", "error": f"CPU: {held}"}
+    assert (await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"] == []

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
+import gzip
 import io
 import json
 import time
@@ -66,15 +68,16 @@ async def submission_stream(
         if (failure := follower.exception()) is not None:
             yield sse("error", {"status": "error", "detail": f"following failed: {failure}"})
             return
-        yield sse("result", result_payload(await service.report(submission_id)))
+        report = await service.report(submission_id)
+        yield sse("result", result_payload(report, await service.ranking_holds(submission_id)))
     finally:
         follower.cancel()  # the submission goes on; only this client's view of it ends
 
 
-def result_payload(report: SubmissionReport) -> dict[str, Any]:
+def result_payload(report: SubmissionReport, holds: dict[str, str]) -> dict[str, Any]:
     stored = report.submission
     title = f"{stored.leaderboard} / {stored.file_name} (submission {stored.id})"
-    status, error = client_status(report)
+    status, error = client_status(report, holds)
     return {
         "status": "success",
         "submission_id": stored.id,
@@ -123,7 +126,7 @@ async def event_stream(service: Service, submission_id: int) -> AsyncIterator[Ev
     async for event in service.watch(submission_id):
         yield {"event": "job", "data": json.dumps(event.to_json())}
     report = await service.report(submission_id)
-    status, error = client_status(report)
+    status, error = client_status(report, await service.ranking_holds(submission_id))
     yield sse("done", {"status": status, "error": error, **_runs_of(report)})
 
 
@@ -153,7 +156,7 @@ def profile_runs(result: RunResult) -> dict[str, Any]:
             },
             "profile": {
                 "profiler": "torch",
-                "trace": _b64(_zip({f"profile.{b.index}.txt": report})),
+                "trace": _b64(_zip(_profile_files(b.index, report, b.trace))),
             },
         }
     return runs
@@ -169,3 +172,13 @@ def _zip(files: dict[str, str]) -> bytes:
         for name, text in files.items():
             archive.writestr(name, text)
     return buffer.getvalue()
+
+
+def _profile_files(index: int, table: str, trace: str) -> dict[str, str]:
+    """The profiler's table, and its Chrome trace (open it in Perfetto or chrome://tracing)."""
+    files = {f"profile.{index}.txt": table}
+    if trace:
+        with contextlib.suppress(ValueError, OSError):
+            raw = gzip.decompress(base64.b64decode(trace, validate=True))
+            files[f"profile.{index}.trace.json"] = raw.decode("utf-8", "replace")
+    return files

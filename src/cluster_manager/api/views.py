@@ -5,6 +5,7 @@ diagnostics, no score); a leaderboard never shows its secret seed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
@@ -73,11 +74,14 @@ def queue_view(queue: QueueStatus) -> Json:
     }
 
 
-def client_status(report: SubmissionReport) -> tuple[str, str | None]:
+def client_status(
+    report: SubmissionReport, holds: Mapping[str, str] | None = None
+) -> tuple[str, str | None]:
     """The submission's state in popcorn-cli's words, and what went wrong.
 
     A ranked submission succeeds only as the ranking decides: its public run scored and its
-    secret run passed on each GPU."""
+    secret run passed on each GPU, and neither is held out of the ranking (`holds`, from
+    `Service.ranking_holds`)."""
     jobs = report.jobs
     if not report.done:
         dispatched = any(j.state is JobState.DISPATCHED for j in jobs)
@@ -89,11 +93,9 @@ def client_status(report: SubmissionReport) -> tuple[str, str | None]:
     if failing is not None:
         status = "timed_out" if failing.verdict is Verdict.TIMEOUT else "failed"
         return status, _run_message(failing)
-    if report.submission.mode is Mode.LEADERBOARD:
-        unscored = next((r for r in report.runs if not r.secret and r.score is None), None)
-        if unscored is not None:
-            reason = unscored.result.get("review") or "the run produced no score"
-            return "failed", f"{unscored.gpu}: {reason}"
+    if report.submission.mode is Mode.LEADERBOARD and holds:
+        gpu, reason = sorted(holds.items())[0]
+        return "failed", f"{gpu}: {reason}"
     if len(report.runs) < len(jobs):
         return "failed", "a job finished without a stored run"
     return "succeeded", None
@@ -105,7 +107,7 @@ def _run_message(run: RunRecord) -> str:
     return f"{where}: {message or run.verdict.value}"
 
 
-def submission_summary(report: SubmissionReport) -> Json:
+def submission_summary(report: SubmissionReport, holds: Mapping[str, str]) -> Json:
     """An item of `GET /user/submissions`."""
     stored = report.submission
     return {
@@ -115,7 +117,7 @@ def submission_summary(report: SubmissionReport) -> Json:
         "submission_time": iso(stored.submitted_at),
         "mode": stored.mode.value,
         "done": report.done,
-        "status": client_status(report)[0],
+        "status": client_status(report, holds)[0],
         "runs": [
             {"gpu_type": r.gpu, "secret": r.secret, "passed": r.passed, "score": r.score}
             for r in report.runs
@@ -124,11 +126,13 @@ def submission_summary(report: SubmissionReport) -> Json:
     }
 
 
-def submission_view(report: SubmissionReport, queue: QueueStatus | None) -> Json:
+def submission_view(
+    report: SubmissionReport, queue: QueueStatus | None, holds: Mapping[str, str]
+) -> Json:
     """`GET /user/submissions/{id}`: everything popcorn-cli's polling reads."""
     stored = report.submission
     jobs = {j.id: j for j in report.jobs}
-    status, error = client_status(report)
+    status, error = client_status(report, holds)
     return {
         "id": stored.id,
         "leaderboard_id": stored.leaderboard_id,
@@ -147,7 +151,8 @@ def submission_view(report: SubmissionReport, queue: QueueStatus | None) -> Json
 
 
 def _heartbeat(jobs: tuple[Job, ...]) -> str | None:
-    times = [j.dispatched_at for j in jobs if j.dispatched_at is not None]
+    """When a scheduler last showed it was alive for one of these jobs."""
+    times = [j.heartbeat_at for j in jobs if j.heartbeat_at is not None]
     return iso(max(times)) if times else None
 
 

@@ -6,12 +6,14 @@ import asyncio
 import getpass
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
 from cluster_manager.app import App
 from cluster_manager.cli import remote
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.client import ApiClient
 from cluster_manager.core.models import Mode
 from cluster_manager.core.submission import read_source_file
 from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
@@ -51,14 +53,7 @@ def submit_command(
     if (client := remote.api_client(settings)) is not None:
         if user is not None:
             fail("--user is for the database: through the API you submit as your token's user")
-        try:
-            with client:
-                passed = remote.submit(
-                    client, leaderboard, file, data, gpus, mode, wait=not no_wait
-                )
-        except ClusterManagerError as exc:
-            fail(str(exc))
-        sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
+        _submit_remotely(client, leaderboard, file, data, gpus, mode, wait=not no_wait)
     name = user or getpass.getuser()
 
     async def body(app: App) -> bool:
@@ -96,4 +91,22 @@ def submit_command(
         return report.passed
 
     passed = with_app(settings, body)
+    sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
+
+
+def _submit_remotely(
+    client: ApiClient,
+    leaderboard: str,
+    file: Path,
+    data: bytes,
+    gpus: tuple[str, ...],
+    mode: str,
+    *,
+    wait: bool,
+) -> NoReturn:
+    try:
+        with client:
+            passed = remote.submit(client, leaderboard, file, data, gpus, mode, wait=wait)
+    except ClusterManagerError as exc:
+        fail(str(exc))
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)

@@ -258,6 +258,7 @@ class BenchmarkOutcome:
     error: str = ""
     report: str = ""
     skipped: bool = False  # never run: an earlier case failed and the run stopped there
+    trace: str = ""  # profile mode: the profiler's Chrome trace, gzipped, base64
 
 
 @dataclass(frozen=True)

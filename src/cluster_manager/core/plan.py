@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from cluster_manager.core.models import (
@@ -68,3 +69,9 @@ def script_task(file_name: str, timeout_s: float) -> Task:
         benchmarks=({"script": 1},),
         test_timeout=timeout_s,
     )
+
+
+def only_benchmark(task: Task, index: int) -> Task:
+    """The task with one of its benchmark cases: what a profile of that case runs."""
+    floors = task.floors_us[index : index + 1] if task.floors_us else ()
+    return dataclasses.replace(task, benchmarks=(task.benchmarks[index],), floors_us=floors)

@@ -287,6 +287,7 @@ def benchmarks_from_result(
                 worst=stats.get("worst", 0.0),
                 error=error,
                 report=report,
+                trace=result.get(prefix + "trace", ""),
             )
         )
     return outcomes

@@ -107,6 +107,7 @@ class Job:
     lease_owner: str | None
     error: str | None = None
     dispatched_at: datetime | None = None
+    heartbeat_at: datetime | None = None  # the last time its scheduler renewed its lease
 
 
 @dataclass(frozen=True)

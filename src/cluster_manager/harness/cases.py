@@ -230,8 +230,12 @@ def _iteration_seed(seed: Any, nonce: int, i: int) -> int:
 
 
 def profile_case(case: CaseRun) -> Outcome:
-    report = case.everywhere("profile")[0].get("report")
-    return Outcome(ok=True, report=str(report or ""))
+    reply = case.everywhere("profile")[0]
+    report = str(reply.get("report") or "")
+    trace = str(reply.get("trace") or "")
+    if not trace and reply.get("trace_bytes"):
+        report += f"\n(the Chrome trace, {reply['trace_bytes']} bytes, is too big to send)"
+    return Outcome(ok=True, report=report, trace=trace)
 
 
 def transfer_estimate(echo: Echo, outputs: Sequence[Any]) -> tuple[float, int]:

@@ -122,6 +122,8 @@ class Harness:
             outcome = self.case(args, profile_case)
             if outcome.ok:
                 self.out.log(f"benchmark.{i}.report", protocol.encode_report(outcome.report))
+                if outcome.trace:
+                    self.out.log(f"benchmark.{i}.trace", outcome.trace)
             else:
                 self.out.failure(f"benchmark.{i}", outcome)
                 passed = False

@@ -16,6 +16,7 @@ class Outcome:
     verdict: Verdict | None = None  # set when the failure is not a wrong answer
     stats: timing.Stats | None = None
     report: str = ""
+    trace: str = ""  # profile mode: gzipped Chrome trace, base64
 
 
 class CaseFailed(Exception):

@@ -10,10 +10,13 @@ can be true. Replies are `torch.save` bytes, which the harness reads with
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
+import gzip
 import io
 import struct
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -179,7 +182,8 @@ class Worker:
             self._kernel(argument)
             self._sync()
         sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
-        return {"ok": True, "report": prof.key_averages().table(sort_by=sort_by, row_limit=20)}
+        table = prof.key_averages().table(sort_by=sort_by, row_limit=20)
+        return {"ok": True, "report": table, **_chrome_trace(prof)}
 
     def close(self) -> dict[str, Any]:
         if self._distributed:
@@ -282,3 +286,21 @@ def echo(connection: Connection) -> None:
                 connection.send_bytes(message)
         except (EOFError, OSError):
             return
+
+
+# A trace bigger than this (gzipped, base64) is left out: the result pipe of a whole phase
+# holds 1 MiB, and a profile has one trace per benchmark case.
+MAX_TRACE_CHARS = 96 * 1024
+
+
+def _chrome_trace(prof: Any) -> dict[str, Any]:
+    """The profile's Chrome trace (chrome://tracing, Perfetto), gzipped and base64-encoded,
+    with its size; or only its size, when it is too big to send."""
+    from pathlib import Path  # here: only a profile needs it, not every worker start
+
+    with tempfile.TemporaryDirectory(prefix="cm-trace-") as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        raw = path.read_bytes()
+    encoded = base64.b64encode(gzip.compress(raw)).decode("ascii")
+    return {"trace": encoded if len(encoded) <= MAX_TRACE_CHARS else "", "trace_bytes": len(raw)}

@@ -10,7 +10,9 @@ import asyncpg
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement
+from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
+from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.errors import (
     DeadlinePassedError,
@@ -42,6 +44,7 @@ class Submissions:
     clock: Callable[[], datetime]
     default_rate_limit: int
     max_submission_bytes: int
+    allow_unsandboxed_ranking: bool
 
     async def submit(
         self,
@@ -52,8 +55,10 @@ class Submissions:
         *,
         gpus: Sequence[str] | None = None,
         mode: Mode = Mode.LEADERBOARD,
+        profile_benchmark: int | None = None,
     ) -> SubmissionReceipt:
         board = await find_leaderboard(self.pool, leaderboard)
+        check_profile_benchmark(board, mode, profile_benchmark)
         now = self.clock()
         if not board.is_open(now):
             raise DeadlinePassedError(
@@ -80,6 +85,7 @@ class Submissions:
                 code=submission.code,
                 mode=mode,
                 submitted_at=now,  # the rate limit counts on the same clock
+                profile_benchmark=profile_benchmark,
             )
             jobs = await job_store.enqueue(conn, submission_id, job_specs(chosen, mode))
         await self._announce(jobs)
@@ -100,6 +106,24 @@ class Submissions:
             queued=await job_store.queued_count(self.pool, [gpu]),
             running=await job_store.active_on_gpu(self.pool, gpu),
         )
+
+    async def ranking_holds(self, submission_id: int) -> dict[str, str]:
+        """Per GPU of a ranked submission, why its passing score does not count in the ranking
+        (held for review, not fully sandboxed, no score); a GPU absent from it counts."""
+        holds: dict[str, str] = {}
+        for run in await run_store.runs_of_submission(self.pool, submission_id):
+            if run.mode is not Mode.LEADERBOARD or not run.passed:
+                continue
+            reason = ranking_hold(
+                run.result.get("system") or {},
+                allow_unsandboxed=self.allow_unsandboxed_ranking,
+                review=str(run.result.get("review") or ""),
+            )
+            if reason is None and not run.secret and run.score is None:
+                reason = "not ranked: the run produced no score"
+            if reason is not None:
+                holds.setdefault(run.gpu, reason)
+        return holds
 
     async def submission_code(self, submission_id: int, user: Submitter) -> tuple[str, str]:
         """(file name, code) of a submission; only its author may read it."""
@@ -148,6 +172,19 @@ async def load_report(pool: asyncpg.Pool, submission_id: int) -> SubmissionRepor
     jobs = await job_store.jobs_of_submission(pool, submission_id)
     runs = await run_store.runs_of_submission(pool, submission_id)
     return SubmissionReport(found, tuple(jobs), tuple(redact(r) for r in runs))
+
+
+def check_profile_benchmark(board: Leaderboard, mode: Mode, index: int | None) -> None:
+    """One benchmark case to profile: only in profile mode, and one the task has."""
+    if index is None:
+        return
+    if mode is not Mode.PROFILE:
+        raise ClusterManagerError("a benchmark index is for profile mode only")
+    count = len(board.task.benchmarks)
+    if not 0 <= index < count:
+        raise ClusterManagerError(
+            f"benchmark index {index} is out of range: {board.name!r} has {count} benchmark(s)"
+        )
 
 
 def choose_gpus(board: Leaderboard, gpus: Sequence[str] | None) -> list[str]:

@@ -26,7 +26,7 @@ NEW_JOBS_CHANNEL = "cm_new_jobs"
 
 _JOB_COLUMNS = """
     id, submission_id, gpu, mode, secret, state, launcher, external_id, attempts,
-    lease_owner, error, dispatched_at
+    lease_owner, error, dispatched_at, heartbeat_at
 """
 
 
@@ -44,6 +44,7 @@ def _job(row: asyncpg.Record) -> Job:
         lease_owner=row["lease_owner"],
         error=row["error"],
         dispatched_at=row["dispatched_at"],
+        heartbeat_at=row["heartbeat_at"],
     )
 
 

@@ -21,6 +21,7 @@ class StoredSubmission:
     code: str
     mode: Mode
     submitted_at: datetime
+    profile_benchmark: int | None = None  # profile mode: only this benchmark case
 
 
 async def insert_submission(
@@ -32,6 +33,7 @@ async def insert_submission(
     code: str,
     mode: Mode,
     submitted_at: datetime,
+    profile_benchmark: int | None = None,
 ) -> tuple[int, datetime]:
     digest = hashlib.sha256(code.encode("utf-8")).hexdigest()
     # DO UPDATE (a no-op) rather than DO NOTHING so RETURNING yields the existing row's id.
@@ -46,8 +48,9 @@ async def insert_submission(
     )
     row = await conn.fetchrow(
         """
-        INSERT INTO submissions (leaderboard_id, user_id, file_name, code_id, mode, submitted_at)
-        VALUES ($1, $2, $3, $4, $5, $6)
+        INSERT INTO submissions (leaderboard_id, user_id, file_name, code_id, mode, submitted_at,
+                                 profile_benchmark)
+        VALUES ($1, $2, $3, $4, $5, $6, $7)
         RETURNING id, submitted_at
         """,
         leaderboard_id,
@@ -56,6 +59,7 @@ async def insert_submission(
         code_id,
         mode.value,
         submitted_at,
+        profile_benchmark,
     )
     assert row is not None
     return int(row["id"]), row["submitted_at"]
@@ -90,7 +94,8 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
     row = await db.fetchrow(
         """
         SELECT s.id, s.leaderboard_id, l.name AS leaderboard, s.user_id,
-               u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at
+               u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at,
+               s.profile_benchmark
         FROM submissions s
         JOIN leaderboards l ON l.id = s.leaderboard_id
         JOIN users u ON u.id = s.user_id
@@ -111,6 +116,7 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         code=row["code"],
         mode=Mode(row["mode"]),
         submitted_at=row["submitted_at"],
+        profile_benchmark=row["profile_benchmark"],
     )
 
 

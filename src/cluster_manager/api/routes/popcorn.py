@@ -70,8 +70,34 @@ async def _submit(
     await service.leaderboard(leaderboard)  # an unknown board is 404 before the upload is read
     upload = await read_upload(request, service.max_submission_bytes)
     return await service.submit(
-        leaderboard, who.require_user(), upload.file_name, upload.data, gpus=[gpu], mode=chosen
+        leaderboard,
+        who.require_user(),
+        upload.file_name,
+        upload.data,
+        gpus=[gpu],
+        mode=chosen,
+        profile_benchmark=profile_options(upload.fields) if chosen is Mode.PROFILE else None,
     )
+
+
+NCU_FIELDS = ("ncu_kernel_name", "ncu_kernel_name_base", "ncu_launch_count")
+
+
+def profile_options(fields: dict[str, str]) -> int | None:
+    """The benchmark case a profile asks for (`benchmark_index`), if any. Nsight Compute's
+    options are refused rather than ignored: these runners profile with torch's profiler."""
+    asked = [name for name in NCU_FIELDS if fields.get(name, "").strip()]
+    if asked:
+        raise BadRequestError(
+            f"{', '.join(asked)}: Nsight Compute profiling is not available on this server's "
+            "runners; profiles are taken with the torch profiler"
+        )
+    raw = fields.get("benchmark_index", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise BadRequestError(f"benchmark_index must be a whole number from 0, got {raw!r}")
+    return int(raw)
 
 
 @router.post("/submission/{leaderboard}/{gpu}/{mode}", status_code=202)
@@ -95,10 +121,13 @@ async def my_submissions(
     leaderboard: str | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> list[dict[str, Any]]:
-    reports = await service_of(request).user_submissions(
+    service = service_of(request)
+    reports = await service.user_submissions(
         who.require_user(), leaderboard=leaderboard, limit=limit
     )
-    return [views.submission_summary(r) for r in reports]
+    return [
+        views.submission_summary(r, await service.ranking_holds(r.submission.id)) for r in reports
+    ]
 
 
 @router.get("/user/submissions/{submission_id}")
@@ -107,7 +136,7 @@ async def my_submission(submission_id: int, request: Request, who: Authenticated
     report = await service.own_report(submission_id, who.user, admin=who.admin)
     waiting = next((j for j in report.jobs if j.state.value == "queued"), None)
     queue = await service.queue_status(waiting.gpu) if waiting else None
-    view = views.submission_view(report, queue)
+    view = views.submission_view(report, queue, await service.ranking_holds(submission_id))
     if report.done and report.submission.mode is Mode.LEADERBOARD:
         view["placements"] = [asdict(p) for p in await service.placements(submission_id)]
     return view
