@@ -11,7 +11,9 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import time
+import uuid
 import zipfile
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +25,8 @@ from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.records import RunRecord
 from cluster_manager.report import format_event, format_submission_report
 from cluster_manager.service import Service, SubmissionReport
+
+log = logging.getLogger(__name__)
 
 STATUS_INTERVAL_S = 3.0  # how often a waiting client hears that we are still at it
 
@@ -66,7 +70,13 @@ async def submission_stream(
                 status = {"status": "processing", "elapsed_time": elapsed, "message": latest[0]}
                 yield sse("status", status)
         if (failure := follower.exception()) is not None:
-            yield sse("error", {"status": "error", "detail": f"following failed: {failure}"})
+            error_id = uuid.uuid4().hex[:8]
+            log.error("error %s following submission %d", error_id, submission_id, exc_info=failure)
+            detail = (
+                f"lost track of submission {submission_id} (error id {error_id}); it goes on: "
+                f"read it at /user/submissions/{submission_id}"
+            )
+            yield sse("error", {"status": "error", "detail": detail})
             return
         report = await service.report(submission_id)
         yield sse("result", result_payload(report, await service.ranking_holds(submission_id)))

@@ -55,9 +55,10 @@ def check_command(
     settings: Settings, path: Path, gpu: str, root: Path | None, sandbox: bool, as_json: bool
 ) -> None:
     """Check the tasks at PATH before publishing them: a task folder, a .zip, or a competition
-    YAML (each of its problems). Each task is loaded and its reference runs as the submission,
-    in test and benchmark mode, here. Exits 0 only when every task loads and every task that
-    can run here passes; a task that needs a GPU this machine lacks says which."""
+    YAML (each of its problems). Each task is loaded and its reference runs as the submission
+    in benchmark mode (tests, then benchmarks), here. Exits 0 only when every task loads and
+    every task that can run here passes; a task that needs a GPU this machine lacks says
+    which."""
     try:
         machine = load_settings_registry(settings).get(gpu)
         if machine.launcher != "local":

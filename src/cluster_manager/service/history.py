@@ -26,12 +26,12 @@ class History:
         self, user: Submitter, *, leaderboard: str | None = None, limit: int = 20
     ) -> list[SubmissionReport]:
         """The user's submissions, newest first (at most `MAX_LISTED`)."""
-        found = await lb_store.get_user(self.pool, user.external_id)
-        if found is None:
-            return []
         board_id = (
             None if leaderboard is None else (await find_leaderboard(self.pool, leaderboard)).id
         )
+        found = await lb_store.get_user(self.pool, user.external_id)
+        if found is None:
+            return []
         ids = await sub_store.submissions_of_user(
             self.pool, user_id=found.id, leaderboard_id=board_id, limit=min(limit, MAX_LISTED)
         )

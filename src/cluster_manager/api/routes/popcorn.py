@@ -16,6 +16,7 @@ from cluster_manager.api.errors import BadRequestError
 from cluster_manager.api.streams import event_response, submission_stream
 from cluster_manager.api.uploads import read_upload
 from cluster_manager.core.models import Mode
+from cluster_manager.core.records import JobState
 from cluster_manager.service import Service, SubmissionReceipt
 
 router = APIRouter()
@@ -66,12 +67,13 @@ async def _submit(
     request: Request, who: Caller, leaderboard: str, gpu: str, mode: str
 ) -> SubmissionReceipt:
     service = service_of(request)
+    user = who.require_user()
     chosen = parse_mode(mode)
     await service.leaderboard(leaderboard)  # an unknown board is 404 before the upload is read
     upload = await read_upload(request, service.max_submission_bytes)
     return await service.submit(
         leaderboard,
-        who.require_user(),
+        user,
         upload.file_name,
         upload.data,
         gpus=[gpu],
@@ -134,7 +136,7 @@ async def my_submissions(
 async def my_submission(submission_id: int, request: Request, who: Authenticated) -> Any:
     service = service_of(request)
     report = await service.own_report(submission_id, who.user, admin=who.admin)
-    waiting = next((j for j in report.jobs if j.state.value == "queued"), None)
+    waiting = next((j for j in report.jobs if j.state is JobState.QUEUED), None)
     queue = await service.queue_status(waiting.gpu) if waiting else None
     view = views.submission_view(report, queue, await service.ranking_holds(submission_id))
     if report.done and report.submission.mode is Mode.LEADERBOARD:
