@@ -228,8 +228,9 @@ async def test_our_event_stream_follows_a_submission_to_its_end(
         async with aconnect_sse(http, "GET", url) as events:
             seen = [(e.event, e.json()) for e in [e async for e in events.aiter_sse()]]
     states = [data["state"] for kind, data in seen if kind == "job"]
-    # From the state it was in when the stream began (the scheduler may have it already).
-    assert states[0] in {"queued", "claimed", "dispatched"} and states[-1] == "finished"
+    # From the state it was in when the stream began (under load it may be over already).
+    assert states and states[-1] == "finished"
+    assert set(states) <= {"queued", "claimed", "dispatched", "running", "finished"}
     kind, done = seen[-1]
     assert kind == "done" and done["status"] == "succeeded" and done["runs"][0]["passed"]
 

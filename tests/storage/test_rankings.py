@@ -513,3 +513,29 @@ async def test_personal_runs_are_the_users_own_with_secrets_redacted(
     assert await service.personal_runs("board", CAROL) == []
     with pytest.raises(NotFoundError):
         await service.personal_runs("missing", ALICE)
+
+
+async def test_the_rankings_history_holds_each_improvement_the_ranking_accepted(service, pool):
+    """What the charts draw: a user's better score is an event; a slower one, a pair whose
+    secret run failed, and the re-ranking after a deletion are not; deleting takes the
+    deleted submission's events with it."""
+    await make_board(service)
+    scores = [(ALICE, 2.0, True), (ALICE, 1.0, True), (ALICE, 1.5, True), (BOB, 0.5, False)]
+    receipts = []
+    for user, score, secret_ok in scores:
+        receipt = await submit(service, user=user)
+        await finish_submission(pool, receipt, score, secret_passed=secret_ok)
+        receipts.append(receipt)
+    history = await service.score_history("board", "CPU")
+    assert [(p.user, p.score) for p in history.points] == [("alice", 2.0), ("alice", 1.0)]
+    with pytest.raises(GpuNotAllowedError):
+        await service.score_history("board", "H100")
+
+    best = receipts[1]
+    await service.delete_submission(best.submission_id, ALICE)
+    after = await service.score_history("board", "CPU")
+    assert [(p.user, p.score) for p in after.points] == [("alice", 2.0)]
+    assert after.version != history.version
+    # The ranking itself fell back to alice's next best (1.5), without a new event.
+    ranking = (await service.ranking("board", "CPU"))["CPU"]
+    assert [(e.user, e.score) for e in ranking] == [("alice", 1.5)]

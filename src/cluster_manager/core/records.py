@@ -111,6 +111,23 @@ class Job:
 
 
 @dataclass(frozen=True)
+class ScorePoint:
+    """A user's best score on a leaderboard and GPU improved to `score` (seconds) at `at`."""
+
+    user: str
+    score: float
+    at: datetime
+
+
+@dataclass(frozen=True)
+class ScoreHistory:
+    leaderboard: str
+    gpu: str
+    points: tuple[ScorePoint, ...]  # oldest first
+    version: tuple[int, int]  # changes whenever the history does (cache key)
+
+
+@dataclass(frozen=True)
 class RankingEntry:
     rank: int
     user: str

@@ -14,6 +14,8 @@ from cluster_manager.core.records import (
     LeaderboardSummary,
     RankingEntry,
     RunRecord,
+    ScoreHistory,
+    ScorePoint,
     check_leaderboard_name,
 )
 from cluster_manager.errors import ClusterManagerError
@@ -137,6 +139,18 @@ class Leaderboards:
             )
             for g in gpus
         }
+
+    async def score_history(self, name: str, gpu: str) -> ScoreHistory:
+        """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
+        board = await self.leaderboard(name)
+        if gpu not in board.gpus:
+            raise GpuNotAllowedError(
+                f"{name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
+            )
+        rows = await run_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
+        version = await run_store.history_version(self.pool, leaderboard_id=board.id, gpu=gpu)
+        points = tuple(ScorePoint(user, score, at) for user, score, at in rows)
+        return ScoreHistory(board.name, gpu, points, version)
 
     async def personal_runs(self, name: str, user: Submitter) -> list[RunRecord]:
         """All of one user's runs; secret runs show only their verdict."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import asyncpg
 
 from cluster_manager.core.models import Mode, RunResult, Verdict
@@ -73,8 +75,11 @@ async def _rank_pair(
     gpu: str,
     submission: asyncpg.Record,
     allow_unsandboxed: bool,
+    *,
+    record_history: bool = True,
 ) -> None:
-    """Ranks the public score once both it and the secret re-run passed on this GPU."""
+    """Ranks the public score once both it and the secret re-run passed on this GPU; an
+    improvement is also kept in the ranking's history (`ranking_events`)."""
     pair = await conn.fetch(
         """
         SELECT secret, passed, score, system, coalesce(result->>'review', '') AS review
@@ -93,7 +98,7 @@ async def _rank_pair(
     for run in (public, secret):
         if ranking_hold(run["system"], allow_unsandboxed=allow_unsandboxed, review=run["review"]):
             return
-    await conn.execute(
+    improved = await conn.fetchval(
         """
         INSERT INTO rankings (leaderboard_id, gpu, user_id, submission_id, score, submitted_at)
         VALUES ($1, $2, $3, $4, $5, $6)
@@ -101,6 +106,7 @@ async def _rank_pair(
             SET submission_id = EXCLUDED.submission_id, score = EXCLUDED.score,
                 submitted_at = EXCLUDED.submitted_at
             WHERE EXCLUDED.score < rankings.score
+        RETURNING submission_id
         """,
         submission["leaderboard_id"],
         gpu,
@@ -109,6 +115,18 @@ async def _rank_pair(
         public["score"],
         submission["submitted_at"],
     )
+    if improved is not None and record_history:
+        await conn.execute(
+            """
+            INSERT INTO ranking_events (leaderboard_id, gpu, user_id, submission_id, score)
+            VALUES ($1, $2, $3, $4, $5)
+            """,
+            submission["leaderboard_id"],
+            gpu,
+            submission["user_id"],
+            submission_id,
+            public["score"],
+        )
 
 
 async def rerank_user(
@@ -129,8 +147,10 @@ async def rerank_user(
         leaderboard_id,
         user_id,
     )
-    for pair in pairs:
-        await _rank_pair(conn, pair["submission_id"], pair["gpu"], pair, allow_unsandboxed)
+    for pair in pairs:  # their improvements are in the history already
+        await _rank_pair(
+            conn, pair["submission_id"], pair["gpu"], pair, allow_unsandboxed, record_history=False
+        )
 
 
 async def ranking(
@@ -225,3 +245,34 @@ async def runs_of_submission(db: Executor, submission_id: int) -> list[RunRecord
 async def verdict_of_job(db: Executor, job_id: int) -> str | None:
     verdict: str | None = await db.fetchval("SELECT verdict FROM runs WHERE job_id = $1", job_id)
     return verdict
+
+
+async def score_history(
+    db: Executor, *, leaderboard_id: int, gpu: str
+) -> list[tuple[str, float, datetime]]:
+    """(user, score, when) of every improvement of a user's best on a leaderboard and GPU,
+    oldest first."""
+    rows = await db.fetch(
+        """
+        SELECT u.external_id AS user_name, e.score, e.ranked_at
+        FROM ranking_events e JOIN users u ON u.id = e.user_id
+        WHERE e.leaderboard_id = $1 AND e.gpu = $2
+        ORDER BY e.id
+        """,
+        leaderboard_id,
+        gpu,
+    )
+    return [(r["user_name"], r["score"], r["ranked_at"]) for r in rows]
+
+
+async def history_version(db: Executor, *, leaderboard_id: int, gpu: str) -> tuple[int, int]:
+    """Changes whenever the ranking's history does (an event added, or deleted with its
+    submission): what a cached chart is keyed by."""
+    row = await db.fetchrow(
+        "SELECT coalesce(max(id), 0) AS newest, count(*) AS events FROM ranking_events "
+        "WHERE leaderboard_id = $1 AND gpu = $2",
+        leaderboard_id,
+        gpu,
+    )
+    assert row is not None
+    return int(row["newest"]), int(row["events"])

@@ -1,0 +1,114 @@
+"""Charts of a ranking's history, one module for every front end: SVG for web pages, PNG for
+Discord. The fastest score over time is a step line; each of the current top users' best is a
+line of its own. matplotlib is imported only when a chart is drawn (the bot's start-up and
+memory do not pay for it), through its object API (no pyplot state: drawing in threads is
+safe), and a chart is drawn again only when its ranking's history changed."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections import OrderedDict
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from cluster_manager.core.records import ScoreHistory, ScorePoint
+
+if TYPE_CHECKING:  # imported where a chart is drawn, not where this module is
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+Format = Literal["svg", "png"]
+TOP_USERS = 5
+CACHE_ENTRIES = 128
+_UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
+
+
+def unit_for(seconds: float) -> tuple[str, float]:
+    """The unit the scores read best in: the largest not above the fastest score."""
+    return next(((name, scale) for name, scale in _UNITS if seconds >= scale), _UNITS[-1])
+
+
+def best_over_time(points: tuple[ScorePoint, ...]) -> list[tuple[datetime, float]]:
+    """The fastest score after each improvement that beat it."""
+    steps: list[tuple[datetime, float]] = []
+    for point in points:
+        if not steps or point.score < steps[-1][1]:
+            steps.append((point.at, point.score))
+    return steps
+
+
+def top_users(points: tuple[ScorePoint, ...], count: int = TOP_USERS) -> list[str]:
+    """The users with the best scores now, fastest first (ties: who got there first)."""
+    best: dict[str, tuple[float, datetime]] = {}
+    for p in points:
+        if p.user not in best or p.score < best[p.user][0]:
+            best[p.user] = (p.score, p.at)
+    return sorted(best, key=lambda user: best[user])[:count]
+
+
+def draw(history: ScoreHistory, fmt: Format) -> bytes:
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 4.2), dpi=110, layout="constrained")
+    axes = figure.add_subplot()
+    axes.set_title(f"{history.leaderboard} on {history.gpu}: best score over time")
+    points = history.points
+    if not points:
+        axes.text(0.5, 0.5, "no ranked submissions yet", ha="center", va="center")
+        axes.set_axis_off()
+        return _render(figure, fmt)
+    unit, scale = unit_for(min(p.score for p in points))
+    end = max(p.at for p in points)
+    _step_line(axes, best_over_time(points), end, scale, color="black", lw=2.2, label="fastest")
+    for user in top_users(points):
+        mine = best_over_time(tuple(p for p in points if p.user == user))
+        _step_line(axes, mine, end, scale, lw=1.2, alpha=0.85, label=user)
+    scores = [p.score for p in points]
+    if max(scores) / min(scores) > 20:
+        axes.set_yscale("log")
+    axes.xaxis_date()
+    axes.set_ylabel(f"score ({unit}, lower is better)")
+    axes.grid(True, alpha=0.3)
+    axes.legend(loc="upper right", fontsize="small")
+    figure.autofmt_xdate()
+    return _render(figure, fmt)
+
+
+def _step_line(
+    axes: Axes, steps: list[tuple[datetime, float]], end: datetime, scale: float, **style: Any
+) -> None:
+    """A best-so-far line: flat until the next improvement, drawn on to the newest point."""
+    from matplotlib.dates import date2num
+
+    # date2num is untyped in matplotlib 3.11: the one call mypy cannot see into.
+    times = [float(date2num(t)) for t, _ in [*steps, (end, 0.0)]]  # type: ignore[no-untyped-call]
+    values = [s / scale for _, s in steps] + [steps[-1][1] / scale]
+    axes.step(times, values, where="post", **style)
+
+
+def _render(figure: Figure, fmt: Format) -> bytes:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+class ChartCache:
+    """Drawn charts by (leaderboard, GPU, history version, format); the oldest go first."""
+
+    def __init__(self, entries: int = CACHE_ENTRIES) -> None:
+        self.entries = entries
+        self._charts: OrderedDict[tuple[object, ...], bytes] = OrderedDict()
+        self.drawn = 0  # how many times a chart was actually drawn
+
+    async def chart(self, history: ScoreHistory, fmt: Format) -> bytes:
+        key = (history.leaderboard, history.gpu, history.version, fmt)
+        if (found := self._charts.get(key)) is not None:
+            self._charts.move_to_end(key)
+            return found
+        drawn = await asyncio.to_thread(draw, history, fmt)
+        self.drawn += 1
+        self._charts[key] = drawn
+        while len(self._charts) > self.entries:
+            self._charts.popitem(last=False)
+        return drawn

@@ -1,0 +1,73 @@
+"""Charts of a ranking's history: the fastest over time, the top users' lines, drawn as SVG
+and PNG, and drawn again only when the history changed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from cluster_manager.charts import ChartCache, best_over_time, draw, top_users, unit_for
+from cluster_manager.core.records import ScoreHistory, ScorePoint
+
+T0 = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def point(user: str, score: float, hours: int) -> ScorePoint:
+    return ScorePoint(user, score, T0 + timedelta(hours=hours))
+
+
+POINTS = (
+    point("alice", 3e-3, 0),
+    point("bob", 2e-3, 1),
+    point("alice", 2.5e-3, 2),  # alice improves, but bob is still fastest
+    point("carol", 1e-3, 3),
+    point("bob", 0.9e-3, 4),
+)
+
+
+def history(points: tuple[ScorePoint, ...] = POINTS, version: tuple[int, int] = (5, 5)):
+    return ScoreHistory("softmax", "H100", points, version)
+
+
+def test_the_fastest_steps_down_only_when_beaten():
+    assert best_over_time(POINTS) == [
+        (POINTS[0].at, 3e-3),
+        (POINTS[1].at, 2e-3),
+        (POINTS[3].at, 1e-3),
+        (POINTS[4].at, 0.9e-3),
+    ]
+
+
+def test_top_users_by_their_best_now():
+    assert top_users(POINTS) == ["bob", "carol", "alice"]
+    assert top_users(POINTS, count=1) == ["bob"]
+
+
+def test_units_read_from_the_fastest_score():
+    assert unit_for(2.5) == ("s", 1.0)
+    assert unit_for(0.9e-3) == ("µs", 1e-6)
+    assert unit_for(4e-3) == ("ms", 1e-3)
+    assert unit_for(1e-12) == ("ns", 1e-9)
+
+
+def test_svg_and_png_hold_the_lines_and_labels():
+    svg = draw(history(), "svg").decode()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    for label in ("fastest", "alice", "bob", "carol", "µs, lower is better"):
+        assert label in svg, label
+    png = draw(history(), "png")
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_an_empty_history_says_so():
+    assert "no ranked submissions yet" in draw(history(()), "svg").decode()
+
+
+async def test_a_chart_is_drawn_again_only_when_its_history_changed():
+    cache = ChartCache()
+    first = await cache.chart(history(), "svg")
+    assert await cache.chart(history(), "svg") is first
+    assert cache.drawn == 1
+    await cache.chart(history(), "png")
+    changed = history((*POINTS, point("dave", 0.5e-3, 5)), version=(6, 6))
+    assert "dave" in (await cache.chart(changed, "svg")).decode()
+    assert cache.drawn == 3
