@@ -100,6 +100,10 @@ async def test_show_pages_through_a_long_ranking(harness, app, clock, fake_launc
     buttons = {b["label"]: b for row in message.components for b in row["components"]}
     assert buttons["Previous"].get("disabled") and not buttons["Next"].get("disabled")
 
+    # The chart of the best score over time comes with it, shown on the first page.
+    assert page["image"]["url"] == "attachment://ranking.png"
+    assert message.files["ranking.png"].startswith(b"\x89PNG\r\n\x1a\n")
+
     await harness.click(message, "Next")
     page = message.embeds[0]
     assert page["footer"]["text"] == "Page 2/2"
@@ -117,6 +121,7 @@ async def test_show_an_empty_ranking_for_one_gpu(harness, app, clock):
     (embed,) = reply.only.embeds
     assert embed["title"] == "🏆 identity on CPU"
     assert embed["description"] == "No ranked submissions yet."
+    assert "image" not in embed and not reply.only.files  # no chart of nothing
 
 
 async def test_show_personal_lists_only_the_callers_runs(harness, app, clock, fake_launcher):

@@ -168,9 +168,14 @@ async def show_pages(
     *,
     ephemeral: bool,
     timeout: float,
+    files: Sequence[discord.File] = (),
 ) -> None:
+    """The first page with its files (an image the page shows), and buttons for the rest."""
+    extra = {"files": list(files)} if files else {}
     if len(pages) == 1:
-        await answer(interaction, embed=pages[0], ephemeral=ephemeral)
+        await answer(interaction, embed=pages[0], ephemeral=ephemeral, **extra)
         return
     view = PagesView(interaction.user, pages, timeout=timeout)
-    view.message = await answer(interaction, embed=pages[0], view=view, ephemeral=ephemeral)
+    view.message = await answer(
+        interaction, embed=pages[0], view=view, ephemeral=ephemeral, **extra
+    )

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import io
 from typing import TYPE_CHECKING
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
+from cluster_manager.charts import ChartCache
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import check_leaderboard_name
 from cluster_manager.core.submission import EXTENSIONS, parse_headers
@@ -30,6 +32,7 @@ if TYPE_CHECKING:
 SUBMISSION_SUFFIXES = tuple(sorted({s for group in EXTENSIONS.values() for s in group}))
 MAX_TASK_ZIP_BYTES = DEFAULT_LIMITS.total_bytes
 MAX_FILES_PER_MESSAGE = 10  # Discord's limit
+CHART_FILE = "ranking.png"
 MODES = [
     app_commands.Choice(name="test", value=Mode.TEST.value),
     app_commands.Choice(name="benchmark", value=Mode.BENCHMARK.value),
@@ -56,6 +59,7 @@ class LeaderboardCog(
 ):
     def __init__(self, bot: ClusterBot) -> None:
         self.bot = bot
+        self.charts = ChartCache()
         super().__init__()
 
     @property
@@ -203,7 +207,20 @@ class LeaderboardCog(
         await defer(interaction, ephemeral=False)
         rankings = await self.service.ranking(name, gpu)
         pages = render.ranking_pages(name, rankings)
-        await show_pages(interaction, pages, ephemeral=False, timeout=self.bot.config.view_timeout)
+        files = []
+        if rankings:  # the chart of the GPU of the first page, shown on it
+            history = await self.service.score_history(name, next(iter(rankings)))
+            if history.points:
+                png = await self.charts.chart(history, "png")
+                files.append(discord.File(io.BytesIO(png), filename=CHART_FILE))
+                pages[0].set_image(url=f"attachment://{CHART_FILE}")
+        await show_pages(
+            interaction,
+            pages,
+            ephemeral=False,
+            timeout=self.bot.config.view_timeout,
+            files=files,
+        )
 
     @app_commands.command(name="show-personal", description="Your own runs on a leaderboard")
     @app_commands.describe(name="The leaderboard")
