@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -73,6 +74,10 @@ def make_venv(venv: Path, wheel: Path) -> Path:
 @pytest.mark.timeout(900)
 def test_the_installed_wheel_runs_the_demo_from_anywhere(tmp_path: Path, db_url: str):
     wheel = build_wheel(tmp_path / "dist")
+    with zipfile.ZipFile(wheel) as built:  # what `serve` reads at run time ships too
+        names = set(built.namelist())
+    for needed in ("web/templates/home.html", "web/static/style.css", "data/gpus.yml"):
+        assert f"cluster_manager/{needed}" in names, needed
     venv = (tmp_path / "venv").resolve()
     python = make_venv(venv, wheel)
     elsewhere = tmp_path / "elsewhere"

@@ -9,8 +9,10 @@ from cluster_manager.api.auth import RequestLimiter
 from cluster_manager.api.routes import ours, popcorn
 from cluster_manager.api.streams import STATUS_INTERVAL_S
 from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
+from cluster_manager.charts import ChartCache
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings
+from cluster_manager.web import pages
 
 API_VERSION = "1"
 
@@ -25,9 +27,12 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.state.admin_token = settings.admin_token
     api.state.limiter = RequestLimiter(settings.api_rate_limit_per_minute)
     api.state.status_interval_s = STATUS_INTERVAL_S
+    api.state.charts = ChartCache()
     errors.install(api)
     # Ours first: `/leaderboards/{name}` must not be read as popcorn's `/{lb}/{gpu}/{mode}`.
+    api.include_router(pages.router)
     api.include_router(ours.router)
     api.include_router(popcorn.router)
+    api.mount("/static", pages.static_files(), name="static")
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
     return api

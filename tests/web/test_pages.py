@@ -1,0 +1,70 @@
+"""The leaderboards' tiles and the ranking charts, served with the API over the same service."""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+
+import httpx
+
+from cluster_manager.app import App
+from cluster_manager.core.task import load_task
+from cluster_manager.service import Submitter
+from tests.api.conftest import BOARD, IDENTITY
+from tests.storage.helpers import finish_submission
+
+
+async def rank(app: App, user: str, score: float) -> None:
+    receipt = await app.service.submit(
+        BOARD,
+        Submitter(user, user),
+        "submission.py",
+        (IDENTITY / "submission.py").read_bytes(),
+        gpus=["CPU"],
+    )
+    await finish_submission(app.pool, receipt, score)
+
+
+async def test_home_shows_open_tiles_with_their_leaders_and_closed_ones_below(
+    app: App, client: httpx.AsyncClient
+):
+    for user, score in (("alice", 3e-6), ("bob", 2e-6), ("carol", 4e-6), ("dave", 9e-6)):
+        await rank(app, user, score)
+    await app.service.create_leaderboard(
+        "archive", load_task(IDENTITY), datetime(2099, 1, 1, tzinfo=UTC), ["CPU"]
+    )
+    await app.pool.execute(
+        "UPDATE leaderboards SET deadline = now() - interval '1 day' WHERE name = 'archive'"
+    )
+    page = await client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    text = page.text
+    open_part, closed_part = text.split("<h2>Closed</h2>")
+    assert f'href="/leaderboards/{BOARD}"' in open_part and "archive" in closed_part
+    # The top three on CPU, fastest first; the fourth is not on the tile.
+    users = [html.unescape(u) for u in open_part.split('<span class="user">')[1:]]
+    assert [u.split("<")[0] for u in users] == ["bob", "alice", "carol"]
+    assert "2 µs" in open_part and "dave" not in open_part
+    assert "no ranked submissions yet" in open_part  # CPU2 has none
+    assert "Identity" in open_part  # the description's first line
+    css = await client.get("/static/style.css")
+    assert css.status_code == 200 and ".tile" in css.text
+
+
+async def test_an_empty_home_says_so(api, app: App, client: httpx.AsyncClient):
+    await app.pool.execute("DELETE FROM leaderboards")
+    assert "No open leaderboard right now." in (await client.get("/")).text
+
+
+async def test_a_chart_is_svg_and_drawn_once_per_history(app: App, api, client: httpx.AsyncClient):
+    await rank(app, "alice", 3e-6)
+    first = await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg")
+    assert first.status_code == 200 and first.headers["content-type"] == "image/svg+xml"
+    assert "<svg" in first.text and "alice" in first.text
+    await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg")
+    assert api.state.charts.drawn == 1
+    await rank(app, "bob", 1e-6)
+    assert "bob" in (await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg")).text
+    assert api.state.charts.drawn == 2
+    other = await client.get(f"/leaderboards/{BOARD}/chart/H100.svg")
+    assert other.status_code == 400 and "does not run on 'H100'" in other.json()["detail"]
