@@ -31,12 +31,12 @@ class LiveEvents:
         wanted = set(submission_ids)
         async with self.event_hub.subscription(wanted) as events:
             # Subscribed first, then read the state: nothing happens unseen in between.
-            jobs = await _current_jobs(self.pool, wanted)
-            if not jobs:
+            snapshots = await _consistent_snapshots(self.pool, wanted)
+            if not snapshots:
                 raise NotFoundError(f"there is no submission {sorted(wanted)}")
-            open_jobs = {j.id for j in jobs if j.state not in TERMINAL_STATES}
-            for job in jobs:
-                yield await _snapshot_event(self.pool, job)
+            open_jobs = {e.job_id for e in snapshots if e.state not in TERMINAL_EVENTS}
+            for snapshot in snapshots:
+                yield snapshot
             while open_jobs:
                 try:
                     event = await asyncio.wait_for(events.get(), timeout=RECHECK_S)
@@ -59,6 +59,13 @@ async def _current_jobs(db: Executor, submission_ids: Collection[int]) -> list[J
     for submission_id in sorted(submission_ids):
         found += await job_store.jobs_of_submission(db, submission_id)
     return found
+
+
+async def _consistent_snapshots(pool: asyncpg.Pool, wanted: Collection[int]) -> list[JobEvent]:
+    """Each job's state with its queue position, read from one snapshot of the database: a
+    job claimed between two reads would otherwise show as queued without a position."""
+    async with pool.acquire() as conn, conn.transaction(isolation="repeatable_read", readonly=True):
+        return [await _snapshot_event(conn, job) for job in await _current_jobs(conn, wanted)]
 
 
 async def _snapshot_event(db: Executor, job: Job) -> JobEvent:
