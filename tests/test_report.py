@@ -10,7 +10,7 @@ from cluster_manager.core.models import (
     Verdict,
 )
 from cluster_manager.core.protocol import NOT_RUN
-from cluster_manager.report import TERMINAL_WIDTH, format_report
+from cluster_manager.report import TERMINAL_WIDTH, format_duration_ns, format_report
 
 LONG_SPEC = "m: 1024; n: 1536; k: 7168; seed: 8135; dtype: bfloat16; layout: row-major"
 
@@ -48,3 +48,10 @@ def test_the_table_fits_an_80_column_terminal():
         assert max(len(line) for line in lines) <= TERMINAL_WIDTH, lines
         assert any("123 µs ± 2 µs" in line for line in lines)
         assert any(line.strip() == LONG_SPEC for line in lines) == (first == LONG_SPEC)
+
+
+def test_a_duration_just_under_a_unit_is_shown_in_that_unit():
+    assert format_duration_ns(999.9996) == "1 µs"
+    assert format_duration_ns(999_999.7) == "1 ms"
+    assert format_duration_ns(999.4) == "999 ns"
+    assert format_duration_ns(1_500) == "1.5 µs"

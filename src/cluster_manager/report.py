@@ -18,8 +18,9 @@ if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the servic
 
 
 def format_duration_ns(ns: float) -> str:
+    rounded = float(f"{ns:.3g}")  # 999.9996 ns is shown as 1 µs, not as 1e+03 ns
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
-        if ns >= scale:
+        if rounded >= scale:
             return f"{ns / scale:.3g} {unit}"
     return f"{ns:.3g} ns"
 

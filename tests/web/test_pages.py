@@ -9,20 +9,8 @@ import httpx
 
 from cluster_manager.app import App
 from cluster_manager.core.task import load_task
-from cluster_manager.service import Submitter
 from tests.api.conftest import BOARD, IDENTITY
-from tests.storage.helpers import finish_submission
-
-
-async def rank(app: App, user: str, score: float) -> None:
-    receipt = await app.service.submit(
-        BOARD,
-        Submitter(user, user),
-        "submission.py",
-        (IDENTITY / "submission.py").read_bytes(),
-        gpus=["CPU"],
-    )
-    await finish_submission(app.pool, receipt, score)
+from tests.web.helpers import HTML, rank
 
 
 async def test_home_shows_open_tiles_with_their_leaders_and_closed_ones_below(
@@ -67,4 +55,47 @@ async def test_a_chart_is_svg_and_drawn_once_per_history(app: App, api, client: 
     assert "bob" in (await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg")).text
     assert api.state.charts.drawn == 2
     other = await client.get(f"/leaderboards/{BOARD}/chart/H100.svg")
-    assert other.status_code == 400 and "does not run on 'H100'" in other.json()["detail"]
+    assert other.status_code == 400 and "does not run on &#39;H100&#39;" in other.text
+
+
+async def test_a_browser_gets_the_leaderboard_page_and_a_client_the_json(
+    app: App, client: httpx.AsyncClient
+):
+    for user, score in (("alice", 3e-6), ("bob", 2e-6), ("carol", 2e-6), ("dave", 4e-6)):
+        await rank(app, user, score)
+    page = await client.get(f"/leaderboards/{BOARD}", headers=HTML)
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert (
+        "Accept" in page.headers["vary"]
+        and "default-src 'none'" in page.headers["content-security-policy"]
+    )
+    cpu = page.text.split('id="gpu-CPU"')[1].split("</section>")[0]
+    users = [u.split("<")[0] for u in cpu.split('<td class="user">')[1:]]
+    assert users == ["bob", "carol", "alice", "dave"]  # equal scores: the earlier first
+    gaps = [g.split("<")[0] for g in cpu.split('<td class="num gap">')[1:]]
+    assert gaps == ["", "tie", "+1 µs (+50.0%)", "+1 µs (+33.3%)"]
+    assert f'src="/leaderboards/{BOARD}/chart/CPU.svg"' in cpu
+    records = cpu.split("<details>")[1]
+    assert records.count("<tr>") == 1 + 2  # header, then alice's 3 µs and bob's 2 µs
+    assert "No ranked submissions on CPU2 yet." in page.text
+    assert "Identity" in page.text and "Python template" in page.text  # task, downloads
+    assert "Sign in</a> to submit" in page.text and "My submissions" not in page.text
+    for accept in ("*/*", "application/json", "text/html;q=0.5, application/json"):
+        data = await client.get(f"/leaderboards/{BOARD}", headers={"Accept": accept})
+        assert data.json()["rankings"]["CPU"][0]["user"] == "bob", accept
+
+
+async def test_an_unknown_leaderboard_is_a_404_page(client: httpx.AsyncClient):
+    page = await client.get("/leaderboards/nope", headers=HTML)
+    assert page.status_code == 404 and "<h1>Not found</h1>" in page.text
+    assert "there is no leaderboard" in page.text
+
+
+async def test_task_files_download_and_unknown_ones_are_404(app: App, client: httpx.AsyncClient):
+    files = await app.service.task_files(BOARD)
+    name = sorted(files)[0]
+    got = await client.get(f"/leaderboards/{BOARD}/files/{name}")
+    assert got.status_code == 200 and got.text == files[name]
+    assert got.headers["content-disposition"].startswith("attachment; filename=")
+    assert (await client.get(f"/leaderboards/{BOARD}/files/nope.py")).status_code == 404
+    assert (await client.get(f"/leaderboards/{BOARD}/files/submission.py")).status_code == 404

@@ -12,7 +12,7 @@ from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
 from cluster_manager.charts import ChartCache
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings
-from cluster_manager.web import pages
+from cluster_manager.web import pages, sessions, submissions
 
 API_VERSION = "1"
 
@@ -29,8 +29,12 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.state.status_interval_s = STATUS_INTERVAL_S
     api.state.charts = ChartCache()
     errors.install(api)
-    # Ours first: `/leaderboards/{name}` must not be read as popcorn's `/{lb}/{gpu}/{mode}`.
+    # Pages and ours before popcorn's catch-all `/{lb}/{gpu}/{mode}`; a browser's request for
+    # `/leaderboards/{name}` gets the page, any other client the JSON ranking.
     api.include_router(pages.router)
+    api.include_router(pages.browser_router)
+    api.include_router(sessions.router)
+    api.include_router(submissions.router)
     api.include_router(ours.router)
     api.include_router(popcorn.router)
     api.mount("/static", pages.static_files(), name="static")

@@ -1,6 +1,7 @@
 """Who calls: a user's API token, sent as popcorn-cli sends it (`X-Popcorn-Cli-Id`) or as
-`Authorization: Bearer`, or the admin token. Every authenticated request counts against its
-token's per-minute limit."""
+`Authorization: Bearer`, or the admin token; for reading (GET) also a signed-in browser's
+session cookie, so that a page can follow its submission's events. Every authenticated
+request counts against its token's per-minute limit."""
 
 from __future__ import annotations
 
@@ -18,9 +19,14 @@ from cluster_manager.service import (
     Service,
     Submitter,
     UnauthorizedError,
+    WebSession,
 )
 
 POPCORN_HEADER = "X-Popcorn-Cli-Id"
+SESSION_COOKIE = "cm_session"
+# A cookie comes with any request the browser makes to this site; it authenticates only
+# reading, so a forged cross-site request could change nothing even without SameSite.
+COOKIE_METHODS = frozenset({"GET", "HEAD"})
 NO_TOKEN = (
     f"no API token: send it as {POPCORN_HEADER} or Authorization: Bearer "
     "(get one with /token in Discord, or from an admin: cluster-manager user token NAME)"
@@ -76,7 +82,11 @@ async def caller(request: Request) -> Caller:
     state = request.app.state
     token = presented_token(request)
     if token is None:
-        raise UnauthorizedError(NO_TOKEN)
+        session = await signed_in(request) if request.method in COOKIE_METHODS else None
+        if session is None:
+            raise UnauthorizedError(NO_TOKEN)
+        state.limiter.hit("admin" if session.user is None else f"user:{session.user.external_id}")
+        return Caller(session.user, admin=session.admin)
     if is_admin_token(token, state.admin_token):
         state.limiter.hit("admin")
         return Caller(None, admin=True)
@@ -84,3 +94,12 @@ async def caller(request: Request) -> Caller:
     user = await service.authenticate(token)
     state.limiter.hit(f"user:{user.external_id}")
     return Caller(user)
+
+
+async def signed_in(request: Request) -> WebSession | None:
+    """The live web session of the request's cookie, if any."""
+    session_id = request.cookies.get(SESSION_COOKIE)
+    if not session_id:
+        return None
+    service: Service = request.app.state.service
+    return await service.session(session_id, admin_token=request.app.state.admin_token)

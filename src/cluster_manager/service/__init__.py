@@ -14,6 +14,7 @@ the scheduler's business.
     events.py        live job events
     history.py       a user's own submissions: listing, reading, deleting
     accounts.py      API tokens: issuing, revoking, authenticating
+    sessions.py      web sessions: signing in to the pages with a token
     facade.py        Service: the halves above composed
 """
 
@@ -44,6 +45,7 @@ from cluster_manager.service.records import (
 )
 from cluster_manager.service.rules import LATEST_DEADLINE_YEAR, check_may_delete, parse_deadline
 from cluster_manager.service.scripts import SCRIPT_LEASE_S, SCRIPT_SLOT_POLL_S
+from cluster_manager.service.sessions import WebSession
 
 __all__ = [
     "DEFAULT_RATE_LIMIT_PER_HOUR",
@@ -68,6 +70,7 @@ __all__ = [
     "SubmissionReport",
     "Submitter",
     "UnauthorizedError",
+    "WebSession",
     "check_may_delete",
     "parse_deadline",
 ]

@@ -20,10 +20,11 @@ from cluster_manager.service.rates import (
     DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
 )
 from cluster_manager.service.scripts import ScriptRuns
+from cluster_manager.service.sessions import WebSessions
 from cluster_manager.service.submissions import Submissions
 
 
-class Service(Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accounts):
+class Service(Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accounts, WebSessions):
     def __init__(
         self,
         pool: asyncpg.Pool,

@@ -3,6 +3,9 @@ submission is reported as not found, so ids cannot be probed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from datetime import datetime
+
 import asyncpg
 
 from cluster_manager.service.errors import NotFoundError, StillRunningError
@@ -20,6 +23,7 @@ class History:
     """The history half of `Service`."""
 
     pool: asyncpg.Pool
+    clock: Callable[[], datetime]
     allow_unsandboxed_ranking: bool
 
     async def user_submissions(
@@ -43,6 +47,19 @@ class History:
         """The submission's report, for its author (or an admin) only."""
         report = await load_report(self.pool, submission_id)
         if not admin and (user is None or report.submission.user != user.external_id):
+            raise NotFoundError(f"there is no submission {submission_id}")
+        return report
+
+    async def visible_report(
+        self, submission_id: int, user: Submitter | None, *, admin: bool = False
+    ) -> SubmissionReport:
+        """`own_report`, or for anyone a ranked submission (its code included) once its
+        leaderboard has closed, as rankings are opened up after a competition; never before."""
+        report = await load_report(self.pool, submission_id)
+        if admin or (user is not None and report.submission.user == user.external_id):
+            return report
+        board = await find_leaderboard(self.pool, report.submission.leaderboard)
+        if board.is_open(self.clock()) or not await run_store.is_ranked(self.pool, submission_id):
             raise NotFoundError(f"there is no submission {submission_id}")
         return report
 

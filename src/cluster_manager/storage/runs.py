@@ -207,6 +207,14 @@ _SELECT_RUN = """
 """
 
 
+async def is_ranked(db: Executor, submission_id: int) -> bool:
+    """Whether the submission is some user's ranked best (on any GPU)."""
+    found: bool = await db.fetchval(
+        "SELECT EXISTS (SELECT 1 FROM rankings WHERE submission_id = $1)", submission_id
+    )
+    return found
+
+
 def _run(row: asyncpg.Record) -> RunRecord:
     return RunRecord(
         job_id=row["job_id"],

@@ -1,7 +1,9 @@
-"""The web pages `cluster-manager serve` shows beside the API: server-rendered HTML (Jinja2
-templates, one stylesheet, no build step) over the same `Service`.
+"""The web pages, served by `cluster-manager serve` beside the API, over the same `Service`:
+server-rendered HTML (Jinja2), one stylesheet, one small script for live progress.
 
-    pages.py       the routes: the leaderboards' tiles, charts
-    templates/     the HTML
-    static/        the stylesheet
+    rendering.py    templates, security headers, refusals as pages, HTML-or-JSON by Accept
+    views.py        what the templates show: scores in human units, gaps, rows
+    pages.py        the tiles, a leaderboard's page, its charts and files
+    submissions.py  a submission's page and the submit form
+    sessions.py     signing in with an API token (a session cookie), and out
 """

@@ -1,99 +1,118 @@
-"""The pages: the leaderboards as tiles (`/`) and each ranking's chart as SVG. Everything is
-read through the same `Service` as the API, the bot and the CLI."""
+"""The public pages: the leaderboards as tiles (`/`), one leaderboard with its rankings,
+charts, task and files, and each ranking's chart as SVG. Everything is read through the same
+`Service` as the API, the bot and the CLI."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+import re
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import HTMLResponse
 from fastapi.staticfiles import StaticFiles
-from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from cluster_manager.api.auth import signed_in
 from cluster_manager.charts import ChartCache
-from cluster_manager.core.records import Leaderboard, RankingEntry
-from cluster_manager.report import format_duration_ns, format_time_left
-from cluster_manager.service import Service
+from cluster_manager.core.models import Mode
+from cluster_manager.report import format_time_left
+from cluster_manager.service import NotFoundError
+from cluster_manager.web import views
+from cluster_manager.web.rendering import HERE, BrowserRoute, PageRoute, render, service_of
 
-HERE = Path(__file__).resolve().parent
 TOP_PER_GPU = 3
-templates = Environment(
-    loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(), auto_reload=False
-)
-router = APIRouter(include_in_schema=False)
-
-
-@dataclass(frozen=True)
-class Leader:
-    user: str
-    score: str
-
-
-@dataclass(frozen=True)
-class Tile:
-    name: str
-    summary: str  # the description's first line
-    deadline_iso: str
-    deadline_text: str
-    time_left: str
-    submissions: int
-    leaders: list[tuple[str, list[Leader]]]  # per GPU, the top three
+RANKING_ROWS = 100
+MY_SUBMISSIONS = 10
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
+# Shares `/leaderboards/{name}` with the JSON ranking: answers browsers only.
+browser_router = APIRouter(include_in_schema=False, route_class=BrowserRoute)
 
 
 def static_files() -> StaticFiles:
     return StaticFiles(directory=HERE / "static")
 
 
-def _service(request: Request) -> Service:
-    service: Service = request.app.state.service
-    return service
-
-
-def _tile(
-    board: Leaderboard, submissions: int, rankings: dict[str, list[RankingEntry]], now: datetime
-) -> Tile:
-    description = board.description or board.task.description
-    return Tile(
-        name=board.name,
-        summary=next((line.strip() for line in description.splitlines() if line.strip()), ""),
-        deadline_iso=board.deadline.isoformat(),
-        deadline_text=board.deadline.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        time_left=format_time_left(board.deadline, now),
-        submissions=submissions,
-        leaders=[
-            (gpu, [Leader(e.user, format_duration_ns(e.score * 1e9)) for e in entries])
-            for gpu, entries in rankings.items()
-        ],
-    )
-
-
-@router.get("/", response_class=HTMLResponse)
-async def home(request: Request) -> HTMLResponse:
-    service = _service(request)
+@router.get("/")
+async def home(request: Request) -> Response:
+    service = service_of(request)
     now = service.clock()
-    tiles: dict[bool, list[Tile]] = {True: [], False: []}
+    tiles: dict[bool, list[views.Tile]] = {True: [], False: []}
     for summary in await service.list_leaderboards():
         board = await service.leaderboard(summary.name)
         rankings = await service.ranking(board.name, None, limit=TOP_PER_GPU)
-        tiles[board.is_open(now)].append(_tile(board, summary.submissions, rankings, now))
-    html = templates.get_template("home.html").render(
+        tiles[board.is_open(now)].append(views.tile(board, summary.submissions, rankings, now))
+    return await render(
+        request,
+        "home.html",
         open_tiles=sorted(tiles[True], key=lambda t: t.deadline_iso),
         closed_tiles=sorted(tiles[False], key=lambda t: t.deadline_iso, reverse=True),
     )
-    return HTMLResponse(html)
+
+
+def anchor_of(gpu: str) -> str:
+    return "gpu-" + re.sub(r"[^A-Za-z0-9_-]", "-", gpu)
+
+
+@browser_router.get("/leaderboards/{name}")
+async def leaderboard(name: str, request: Request) -> Response:
+    service = service_of(request)
+    board = await service.leaderboard(name)
+    rankings = await service.ranking(name, None, limit=RANKING_ROWS)
+    sections = [
+        views.GpuSection(
+            gpu,
+            anchor_of(gpu),
+            views.ranking_rows(rankings.get(gpu, [])),
+            views.record_rows(await service.score_history(name, gpu)),
+        )
+        for gpu in board.gpus
+    ]
+    viewer = await signed_in(request)
+    mine = []
+    if viewer is not None and viewer.user is not None:
+        mine = [
+            views.submission_line(r)
+            for r in await service.user_submissions(
+                viewer.user, leaderboard=name, limit=MY_SUBMISSIONS
+            )
+        ]
+    now = service.clock()
+    return await render(
+        request,
+        "leaderboard.html",
+        board=board,
+        is_open=board.is_open(now),
+        deadline=views.when_text(board.deadline),
+        time_left=format_time_left(board.deadline, now),
+        description=views.description_of(board),
+        sections=sections,
+        templates=sorted(await service.templates(name)),
+        files=sorted(await service.task_files(name)),
+        mine=mine,
+        modes=[m.value for m in Mode],
+    )
 
 
 @router.get("/leaderboards/{name}/chart/{gpu}.svg")
 async def chart(name: str, gpu: str, request: Request) -> Response:
     """The best score over time on one GPU (cached until the ranking's history changes)."""
-    history = await _service(request).score_history(name, gpu)
+    history = await service_of(request).score_history(name, gpu)
     charts: ChartCache = request.app.state.charts
     svg = await charts.chart(history, "svg")
-    return Response(svg, media_type="image/svg+xml", headers=_revalidate())
+    # Cheap to ask again: the server keeps the drawing until the history changes.
+    return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
 
 
-def _revalidate() -> dict[str, Any]:
-    return {"Cache-Control": "no-cache"}  # cheap to ask again: the server keeps the drawing
+@router.get("/leaderboards/{name}/files/{file_name:path}")
+async def task_file(name: str, file_name: str, request: Request) -> Response:
+    """One of the task's readable files, to download."""
+    files = await service_of(request).task_files(name)
+    if file_name not in files:
+        raise NotFoundError(f"{name!r} has no file {file_name!r}")
+    download = file_name.rsplit("/", 1)[-1]
+    return Response(
+        files[file_name],
+        media_type="text/plain; charset=utf-8",
+        headers={"Content-Disposition": f'attachment; filename="{_safe(download)}"'},
+    )
+
+
+def _safe(file_name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", file_name) or "file"

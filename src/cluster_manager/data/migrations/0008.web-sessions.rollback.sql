@@ -1,0 +1,2 @@
+DROP INDEX rankings_submission;
+DROP TABLE web_sessions;

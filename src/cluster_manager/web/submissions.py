@@ -1,0 +1,72 @@
+"""A submission's page (its owner's, an admin's, or after the deadline anyone's for a ranked
+one) and the form that submits a file from a leaderboard's page."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from fastapi.responses import RedirectResponse
+
+from cluster_manager.api.auth import signed_in
+from cluster_manager.api.routes.popcorn import parse_mode
+from cluster_manager.api.uploads import read_upload
+from cluster_manager.report import format_submission_report
+from cluster_manager.service import NotFoundError, PermissionDeniedError
+from cluster_manager.web import views
+from cluster_manager.web.rendering import (
+    PageRoute,
+    check_same_origin,
+    login_redirect,
+    render,
+    service_of,
+)
+
+router = APIRouter(include_in_schema=False, route_class=PageRoute)
+
+
+@router.get("/submissions/{submission_id}")
+async def submission(submission_id: int, request: Request) -> Response:
+    service = service_of(request)
+    viewer = await signed_in(request)
+    user, admin = (viewer.user, viewer.admin) if viewer else (None, False)
+    try:
+        report = await service.visible_report(submission_id, user, admin=admin)
+    except NotFoundError:
+        if viewer is None:
+            return login_redirect(request)
+        raise
+    stored = report.submission
+    owner = admin or (user is not None and user.external_id == stored.user)
+    return await render(
+        request,
+        "submission.html",
+        stored=stored,
+        owner=owner,
+        submitted=views.when_text(stored.submitted_at),
+        done=report.done,
+        jobs=views.job_lines(report.jobs),
+        runs=[views.run_view(r) for r in report.runs],
+        report_text=format_submission_report(report, with_output=owner) if owner else "",
+    )
+
+
+@router.post("/leaderboards/{name}/submit")
+async def submit(name: str, request: Request) -> Response:
+    """The leaderboard page's form: the same service call and rules as every front end."""
+    check_same_origin(request)
+    viewer = await signed_in(request)
+    if viewer is None:
+        return login_redirect(request)
+    if viewer.user is None:
+        raise PermissionDeniedError("the admin acts for no user: sign in with a user's token")
+    service = service_of(request)
+    await service.leaderboard(name)  # an unknown board is refused before the upload is read
+    upload = await read_upload(request, service.max_submission_bytes)
+    receipt = await service.submit(
+        name,
+        viewer.user,
+        upload.file_name,
+        upload.data,
+        gpus=[upload.fields.get("gpu", "")] if upload.fields.get("gpu") else None,
+        mode=parse_mode(upload.fields.get("mode", "leaderboard")),
+    )
+    return RedirectResponse(f"/submissions/{receipt.submission_id}", status_code=303)

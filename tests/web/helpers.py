@@ -1,0 +1,38 @@
+"""Shortcuts for the page tests: ranked submissions without a runner, signing in."""
+
+from __future__ import annotations
+
+import httpx
+
+from cluster_manager.app import App
+from cluster_manager.service import SubmissionReceipt, Submitter
+from tests.api.conftest import BOARD, IDENTITY
+from tests.storage.helpers import finish_submission
+
+HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
+
+
+async def rank(app: App, user: str, score: float, board: str = BOARD) -> SubmissionReceipt:
+    receipt = await app.service.submit(
+        board,
+        Submitter(user, user),
+        "submission.py",
+        (IDENTITY / "submission.py").read_bytes(),
+        gpus=["CPU"],
+    )
+    await finish_submission(app.pool, receipt, score)
+    return receipt
+
+
+async def sign_in(app: App, client: httpx.AsyncClient, user: str) -> str:
+    """Signs `client` in as `user` (a new token); the token."""
+    token = await app.service.issue_token(Submitter(user, user))
+    answer = await client.post("/login", data={"token": token, "next": "/"})
+    assert answer.status_code == 303, answer.text
+    return token
+
+
+async def close(app: App, board: str = BOARD) -> None:
+    await app.pool.execute(
+        "UPDATE leaderboards SET deadline = now() - interval '1 day' WHERE name = $1", board
+    )

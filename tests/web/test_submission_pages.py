@@ -1,0 +1,99 @@
+"""A submission's page: its owner's and an admin's; everyone's for a ranked one after the
+deadline, never before; and the submit form, under the same rules as every front end."""
+
+from __future__ import annotations
+
+import httpx
+
+from cluster_manager.app import App
+from tests.api.conftest import ADMIN_TOKEN, BOARD, source
+from tests.web.helpers import close, rank, sign_in
+
+
+async def test_the_owner_reads_the_report_runs_and_code(app: App, client: httpx.AsyncClient):
+    receipt = await rank(app, "alice", 2e-6)
+    await sign_in(app, client, "alice")
+    page = await client.get(f"/submissions/{receipt.submission_id}")
+    assert page.status_code == 200
+    assert "<h2>Report</h2>" in page.text and "<h2>Runs</h2>" in page.text
+    assert "secret re-run: passed" in page.text  # the report as the CLI prints it
+    assert "def custom_kernel" in page.text  # the code, escaped
+    assert "data-events" not in page.text  # done: nothing to follow
+
+
+async def test_someone_else_cannot_read_it_before_the_deadline(app: App, client: httpx.AsyncClient):
+    receipt = await rank(app, "alice", 2e-6)
+    signed_out = await client.get(f"/submissions/{receipt.submission_id}")
+    assert signed_out.status_code == 303 and signed_out.headers["location"].startswith("/login")
+    await sign_in(app, client, "bob")
+    page = await client.get(f"/submissions/{receipt.submission_id}")
+    assert page.status_code == 404 and "custom_kernel" not in page.text
+    # Same answer as for an id that does not exist: ids cannot be probed.
+    assert "there is no submission" in page.text
+
+
+async def test_after_the_deadline_ranked_code_is_open_and_the_rest_is_not(
+    app: App, client: httpx.AsyncClient
+):
+    ranked = await rank(app, "alice", 2e-6)
+    slower = await rank(app, "alice", 5e-6)  # not her best: not in the ranking
+    await close(app)
+    page = await client.get(f"/submissions/{ranked.submission_id}")  # signed out
+    assert page.status_code == 200 and "def custom_kernel" in page.text
+    assert "<h2>Report</h2>" not in page.text  # the code and scores; the log stays hers
+    hidden = await client.get(f"/submissions/{slower.submission_id}")
+    assert hidden.status_code == 303  # signed out: sign in to see your own
+    board = await client.get(f"/leaderboards/{BOARD}", headers={"Accept": "text/html"})
+    assert f'href="/submissions/{ranked.submission_id}"' in board.text
+
+
+async def test_an_admin_reads_any_submission(app: App, client: httpx.AsyncClient):
+    receipt = await rank(app, "alice", 2e-6)
+    await client.post("/login", data={"token": ADMIN_TOKEN})
+    page = await client.get(f"/submissions/{receipt.submission_id}")
+    assert page.status_code == 200 and "<h2>Report</h2>" in page.text
+
+
+async def test_the_form_submits_as_the_signed_in_user(app: App, client: httpx.AsyncClient):
+    await sign_in(app, client, "alice")
+    answer = await client.post(
+        f"/leaderboards/{BOARD}/submit",
+        files={"file": ("submission.py", source())},
+        data={"gpu": "CPU2", "mode": "test"},
+    )
+    assert answer.status_code == 303
+    submission_id = int(answer.headers["location"].rsplit("/", 1)[1])
+    row = await app.pool.fetchrow(
+        "SELECT u.external_id, s.mode FROM submissions s JOIN users u ON u.id = s.user_id"
+        " WHERE s.id = $1",
+        submission_id,
+    )
+    assert (row["external_id"], row["mode"]) == ("alice", "test")
+    assert await app.pool.fetchval(
+        "SELECT array_agg(DISTINCT gpu) FROM jobs WHERE submission_id = $1", submission_id
+    ) == ["CPU2"]
+    page = await client.get(answer.headers["location"])
+    assert f'data-events="/submissions/{submission_id}/events"' in page.text  # queued: live
+
+
+async def test_the_form_refuses_what_the_service_refuses(app: App, client: httpx.AsyncClient):
+    form = {"files": {"file": ("submission.py", source())}, "data": {"gpu": "H100"}}
+    signed_out = await client.post(f"/leaderboards/{BOARD}/submit", **form)
+    assert signed_out.status_code == 303 and signed_out.headers["location"].startswith("/login")
+    await sign_in(app, client, "alice")
+    wrong_gpu = await client.post(f"/leaderboards/{BOARD}/submit", **form)
+    assert wrong_gpu.status_code == 400 and "H100" in wrong_gpu.text
+    await close(app)
+    late = await client.post(
+        f"/leaderboards/{BOARD}/submit", files=form["files"], data={"gpu": "CPU"}
+    )
+    assert late.status_code == 403 and "deadline" in late.text
+    assert await app.pool.fetchval("SELECT count(*) FROM submissions") == 0
+
+
+async def test_the_admin_cannot_submit_from_the_form(app: App, client: httpx.AsyncClient):
+    await client.post("/login", data={"token": ADMIN_TOKEN})
+    answer = await client.post(
+        f"/leaderboards/{BOARD}/submit", files={"file": ("submission.py", source())}
+    )
+    assert answer.status_code == 403 and "acts for no user" in answer.text
