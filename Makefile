@@ -23,6 +23,8 @@ LOCAL_PG := postgresql://postgres@127.0.0.1:5432/postgres
 
 # The Slurm tests need the one-node cluster on loopback (root, Debian); CI must have it.
 SLURM_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$CI" ]; fi
+# The browser tests drive Debian's chromium (installed here as root when missing).
+BROWSER_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/web/install-browser.sh || [ -z "$$CI" ]; fi
 PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
 	$(BIN)/pytest -n 2 --dist loadgroup
 
@@ -31,6 +33,7 @@ test: setup
 	$(BIN)/ruff format --check src tests benchmarks scripts
 	$(BIN)/mypy
 	$(SLURM_UP)
+	$(BROWSER_UP)
 	$(PYTEST)
 
 # docs/RELIABILITY.md: every attack, bad input and fault the suite tries, and its outcome.

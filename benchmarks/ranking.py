@@ -9,10 +9,16 @@ pair both passed, per leaderboard and GPU, as `record_run` would have left them.
 are not re-checked row by row during the load (the rows are consistent by construction; a
 few anti-joins check that afterwards). Run results are small JSON documents, not full logs.
 
+The ranking history the charts draw (ranking_events: each improvement of a user's best, as
+`record_run` would have written it) is loaded too.
+
 Then `Service.ranking(name, gpu)` with its default limit (100) is timed over 300 calls after
 20 warm-up calls, as `leaderboard show NAME --gpu GPU` calls it; and `GET /leaderboards/NAME?
 gpu=GPU` (the same ranking as JSON, with the leaderboard) the same way, from a client in this
-process to a `cluster-manager serve` process over the same database, on loopback.
+process to a `cluster-manager serve` process over the same database, on loopback. Last, the
+leaderboard's web page (`GET /leaderboards/NAME` as a browser asks for it: both GPUs' top 100,
+their records tables, the task) with its charts drawn once before (they stay cached until the
+ranking changes): web_leaderboard_page_p95_ms.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ CALLS = 300
 WARM_UP = 20
 TARGET_MS = 20.0
 API_TARGET_MS = 25.0
+PAGE_TARGET_MS = 50.0
+BROWSER = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 REGISTRY = GpuRegistry({g: GpuType(g, "local") for g in GPUS})
 EPOCH = datetime(2030, 1, 1, tzinfo=UTC)
 RESULT = json.dumps({"version": 1, "passed": True, "verdict": "passed", "phases": []})
@@ -141,6 +149,15 @@ class Season:
         for (board, gpu, user), (score, at, sid) in best.items():
             yield board, gpu, user, sid, score, at
 
+    def ranking_events(self) -> Iterator[tuple[Any, ...]]:
+        """Each improvement of a user's best, oldest first (rows are in time order)."""
+        best: dict[tuple[int, str, int], float] = {}
+        for sid, board, user, _code, gpu, at, score, ok in self.rows:
+            key = (board, gpu, user)
+            if ok and (key not in best or score < best[key]):
+                best[key] = score
+                yield board, gpu, user, sid, score, at + timedelta(seconds=3)
+
 
 JOB_COLUMNS = (
     "id",
@@ -215,8 +232,14 @@ async def load(url: str, board_ids: list[int]) -> dict[str, float]:
             ("leaderboard_id", "gpu", "user_id", "submission_id", "score", "submitted_at"),
             season.rankings(),
         )
+        seconds["ranking_events"] = await copy(
+            conn,
+            "ranking_events",
+            ("leaderboard_id", "gpu", "user_id", "submission_id", "score", "ranked_at"),
+            season.ranking_events(),
+        )
         await conn.execute("SET session_replication_role = origin")
-        for table in ("users", "code_files", "submissions", "jobs", "runs"):
+        for table in ("users", "code_files", "submissions", "jobs", "runs", "ranking_events"):
             await conn.execute(
                 f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), max(id)) FROM {table}"
             )
@@ -244,7 +267,15 @@ ORPHAN_CHECKS = {
 async def check(pool: asyncpg.Pool) -> dict[str, int]:
     counts = {
         table: await pool.fetchval(f"SELECT count(*) FROM {table}")
-        for table in ("users", "code_files", "submissions", "jobs", "runs", "rankings")
+        for table in (
+            "users",
+            "code_files",
+            "submissions",
+            "jobs",
+            "runs",
+            "rankings",
+            "ranking_events",
+        )
     }
     orphans = {name: await pool.fetchval(sql) for name, sql in ORPHAN_CHECKS.items()}
     if any(orphans.values()):
@@ -264,12 +295,20 @@ async def time_ranking(service: Service, board: str, gpu: str) -> tuple[list[flo
     return times, rows
 
 
-async def time_api(url: str, board: str, gpu: str) -> list[float]:
+async def time_api(url: str, board: str, gpu: str) -> tuple[list[float], list[float]]:
+    """The JSON ranking's times, then the web page's (its charts drawn beforehand)."""
     with apilib.served(url) as (base, _server):
         async with httpx.AsyncClient(base_url=base, timeout=30) as client:
-            return await apilib.time_gets(
-                client, f"/leaderboards/{board}?gpu={gpu}", CALLS, WARM_UP
-            )
+            api = await apilib.time_gets(client, f"/leaderboards/{board}?gpu={gpu}", CALLS, WARM_UP)
+            for chart_gpu in GPUS:
+                (
+                    await client.get(f"/leaderboards/{board}/chart/{chart_gpu}.svg")
+                ).raise_for_status()
+            client.headers.update(BROWSER)
+            page = await apilib.time_gets(client, f"/leaderboards/{board}", CALLS, WARM_UP)
+            if "<h2>" + gpu + "</h2>" not in (await client.get(f"/leaderboards/{board}")).text:
+                raise RuntimeError("the leaderboard page does not show its ranking")
+            return api, page
 
 
 async def run(url: str) -> list[Figure]:
@@ -294,7 +333,7 @@ async def run(url: str) -> list[Figure]:
         log(f"timing {CALLS} rankings of {BOARDS[0]} on {GPUS[0]} ({board_rows:,} ranked users)")
         times, shown = await time_ranking(service, BOARDS[0], GPUS[0])
         log(f"timing {CALLS} GET /leaderboards/{BOARDS[0]}?gpu={GPUS[0]} on a served API")
-        api_times = await time_api(url, BOARDS[0], GPUS[0])
+        api_times, page_times = await time_api(url, BOARDS[0], GPUS[0])
     finally:
         await pool.close()
     api = Figure(
@@ -309,8 +348,22 @@ async def run(url: str) -> list[Figure]:
             "max_ms": round(max(api_times), 3),
         },
     )
+    page = Figure(
+        "web_leaderboard_page_p95_ms",
+        percentile(page_times, 95),
+        "ms",
+        PAGE_TARGET_MS,
+        details={
+            "calls": CALLS,
+            "p50_ms": round(median(page_times), 3),
+            "p99_ms": round(percentile(page_times, 99), 3),
+            "max_ms": round(max(page_times), 3),
+            "gpus_on_page": len(GPUS),
+        },
+    )
     return [
         api,
+        page,
         Figure(
             "ranking_p95_ms",
             percentile(times, 95),
@@ -338,6 +391,7 @@ def main() -> int:
         figures = [
             Figure("ranking_p95_ms", None, "ms", TARGET_MS, error=repr(exc)),
             Figure("api_p95_ms", None, "ms", API_TARGET_MS, error=repr(exc)),
+            Figure("web_leaderboard_page_p95_ms", None, "ms", PAGE_TARGET_MS, error=repr(exc)),
         ]
     return report(figures)
 

@@ -45,7 +45,7 @@ FIGURES = {
     "github_overhead": ("github_overhead_s_p50",),
     "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),
     "queue_overhead": ("queue_overhead_ms_per_job",),
-    "ranking": ("ranking_p95_ms", "api_p95_ms"),
+    "ranking": ("ranking_p95_ms", "api_p95_ms", "web_leaderboard_page_p95_ms"),
     "api_streams": ("api_rss_mb_200_streams", "api_p95_ms_200_streams"),
     "bot_rss": ("bot_rss_mb_idle", "bot_rss_mb_100_inflight"),
 }

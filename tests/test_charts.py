@@ -3,6 +3,7 @@ and PNG, and drawn again only when the history changed."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from cluster_manager.charts import ChartCache, best_over_time, draw, top_users, unit_for
@@ -64,10 +65,20 @@ def test_an_empty_history_says_so():
 
 async def test_a_chart_is_drawn_again_only_when_its_history_changed():
     cache = ChartCache()
-    first = await cache.chart(history(), "svg")
-    assert await cache.chart(history(), "svg") is first
-    assert cache.drawn == 1
-    await cache.chart(history(), "png")
+    loads = []
+
+    def loader(found: ScoreHistory) -> Callable[[], Awaitable[ScoreHistory]]:
+        async def load() -> ScoreHistory:
+            loads.append(found.version)
+            return found
+
+        return load
+
+    now = history()
+    first = await cache.chart(now.key, "svg", loader(now))
+    assert await cache.chart(now.key, "svg", loader(now)) is first
+    assert cache.drawn == 1 and len(loads) == 1  # a hit does not even read the history
+    await cache.chart(now.key, "png", loader(now))
     changed = history((*POINTS, point("dave", 0.5e-3, 5)), version=(6, 6))
-    assert "dave" in (await cache.chart(changed, "svg")).decode()
+    assert "dave" in (await cache.chart(changed.key, "svg", loader(changed))).decode()
     assert cache.drawn == 3

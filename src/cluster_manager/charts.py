@@ -9,18 +9,21 @@ from __future__ import annotations
 import asyncio
 import io
 from collections import OrderedDict
-from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, cast
 
-from cluster_manager.core.records import ScoreHistory, ScorePoint
+from cluster_manager.core.records import HistoryKey, ScoreHistory, ScorePoint
 
 if TYPE_CHECKING:  # imported where a chart is drawn, not where this module is
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 Format = Literal["svg", "png"]
+T = TypeVar("T")
 TOP_USERS = 5
 CACHE_ENTRIES = 128
+MIN_SPAN = timedelta(hours=1)
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
@@ -60,19 +63,37 @@ def draw(history: ScoreHistory, fmt: Format) -> bytes:
         return _render(figure, fmt)
     unit, scale = unit_for(min(p.score for p in points))
     end = max(p.at for p in points)
-    _step_line(axes, best_over_time(points), end, scale, color="black", lw=2.2, label="fastest")
+    _step_line(
+        axes, best_over_time(points), end, scale, color="black", lw=2.2, marker="o", label="fastest"
+    )
     for user in top_users(points):
         mine = best_over_time(tuple(p for p in points if p.user == user))
         _step_line(axes, mine, end, scale, lw=1.2, alpha=0.85, label=user)
     scores = [p.score for p in points]
     if max(scores) / min(scores) > 20:
         axes.set_yscale("log")
-    axes.xaxis_date()
+    _time_axis(axes, min(p.at for p in points), end)
     axes.set_ylabel(f"score ({unit}, lower is better)")
     axes.grid(True, alpha=0.3)
     axes.legend(loc="upper right", fontsize="small")
-    figure.autofmt_xdate()
     return _render(figure, fmt)
+
+
+def _time_axis(axes: Axes, start: datetime, end: datetime) -> None:
+    """Dates labelled as briefly as the span allows; a span shorter than an hour (one result,
+    a burst of results) is widened, so that its points do not sit on the frame."""
+    from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
+
+    span = max(end - start, MIN_SPAN)
+    start -= (span - (end - start)) / 2  # centred in a widened span
+    pad = span * 0.06
+    locator = AutoDateLocator()  # type: ignore[no-untyped-call]
+    axes.xaxis.set_major_locator(locator)
+    axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
+    axes.set_xlim(
+        float(date2num(start - pad)),  # type: ignore[no-untyped-call]
+        float(date2num(start + span + pad)),  # type: ignore[no-untyped-call]
+    )
 
 
 def _step_line(
@@ -82,9 +103,12 @@ def _step_line(
     from matplotlib.dates import date2num
 
     # date2num is untyped in matplotlib 3.11: the one call mypy cannot see into.
+    marker = style.pop("marker", None)
     times = [float(date2num(t)) for t, _ in [*steps, (end, 0.0)]]  # type: ignore[no-untyped-call]
     values = [s / scale for _, s in steps] + [steps[-1][1] / scale]
-    axes.step(times, values, where="post", **style)
+    (line,) = axes.step(times, values, where="post", **style)
+    if marker:  # on the improvements only, not on the line's end (which is "now")
+        axes.plot(times[:-1], values[:-1], marker, color=line.get_color(), markersize=4)
 
 
 def _render(figure: Figure, fmt: Format) -> bytes:
@@ -94,21 +118,35 @@ def _render(figure: Figure, fmt: Format) -> bytes:
 
 
 class ChartCache:
-    """Drawn charts by (leaderboard, GPU, history version, format); the oldest go first."""
+    """What is derived from a ranking's history (its charts, the pages' tables of records),
+    kept by the history's key (leaderboard, GPU, version) until the history changes; the
+    least recently used go first. A hit reads nothing but the key."""
 
     def __init__(self, entries: int = CACHE_ENTRIES) -> None:
         self.entries = entries
-        self._charts: OrderedDict[tuple[object, ...], bytes] = OrderedDict()
+        self._derived: OrderedDict[tuple[HistoryKey, str], object] = OrderedDict()
         self.drawn = 0  # how many times a chart was actually drawn
 
-    async def chart(self, history: ScoreHistory, fmt: Format) -> bytes:
-        key = (history.leaderboard, history.gpu, history.version, fmt)
-        if (found := self._charts.get(key)) is not None:
-            self._charts.move_to_end(key)
-            return found
-        drawn = await asyncio.to_thread(draw, history, fmt)
-        self.drawn += 1
-        self._charts[key] = drawn
-        while len(self._charts) > self.entries:
-            self._charts.popitem(last=False)
-        return drawn
+    async def derived(self, key: HistoryKey, kind: str, make: Callable[[], Awaitable[T]]) -> T:
+        slot = (key, kind)
+        if slot in self._derived:
+            self._derived.move_to_end(slot)
+            return cast(T, self._derived[slot])
+        made = await make()
+        self._derived[slot] = made
+        while len(self._derived) > self.entries:
+            self._derived.popitem(last=False)
+        return made
+
+    async def chart(
+        self, key: HistoryKey, fmt: Format, load: Callable[[], Awaitable[ScoreHistory]]
+    ) -> bytes:
+        """The chart of the history `key` names; `load` reads the history when it must be
+        drawn."""
+
+        async def drawn() -> bytes:
+            history = await load()
+            self.drawn += 1
+            return await asyncio.to_thread(draw, history, fmt)
+
+        return await self.derived(key, fmt, drawn)

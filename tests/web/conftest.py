@@ -1,3 +1,11 @@
 """The web pages are served by the API's app: its fixtures serve them too."""
 
-from tests.api.conftest import api, api_registry, app, client, settings  # noqa: F401
+from tests.api.conftest import (  # noqa: F401
+    api,
+    api_registry,
+    app,
+    client,
+    live_url,
+    scheduler,
+    settings,
+)

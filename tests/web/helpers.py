@@ -12,13 +12,15 @@ from tests.storage.helpers import finish_submission
 HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"}
 
 
-async def rank(app: App, user: str, score: float, board: str = BOARD) -> SubmissionReceipt:
+async def rank(
+    app: App, user: str, score: float, board: str = BOARD, gpu: str = "CPU"
+) -> SubmissionReceipt:
     receipt = await app.service.submit(
         board,
         Submitter(user, user),
         "submission.py",
         (IDENTITY / "submission.py").read_bytes(),
-        gpus=["CPU"],
+        gpus=[gpu],
     )
     await finish_submission(app.pool, receipt, score)
     return receipt

@@ -120,11 +120,24 @@ class ScorePoint:
 
 
 @dataclass(frozen=True)
+class HistoryKey:
+    """One state of a ranking's history: what is derived from it (charts) is cached by this."""
+
+    leaderboard: str
+    gpu: str
+    version: tuple[int, int]  # changes whenever the history does
+
+
+@dataclass(frozen=True)
 class ScoreHistory:
     leaderboard: str
     gpu: str
     points: tuple[ScorePoint, ...]  # oldest first
     version: tuple[int, int]  # changes whenever the history does (cache key)
+
+    @property
+    def key(self) -> HistoryKey:
+        return HistoryKey(self.leaderboard, self.gpu, self.version)
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ import asyncpg
 from cluster_manager.core.models import Task
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
+    HistoryKey,
     Leaderboard,
     LeaderboardSummary,
     RankingEntry,
@@ -140,13 +141,24 @@ class Leaderboards:
             for g in gpus
         }
 
-    async def score_history(self, name: str, gpu: str) -> ScoreHistory:
-        """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
+    async def history_key(self, name: str, gpu: str) -> HistoryKey:
+        """The current state of the ranking's history on `gpu`: cheap to read, it says whether
+        what was derived from the history (a chart) is still up to date."""
+        board = await self._board_on(name, gpu)
+        version = await run_store.history_version(self.pool, leaderboard_id=board.id, gpu=gpu)
+        return HistoryKey(board.name, gpu, version)
+
+    async def _board_on(self, name: str, gpu: str) -> Leaderboard:
         board = await self.leaderboard(name)
         if gpu not in board.gpus:
             raise GpuNotAllowedError(
                 f"{name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
             )
+        return board
+
+    async def score_history(self, name: str, gpu: str) -> ScoreHistory:
+        """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
+        board = await self._board_on(name, gpu)
         rows = await run_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
         version = await run_store.history_version(self.pool, leaderboard_id=board.id, gpu=gpu)
         points = tuple(ScorePoint(user, score, at) for user, score, at in rows)

@@ -60,7 +60,7 @@ async def leaderboard(name: str, request: Request) -> Response:
             gpu,
             anchor_of(gpu),
             views.ranking_rows(rankings.get(gpu, [])),
-            views.record_rows(await service.score_history(name, gpu)),
+            await records_of(request, name, gpu),
         )
         for gpu in board.gpus
     ]
@@ -90,12 +90,24 @@ async def leaderboard(name: str, request: Request) -> Response:
     )
 
 
+async def records_of(request: Request, name: str, gpu: str) -> list[views.RecordRow]:
+    """The chart's data as a table, kept with the chart until the history changes."""
+    service = service_of(request)
+    charts: ChartCache = request.app.state.charts
+
+    async def records() -> list[views.RecordRow]:
+        return views.record_rows(await service.score_history(name, gpu))
+
+    return await charts.derived(await service.history_key(name, gpu), "records", records)
+
+
 @router.get("/leaderboards/{name}/chart/{gpu}.svg")
 async def chart(name: str, gpu: str, request: Request) -> Response:
     """The best score over time on one GPU (cached until the ranking's history changes)."""
-    history = await service_of(request).score_history(name, gpu)
+    service = service_of(request)
     charts: ChartCache = request.app.state.charts
-    svg = await charts.chart(history, "svg")
+    key = await service.history_key(name, gpu)
+    svg = await charts.chart(key, "svg", lambda: service.score_history(name, gpu))
     # Cheap to ask again: the server keeps the drawing until the history changes.
     return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
 

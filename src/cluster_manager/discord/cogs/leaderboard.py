@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import io
 from typing import TYPE_CHECKING
 
@@ -209,9 +210,11 @@ class LeaderboardCog(
         pages = render.ranking_pages(name, rankings)
         files = []
         if rankings:  # the chart of the GPU of the first page, shown on it
-            history = await self.service.score_history(name, next(iter(rankings)))
-            if history.points:
-                png = await self.charts.chart(history, "png")
+            shown = next(iter(rankings))
+            key = await self.service.history_key(name, shown)
+            if key.version[1]:  # some events: a chart with lines
+                load = functools.partial(self.service.score_history, name, shown)
+                png = await self.charts.chart(key, "png", load)
                 files.append(discord.File(io.BytesIO(png), filename=CHART_FILE))
                 pages[0].set_image(url=f"attachment://{CHART_FILE}")
         await show_pages(
