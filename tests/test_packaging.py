@@ -76,7 +76,13 @@ def test_the_installed_wheel_runs_the_demo_from_anywhere(tmp_path: Path, db_url:
     wheel = build_wheel(tmp_path / "dist")
     with zipfile.ZipFile(wheel) as built:  # what `serve` reads at run time ships too
         names = set(built.namelist())
-    for needed in ("web/templates/home.html", "web/static/style.css", "data/gpus.yml"):
+    for needed in (
+        "web/templates/home.html",
+        "web/templates/submission.html",
+        "web/static/style.css",
+        "web/static/live.js",
+        "data/gpus.yml",
+    ):
         assert f"cluster_manager/{needed}" in names, needed
     venv = (tmp_path / "venv").resolve()
     python = make_venv(venv, wheel)

@@ -6,6 +6,7 @@ import html
 from datetime import UTC, datetime
 
 import httpx
+import pytest
 
 from cluster_manager.app import App
 from cluster_manager.core.task import load_task
@@ -99,3 +100,19 @@ async def test_task_files_download_and_unknown_ones_are_404(app: App, client: ht
     assert got.headers["content-disposition"].startswith("attachment; filename=")
     assert (await client.get(f"/leaderboards/{BOARD}/files/nope.py")).status_code == 404
     assert (await client.get(f"/leaderboards/{BOARD}/files/submission.py")).status_code == 404
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a user named <script>…</script> and a file named <img onerror=…> on the ranking and "
+    "submission pages",
+    "shown as text (escaped), and the pages' CSP allows no inline script anyway",
+)
+async def test_hostile_names_are_shown_as_text(app: App, client: httpx.AsyncClient):
+    hostile = "<script>alert(1)</script>"
+    await rank(app, hostile, 2e-6)
+    page = await client.get(f"/leaderboards/{BOARD}", headers=HTML)
+    assert hostile not in page.text and "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    tile = (await client.get("/")).text
+    assert hostile not in tile and "&lt;script&gt;" in tile

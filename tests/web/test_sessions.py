@@ -4,6 +4,7 @@ Secure over HTTPS, and authenticates only reading the API."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from cluster_manager.app import App
 from cluster_manager.service import Submitter
@@ -11,6 +12,12 @@ from tests.api.conftest import ADMIN_TOKEN, BOARD
 from tests.web.helpers import HTML, rank, sign_in
 
 
+@pytest.mark.reliability(
+    "Access",
+    "signing in to the web pages with an API token, then reading the cookie and the stored session",
+    "the cookie holds a random session id (HttpOnly, SameSite=Strict), never the token; "
+    "only its hash is stored",
+)
 async def test_signing_in_keeps_a_session_id_not_the_token(app: App, client: httpx.AsyncClient):
     token = await app.service.issue_token(Submitter("alice", "Alice"))
     answer = await client.post("/login", data={"token": token, "next": f"/leaderboards/{BOARD}"})
@@ -39,6 +46,12 @@ async def test_a_wrong_token_is_refused_on_the_form(client: httpx.AsyncClient):
     assert "set-cookie" not in answer.headers
 
 
+@pytest.mark.reliability(
+    "Access",
+    "using a web session after its token was replaced, and replaying a session id after "
+    "signing out",
+    "signed out: the session ends with its token and at /logout",
+)
 async def test_a_new_token_or_signing_out_ends_the_session(app: App, client: httpx.AsyncClient):
     await sign_in(app, client, "alice")
     assert 'class="who">alice<' in (await client.get("/")).text
@@ -54,6 +67,11 @@ async def test_a_new_token_or_signing_out_ends_the_session(app: App, client: htt
     assert 'class="who">' not in (await client.get("/")).text
 
 
+@pytest.mark.reliability(
+    "Access",
+    "signing in with next=//evil.test, https://evil.test or /\\evil.test (an open redirect)",
+    "redirected to / instead",
+)
 async def test_only_local_paths_are_followed_after_signing_in(app: App, client: httpx.AsyncClient):
     token = await app.service.issue_token(Submitter("alice", "alice"))
     for target in ("//evil.test/x", "https://evil.test", "/\\evil.test"):
@@ -61,6 +79,11 @@ async def test_only_local_paths_are_followed_after_signing_in(app: App, client: 
         assert answer.headers["location"] == "/", target
 
 
+@pytest.mark.reliability(
+    "Access",
+    "posting the sign-in form from another site (Origin: http://evil.test)",
+    "403, no cookie set",
+)
 async def test_forms_from_another_site_are_refused(app: App, client: httpx.AsyncClient):
     token = await app.service.issue_token(Submitter("alice", "alice"))
     answer = await client.post(
@@ -69,6 +92,11 @@ async def test_forms_from_another_site_are_refused(app: App, client: httpx.Async
     assert answer.status_code == 403 and "set-cookie" not in answer.headers
 
 
+@pytest.mark.reliability(
+    "Access",
+    "deleting a submission through the API with only a signed-in browser's session cookie",
+    "401: a cookie authenticates reads (the live events) only; the submission stays",
+)
 async def test_the_cookie_reads_the_api_but_never_writes(app: App, client: httpx.AsyncClient):
     receipt = await rank(app, "alice", 2e-6)
     await sign_in(app, client, "alice")
@@ -83,3 +111,14 @@ async def test_the_admin_token_signs_in_as_admin(client: httpx.AsyncClient):
     answer = await client.post("/login", data={"token": ADMIN_TOKEN})
     assert answer.status_code == 303
     assert 'class="who">admin<' in (await client.get("/")).text
+
+
+async def test_behind_a_local_tls_proxy_the_cookie_is_secure(app: App, live_url: str):
+    token = await app.service.issue_token(Submitter("alice", "Alice"))
+    async with httpx.AsyncClient(base_url=live_url) as http:
+        proxied = await http.post(
+            "/login", data={"token": token}, headers={"X-Forwarded-Proto": "https"}
+        )
+        direct = await http.post("/login", data={"token": token})
+    assert "Secure" in proxied.headers["set-cookie"]
+    assert "Secure" not in direct.headers["set-cookie"]

@@ -4,6 +4,7 @@ deadline, never before; and the submit form, under the same rules as every front
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from cluster_manager.app import App
 from tests.api.conftest import ADMIN_TOKEN, BOARD, source
@@ -21,6 +22,12 @@ async def test_the_owner_reads_the_report_runs_and_code(app: App, client: httpx.
     assert "data-events" not in page.text  # done: nothing to follow
 
 
+@pytest.mark.reliability(
+    "Access",
+    "opening another user's submission page, signed out and signed in as someone else, "
+    "before the deadline",
+    "a sign-in redirect, then 404 as for an unknown id; the code is never shown",
+)
 async def test_someone_else_cannot_read_it_before_the_deadline(app: App, client: httpx.AsyncClient):
     receipt = await rank(app, "alice", 2e-6)
     signed_out = await client.get(f"/submissions/{receipt.submission_id}")
@@ -32,6 +39,12 @@ async def test_someone_else_cannot_read_it_before_the_deadline(app: App, client:
     assert "there is no submission" in page.text
 
 
+@pytest.mark.reliability(
+    "Access",
+    "reading code from the web after the deadline: a ranked submission and one the ranking "
+    "does not hold",
+    "the ranked one is open to all; the other stays its author's",
+)
 async def test_after_the_deadline_ranked_code_is_open_and_the_rest_is_not(
     app: App, client: httpx.AsyncClient
 ):
@@ -76,6 +89,12 @@ async def test_the_form_submits_as_the_signed_in_user(app: App, client: httpx.As
     assert f'data-events="/submissions/{submission_id}/events"' in page.text  # queued: live
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "submitting from the web form signed out, for a GPU the leaderboard does not run on, "
+    "and after its deadline",
+    "a sign-in redirect, 400 and 403 pages saying why; nothing stored",
+)
 async def test_the_form_refuses_what_the_service_refuses(app: App, client: httpx.AsyncClient):
     form = {"files": {"file": ("submission.py", source())}, "data": {"gpu": "H100"}}
     signed_out = await client.post(f"/leaderboards/{BOARD}/submit", **form)
