@@ -6,7 +6,7 @@ from fastapi import FastAPI
 
 from cluster_manager.api import errors
 from cluster_manager.api.auth import RequestLimiter
-from cluster_manager.api.routes import ours, popcorn
+from cluster_manager.api.routes import admin, ours, popcorn
 from cluster_manager.api.streams import STATUS_INTERVAL_S
 from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
 from cluster_manager.charts import ChartCache
@@ -35,6 +35,7 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.include_router(pages.browser_router)
     api.include_router(sessions.router)
     api.include_router(submissions.router)
+    api.include_router(admin.router)
     api.include_router(ours.router)
     api.include_router(popcorn.router)
     api.mount("/static", pages.static_files(), name="static")

@@ -15,11 +15,13 @@ from starlette.exceptions import HTTPException
 from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.service import (
     AlreadyExistsError,
+    BannedError,
     DeadlinePassedError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
     StillRunningError,
+    SubmissionsPausedError,
     UnauthorizedError,
 )
 
@@ -38,6 +40,7 @@ class BadRequestError(ClusterManagerError):
 STATUS_OF: tuple[tuple[type[ClusterManagerError], int], ...] = (
     (UnauthorizedError, 401),
     (PermissionDeniedError, 403),
+    (BannedError, 403),
     (DeadlinePassedError, 403),
     (NotFoundError, 404),
     (AlreadyExistsError, 409),
@@ -46,6 +49,7 @@ STATUS_OF: tuple[tuple[type[ClusterManagerError], int], ...] = (
     (InvalidSubmissionError, 422),
     (RateLimitedError, 429),
     (BadRequestError, 400),
+    (SubmissionsPausedError, 503),
 )
 
 

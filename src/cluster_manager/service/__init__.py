@@ -15,19 +15,23 @@ the scheduler's business.
     history.py       a user's own submissions: listing, reading, deleting
     accounts.py      API tokens: issuing, revoking, authenticating
     sessions.py      web sessions: signing in to the pages with a token
+    controls.py      organisers' controls: pausing submissions, banning users
     facade.py        Service: the halves above composed
 """
 
 from cluster_manager.service.errors import (
     AlreadyExistsError,
+    BannedError,
     DeadlinePassedError,
     GpuBusyError,
     GpuNotAllowedError,
     InvalidDeadlineError,
+    MissingReasonError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
     StillRunningError,
+    SubmissionsPausedError,
     UnauthorizedError,
 )
 from cluster_manager.service.facade import Service
@@ -56,10 +60,12 @@ __all__ = [
     "TERMINAL_EVENTS",
     "TERMINAL_STATES",
     "AlreadyExistsError",
+    "BannedError",
     "DeadlinePassedError",
     "GpuBusyError",
     "GpuNotAllowedError",
     "InvalidDeadlineError",
+    "MissingReasonError",
     "NotFoundError",
     "PermissionDeniedError",
     "QueueStatus",
@@ -68,6 +74,7 @@ __all__ = [
     "StillRunningError",
     "SubmissionReceipt",
     "SubmissionReport",
+    "SubmissionsPausedError",
     "Submitter",
     "UnauthorizedError",
     "WebSession",

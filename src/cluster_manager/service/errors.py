@@ -47,3 +47,15 @@ class RateLimitedError(ClusterManagerError):
 
 class GpuBusyError(ClusterManagerError):
     """Every slot of a GPU type stayed taken for as long as a script run may wait."""
+
+
+class SubmissionsPausedError(ClusterManagerError):
+    """Organisers paused submissions (everywhere or on one leaderboard); the reason says why."""
+
+
+class BannedError(ClusterManagerError):
+    """The user may not submit: an organiser banned them."""
+
+
+class MissingReasonError(ClusterManagerError):
+    """An organiser's action that users see (a pause, a ban) came without a reason."""

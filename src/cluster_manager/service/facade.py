@@ -11,6 +11,7 @@ import asyncpg
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.accounts import Accounts
+from cluster_manager.service.controls import Controls
 from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.events import LiveEvents
 from cluster_manager.service.history import History
@@ -24,7 +25,9 @@ from cluster_manager.service.sessions import WebSessions
 from cluster_manager.service.submissions import Submissions
 
 
-class Service(Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accounts, WebSessions):
+class Service(
+    Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accounts, WebSessions, Controls
+):
     def __init__(
         self,
         pool: asyncpg.Pool,

@@ -20,6 +20,7 @@ from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.records import dispatch_key
 from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.base import Launcher, ProgressCallback
+from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import GpuBusyError
 from cluster_manager.service.rates import RATE_WINDOW, check_rate, human_duration
 from cluster_manager.service.records import Submitter
@@ -94,6 +95,7 @@ class ScriptRuns:
         now = self.clock()
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await check_may_submit(conn, leaderboard_id=None, user_id=found.id)
             await script_store.lock_user(conn, found.id)
             recent = await script_store.started_since(
                 conn, user_id=found.id, since=now - RATE_WINDOW

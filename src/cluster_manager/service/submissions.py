@@ -14,6 +14,7 @@ from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import GpuRegistry
+from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import (
     DeadlinePassedError,
     GpuNotAllowedError,
@@ -71,6 +72,7 @@ class Submissions:
         limit = board.rate_limit_per_hour or self.default_rate_limit
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await check_may_submit(conn, leaderboard_id=board.id, user_id=found.id)
             # Two racing submissions of one user count each other against the limit.
             await sub_store.lock_submitter(conn, user_id=found.id, leaderboard_id=board.id)
             recent = await sub_store.submissions_since(

@@ -10,6 +10,7 @@ from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage.controls import NOT_BANNED
 from cluster_manager.storage.database import Connection, Executor
 
 
@@ -158,11 +159,11 @@ async def ranking(
 ) -> list[RankingEntry]:
     """Best score per user; equal scores share a rank, the earlier submission listed first."""
     rows = await db.fetch(
-        """
+        f"""
         SELECT rank() OVER (ORDER BY r.score) AS rank, u.external_id AS user_name, r.score,
                r.submission_id, r.submitted_at
         FROM rankings r JOIN users u ON u.id = r.user_id
-        WHERE r.leaderboard_id = $1 AND r.gpu = $2
+        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND {NOT_BANNED.format(alias="r")}
         ORDER BY r.score, r.submitted_at, r.submission_id
         LIMIT $3 OFFSET $4
         """,
@@ -182,10 +183,10 @@ async def rank_of(
 ) -> tuple[int, float, int] | None:
     """(rank, best score, submission id) of one user on one GPU, if ranked."""
     row = await db.fetchrow(
-        """
+        f"""
         SELECT (SELECT count(*) + 1 FROM rankings o
                 WHERE o.leaderboard_id = r.leaderboard_id AND o.gpu = r.gpu
-                  AND o.score < r.score) AS rank,
+                  AND o.score < r.score AND {NOT_BANNED.format(alias="o")}) AS rank,
                r.score, r.submission_id
         FROM rankings r WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.user_id = $3
         """,
@@ -210,7 +211,10 @@ _SELECT_RUN = """
 async def is_ranked(db: Executor, submission_id: int) -> bool:
     """Whether the submission is some user's ranked best (on any GPU)."""
     found: bool = await db.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM rankings WHERE submission_id = $1)", submission_id
+        "SELECT EXISTS (SELECT 1 FROM rankings r WHERE r.submission_id = $1 AND "
+        + NOT_BANNED.format(alias="r")
+        + ")",
+        submission_id,
     )
     return found
 
@@ -261,10 +265,10 @@ async def score_history(
     """(user, score, when) of every improvement of a user's best on a leaderboard and GPU,
     oldest first."""
     rows = await db.fetch(
-        """
+        f"""
         SELECT u.external_id AS user_name, e.score, e.ranked_at
         FROM ranking_events e JOIN users u ON u.id = e.user_id
-        WHERE e.leaderboard_id = $1 AND e.gpu = $2
+        WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND {NOT_BANNED.format(alias="e")}
         ORDER BY e.id
         """,
         leaderboard_id,
@@ -277,8 +281,8 @@ async def history_version(db: Executor, *, leaderboard_id: int, gpu: str) -> tup
     """Changes whenever the ranking's history does (an event added, or deleted with its
     submission): what a cached chart is keyed by."""
     row = await db.fetchrow(
-        "SELECT coalesce(max(id), 0) AS newest, count(*) AS events FROM ranking_events "
-        "WHERE leaderboard_id = $1 AND gpu = $2",
+        "SELECT coalesce(max(e.id), 0) AS newest, count(*) AS events FROM ranking_events e "
+        "WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND " + NOT_BANNED.format(alias="e"),
         leaderboard_id,
         gpu,
     )

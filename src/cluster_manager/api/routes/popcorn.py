@@ -134,7 +134,11 @@ async def my_submissions(
 
 @router.get("/user/submissions/{submission_id}")
 async def my_submission(submission_id: int, request: Request, who: Authenticated) -> Any:
-    service = service_of(request)
+    return await submission_answer(service_of(request), submission_id, who)
+
+
+async def submission_answer(service: Service, submission_id: int, who: Caller) -> Any:
+    """A submission with its runs, job state, queue and placements (owner or admin)."""
     report = await service.own_report(submission_id, who.user, admin=who.admin)
     waiting = next((j for j in report.jobs if j.state is JobState.QUEUED), None)
     queue = await service.queue_status(waiting.gpu) if waiting else None

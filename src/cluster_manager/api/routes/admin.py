@@ -1,0 +1,100 @@
+"""The organisers' endpoints, for the admin token only (sent as `Authorization: Bearer`, as
+popcorn-cli's `admin` commands send it): pausing and resuming submissions, bans, stats, any
+submission read or purged."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Request
+
+from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.routes.popcorn import service_of, submission_answer
+from cluster_manager.service import PermissionDeniedError, Submitter
+
+DEFAULT_PAUSE_REASON = "submissions are paused by the organisers"
+API_ACTOR = "admin (API)"
+
+
+async def admin_only(who: Annotated[Caller, Depends(caller)]) -> Caller:
+    if not who.admin:
+        raise PermissionDeniedError("this endpoint is for the admin token only")
+    return who
+
+
+router = APIRouter(prefix="/admin", dependencies=[Depends(admin_only)], tags=["admin"])
+Admin = Annotated[Caller, Depends(admin_only)]
+
+
+def _json(value: Any) -> Any:
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in asdict(value).items()}
+
+
+@router.post("/stop")
+async def stop(
+    request: Request,
+    leaderboard: Annotated[str | None, Body(embed=True)] = None,
+    reason: Annotated[str, Body(embed=True)] = DEFAULT_PAUSE_REASON,
+) -> dict[str, Any]:
+    """Pauses new submissions, everywhere or on one leaderboard; queued jobs still run."""
+    pause = await service_of(request).pause_submissions(leaderboard, reason, API_ACTOR)
+    return {"status": "stopped", **_json(pause)}
+
+
+@router.post("/start")
+async def start(
+    request: Request, leaderboard: Annotated[str | None, Body(embed=True)] = None
+) -> dict[str, Any]:
+    resumed = await service_of(request).resume_submissions(leaderboard)
+    return {"status": "started", "leaderboard": leaderboard, "was_paused": resumed}
+
+
+@router.get("/pauses")
+async def pauses(request: Request) -> list[dict[str, Any]]:
+    return [_json(p) for p in await service_of(request).pauses()]
+
+
+@router.get("/stats")
+async def stats(request: Request, last_day_only: bool = False) -> dict[str, Any]:
+    found = await service_of(request).stats(last_day=last_day_only)
+    return {
+        **_json(found),
+        "gpus": {gpu: asdict(numbers) for gpu, numbers in found.gpus.items()},
+    }
+
+
+@router.get("/bans")
+async def bans(request: Request) -> list[dict[str, Any]]:
+    return [_json(b) for b in await service_of(request).bans()]
+
+
+@router.put("/bans/{user}")
+async def ban(
+    user: str,
+    request: Request,
+    reason: Annotated[str, Body(embed=True)],
+    name: Annotated[str | None, Body(embed=True)] = None,
+) -> dict[str, Any]:
+    """Bans `user` (their id as the bot or CLI knows them): submissions refused, rankings
+    hidden until unbanned."""
+    found = await service_of(request).ban_user(Submitter(user, name or user), reason, API_ACTOR)
+    return {"status": "banned", **_json(found)}
+
+
+@router.delete("/bans/{user}")
+async def unban(user: str, request: Request) -> dict[str, Any]:
+    lifted = await service_of(request).unban_user(user)
+    return {"status": "unbanned" if lifted else "not banned", "user": user}
+
+
+@router.get("/submissions/{submission_id}")
+async def submission(submission_id: int, request: Request, who: Admin) -> Any:
+    return await submission_answer(service_of(request), submission_id, who)
+
+
+@router.delete("/submissions/{submission_id}")
+async def purge(submission_id: int, request: Request) -> dict[str, Any]:
+    """Deletes a finished submission for real; the rankings it held are computed again."""
+    await service_of(request).delete_submission(submission_id, None, admin=True)
+    return {"status": "deleted", "id": submission_id}

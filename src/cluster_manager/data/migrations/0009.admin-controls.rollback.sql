@@ -1,0 +1,2 @@
+DROP TABLE user_bans;
+DROP TABLE submission_pauses;

@@ -1,0 +1,21 @@
+-- What organisers switch on and off: submissions paused (everywhere, or on one leaderboard)
+-- and users banned. A banned user's rankings are hidden, not deleted: unbanning shows them.
+-- depends: 0008.web-sessions
+
+CREATE TABLE submission_pauses (
+    id             BIGSERIAL PRIMARY KEY,
+    -- NULL: every leaderboard
+    leaderboard_id BIGINT REFERENCES leaderboards (id) ON DELETE CASCADE,
+    reason         TEXT NOT NULL,
+    paused_by      TEXT NOT NULL,
+    paused_at      TIMESTAMPTZ NOT NULL
+);
+-- At most one pause per scope (the global one included).
+CREATE UNIQUE INDEX submission_pauses_scope ON submission_pauses (coalesce(leaderboard_id, 0));
+
+CREATE TABLE user_bans (
+    user_id   BIGINT PRIMARY KEY REFERENCES users (id) ON DELETE CASCADE,
+    reason    TEXT NOT NULL,
+    banned_by TEXT NOT NULL,
+    banned_at TIMESTAMPTZ NOT NULL
+);

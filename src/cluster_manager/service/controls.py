@@ -1,0 +1,101 @@
+"""Organisers' controls: pausing and resuming submissions (everywhere or per leaderboard),
+banning users, and the numbers they watch (stats). Every front end's submissions and script
+runs pass `check_may_submit`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta
+
+import asyncpg
+
+from cluster_manager.service.errors import (
+    BannedError,
+    MissingReasonError,
+    NotFoundError,
+    SubmissionsPausedError,
+)
+from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.records import Submitter
+from cluster_manager.storage import controls as control_store
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import stats as stats_store
+from cluster_manager.storage.controls import Ban, Pause
+from cluster_manager.storage.database import Executor
+from cluster_manager.storage.stats import Stats
+
+MAX_REASON_CHARS = 500
+
+
+def _reason(reason: str) -> str:
+    reason = " ".join(reason.split())
+    if not reason:
+        raise MissingReasonError("say why: the reason is shown to the users it stops")
+    return reason[:MAX_REASON_CHARS]
+
+
+async def check_may_submit(db: Executor, *, leaderboard_id: int | None, user_id: int) -> None:
+    """Refuses a submission (or a script run, `leaderboard_id` None) while submissions are
+    paused there or the user is banned."""
+    paused = await control_store.pause_of(db, leaderboard_id)
+    if paused is not None:
+        where = f"on {paused.leaderboard!r}" if paused.leaderboard else "everywhere"
+        raise SubmissionsPausedError(
+            f"submissions are paused {where}: {paused.reason} (queued jobs still run)"
+        )
+    banned = await control_store.ban_of(db, user_id)
+    if banned is not None:
+        raise BannedError(f"you may not submit here: {banned.reason}")
+
+
+class Controls:
+    """The organisers' half of `Service`."""
+
+    pool: asyncpg.Pool
+    clock: Callable[[], datetime]
+
+    async def pause_submissions(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
+        """Stops new submissions (everywhere with None); jobs already queued keep running."""
+        board_id, name = await self._scope(leaderboard)
+        await control_store.pause(self.pool, board_id, _reason(reason), actor, self.clock())
+        return next(p for p in await control_store.pauses(self.pool) if p.leaderboard == name)
+
+    async def resume_submissions(self, leaderboard: str | None) -> bool:
+        """Ends a pause; False when that scope was not paused."""
+        board_id, _ = await self._scope(leaderboard)
+        return await control_store.resume(self.pool, board_id)
+
+    async def pauses(self) -> list[Pause]:
+        return await control_store.pauses(self.pool)
+
+    async def ban_user(self, user: Submitter, reason: str, actor: str) -> Ban:
+        """Refuses the user's submissions from now on and hides their rankings (kept, so that
+        unbanning shows them again)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await control_store.ban(conn, found.id, _reason(reason), actor, self.clock())
+            ban = await control_store.ban_of(conn, found.id)
+        assert ban is not None
+        return ban
+
+    async def unban_user(self, external_id: str) -> bool:
+        found = await lb_store.get_user(self.pool, external_id)
+        if found is None:
+            raise NotFoundError(f"there is no user {external_id!r}")
+        return await control_store.unban(self.pool, found.id)
+
+    async def bans(self) -> list[Ban]:
+        return await control_store.bans(self.pool)
+
+    async def stats(self, *, last_day: bool = False) -> Stats:
+        """Submissions, users, runs and queue waits per GPU, failures by verdict: over all
+        time, or the last 24 hours."""
+        since = self.clock() - timedelta(days=1) if last_day else None
+        return await stats_store.stats(self.pool, since)
+
+    async def _scope(self, leaderboard: str | None) -> tuple[int | None, str | None]:
+        """(id, name) of the leaderboard a control applies to; (None, None) for all."""
+        if leaderboard is None:
+            return None, None
+        board = await find_leaderboard(self.pool, leaderboard)
+        return board.id, board.name

@@ -1,0 +1,115 @@
+"""The admin endpoints: only the admin token passes; pauses, bans, stats and submissions as
+popcorn-cli's `admin` commands and organisers' scripts call them."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from cluster_manager.app import App
+from tests.api.conftest import ADMIN_TOKEN, BOARD, popcorn_headers, source, token_of
+from tests.storage.helpers import finish_submission
+
+ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+ROUTES = [
+    ("POST", "/admin/stop"),
+    ("POST", "/admin/start"),
+    ("GET", "/admin/stats"),
+    ("GET", "/admin/pauses"),
+    ("GET", "/admin/bans"),
+    ("PUT", "/admin/bans/alice"),
+    ("DELETE", "/admin/bans/alice"),
+    ("GET", "/admin/submissions/1"),
+    ("DELETE", "/admin/submissions/1"),
+]
+
+
+async def submit_as(client: httpx.AsyncClient, token: str, mode: str = "test") -> httpx.Response:
+    return await client.post(
+        f"/submission/{BOARD}/CPU/{mode}",
+        headers=popcorn_headers(token),
+        files={"file": ("submission.py", source())},
+    )
+
+
+@pytest.mark.reliability(
+    "Access",
+    "calling every admin endpoint with no token and with a user's token",
+    "401 and 403; nothing paused, banned or deleted",
+)
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+async def test_only_the_admin_token_passes(
+    app: App, client: httpx.AsyncClient, method: str, path: str
+):
+    token = await token_of(app, "alice")
+    anonymous = await client.request(method, path, json={"reason": "x"})
+    assert anonymous.status_code == 401
+    as_user = await client.request(
+        method, path, json={"reason": "x"}, headers=popcorn_headers(token)
+    )
+    assert as_user.status_code == 403 and "admin token only" in as_user.json()["detail"]
+    assert await app.service.pauses() == [] and await app.service.bans() == []
+
+
+async def test_stop_and_start_as_popcorn_cli_sends_them(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    stopped = await client.post("/admin/stop", headers={**ADMIN, "Content-Length": "0"})
+    assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"
+    refused = await submit_as(client, token)
+    assert refused.status_code == 503
+    assert "paused everywhere: submissions are paused by the organisers" in refused.json()["detail"]
+    started = await client.post("/admin/start", headers={**ADMIN, "Content-Length": "0"})
+    assert started.json() == {"status": "started", "leaderboard": None, "was_paused": True}
+    assert (await submit_as(client, token)).status_code == 202
+
+
+async def test_a_pause_of_one_leaderboard_with_its_reason(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    body = {"leaderboard": BOARD, "reason": "the reference is being fixed"}
+    assert (await client.post("/admin/stop", headers=ADMIN, json=body)).status_code == 200
+    listed = (await client.get("/admin/pauses", headers=ADMIN)).json()
+    assert [(p["leaderboard"], p["reason"], p["paused_by"]) for p in listed] == [
+        (BOARD, "the reference is being fixed", "admin (API)")
+    ]
+    refused = await submit_as(client, token)
+    assert refused.status_code == 503 and "the reference is being fixed" in refused.text
+    empty = await client.post("/admin/stop", headers=ADMIN, json={"reason": " "})
+    assert empty.status_code == 400 and "say why" in empty.json()["detail"]
+    unknown = await client.post("/admin/stop", headers=ADMIN, json={"leaderboard": "nope"})
+    assert unknown.status_code == 404
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a banned user submitting through the API (popcorn-cli's polling and streaming forms)",
+    "403 with the ban's reason; their ranking hidden until unbanned, never deleted",
+)
+async def test_a_ban_refuses_submissions_and_hides_the_ranking(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    accepted = await submit_as(client, token, "leaderboard")
+    receipt = await app.service.report(accepted.json()["details"]["id"])
+    await finish_submission(app.pool, receipt, 1e-6)
+    assert len((await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"]) == 1
+    banned = await client.put("/admin/bans/alice", headers=ADMIN, json={"reason": "spam"})
+    assert banned.json()["status"] == "banned"
+    for path in (f"/submission/{BOARD}/CPU/test", f"/{BOARD}/CPU/test"):
+        refused = await client.post(
+            path, headers=popcorn_headers(token), files={"file": ("s.py", source())}
+        )
+        assert refused.status_code == 403 and "spam" in refused.json()["detail"], path
+    assert (await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"] == []
+    assert (await client.delete("/admin/bans/alice", headers=ADMIN)).json()["status"] == "unbanned"
+    assert len((await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"]) == 1
+
+
+async def test_stats_and_any_submission(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    submission_id = (await submit_as(client, token)).json()["details"]["id"]
+    stats = (await client.get("/admin/stats", headers=ADMIN)).json()
+    assert stats["submissions"] == 1 and stats["gpus"]["CPU"]["queued"] == 1
+    day = (await client.get("/admin/stats?last_day_only=true", headers=ADMIN)).json()
+    assert day["since"] is not None and day["submissions"] == 1
+    found = await client.get(f"/admin/submissions/{submission_id}", headers=ADMIN)
+    assert found.status_code == 200 and found.json()["id"] == submission_id
+    still_running = await client.delete(f"/admin/submissions/{submission_id}", headers=ADMIN)
+    assert still_running.status_code == 409

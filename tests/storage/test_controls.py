@@ -1,0 +1,94 @@
+"""Organisers' controls over a real Postgres: pauses (everywhere, per leaderboard) and bans
+refuse new submissions with the reason, keep what is queued, and hide a banned user's
+rankings without deleting them; stats count what happened."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from cluster_manager.service import (
+    BannedError,
+    MissingReasonError,
+    NotFoundError,
+    SubmissionsPausedError,
+)
+from cluster_manager.storage import jobs as job_store
+from tests.storage.helpers import ALICE, BOB, finish_submission, make_board, submit
+
+
+@pytest.fixture
+async def boards(service):
+    await make_board(service, "board")
+    await make_board(service, "other")
+
+
+async def test_a_global_pause_stops_every_board_and_keeps_queued_jobs(service, pool, boards):
+    queued = await submit(service)
+    pause = await service.pause_submissions(None, "  GPU outage,\n back soon ", "org")
+    assert (pause.leaderboard, pause.reason, pause.paused_by) == (
+        None,
+        "GPU outage, back soon",
+        "org",
+    )
+    for board in ("board", "other"):
+        with pytest.raises(SubmissionsPausedError, match="paused everywhere: GPU outage"):
+            await submit(service, board)
+    job = await job_store.get_job(pool, queued.jobs[0].id)
+    assert job is not None and job.state.value == "queued"  # still runs
+    assert await service.resume_submissions(None) is True
+    assert await service.resume_submissions(None) is False
+    await submit(service, "other")
+
+
+async def test_a_board_pause_stops_that_board_only(service, boards):
+    await service.pause_submissions("board", "fixing the task", "org")
+    await service.pause_submissions("board", "fixing the task, again", "org2")  # updates
+    assert [(p.leaderboard, p.reason) for p in await service.pauses()] == [
+        ("board", "fixing the task, again")
+    ]
+    with pytest.raises(SubmissionsPausedError, match="on 'board': fixing the task, again"):
+        await submit(service, "board")
+    await submit(service, "other")
+    with pytest.raises(NotFoundError):
+        await service.pause_submissions("nope", "x", "org")
+    with pytest.raises(MissingReasonError):
+        await service.pause_submissions("other", " \n ", "org")
+
+
+async def test_a_ban_refuses_and_hides_and_unbanning_shows_again(service, pool, boards):
+    for user, score in ((ALICE, 1.0), (BOB, 2.0)):
+        await finish_submission(pool, await submit(service, user=user, gpus=["CPU"]), score)
+    history_before = await service.history_key("board", "CPU")
+    ban = await service.ban_user(ALICE, "generated spam", "org")
+    assert (ban.user, ban.reason) == ("alice", "generated spam")
+    with pytest.raises(BannedError, match="generated spam"):
+        await submit(service, user=ALICE)
+    ranking = (await service.ranking("board", "CPU"))["CPU"]
+    assert [(e.rank, e.user) for e in ranking] == [(1, "bob")]
+    assert [p.user for p in (await service.score_history("board", "CPU")).points] == ["bob"]
+    assert await service.history_key("board", "CPU") != history_before  # charts redraw
+    assert await pool.fetchval("SELECT count(*) FROM rankings") == 2  # hidden, not deleted
+    assert await service.unban_user("alice") is True
+    assert await service.unban_user("alice") is False
+    assert [e.user for e in (await service.ranking("board", "CPU"))["CPU"]] == ["alice", "bob"]
+    with pytest.raises(NotFoundError, match="no user 'nobody'"):
+        await service.unban_user("nobody")
+
+
+async def test_stats_count_submissions_runs_waits_and_verdicts(service, pool, boards, clock):
+    await finish_submission(pool, await submit(service, gpus=["CPU"]), 1.0)
+    await finish_submission(pool, await submit(service, user=BOB, gpus=["CPU"]), passed=False)
+    await submit(service, user=BOB, gpus=["CPU"])  # still queued
+    stats = await service.stats()
+    assert (stats.submissions, stats.submitters, stats.runs) == (3, 2, 4)
+    assert stats.verdicts["passed"] == 2 and sum(stats.verdicts.values()) == 4
+    cpu = stats.gpus["CPU"]
+    assert (cpu.runs, cpu.queued, cpu.running) == (4, 2, 0)
+    assert cpu.wait_p50_s is not None and cpu.wait_p95_s >= cpu.wait_p50_s >= 0
+    assert (await service.stats(last_day=True)).submissions == 3
+    clock.now += timedelta(days=2)
+    recent = await service.stats(last_day=True)
+    assert recent.since == clock.now - timedelta(days=1) and recent.submissions == 0
+    assert (await service.stats()).submissions == 3
