@@ -54,6 +54,10 @@ class ApiClient:
         query = {k: v for k, v in params.items() if v is not None}
         return self._request("GET", path, params=query).json()
 
+    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        """Any other request with an optional JSON body; its JSON answer."""
+        return self._request(method, path, json=body).json()
+
     def text(self, path: str) -> str:
         return self._request("GET", path).text
 

@@ -16,8 +16,9 @@ from tests.api.conftest import BOARD, IDENTITY, token_of
 
 
 async def run_cli(
-    *args: str, url: str, token: str | None, cwd: Path
+    *args: str, url: str, token: str | None, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    extra = env or {}
     env = {
         k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "CLUSTER_MANAGER_TOKEN"}
     }
@@ -25,6 +26,7 @@ async def run_cli(
     env["CLUSTER_MANAGER_DATA_DIR"] = str(cwd / "no-database-here")
     if token is not None:
         env["CLUSTER_MANAGER_TOKEN"] = token
+    env.update(extra)
     # In a thread: the server answering it runs on this test's event loop.
     return await asyncio.to_thread(
         subprocess.run,

@@ -201,10 +201,15 @@ class DiscordHarness:
         name, *sub = path.split()
         opts: list[dict[str, Any]] = []
         attachments: dict[str, Any] = {}
+        members: dict[str, Any] = {}
         for key, value in options.items():
             if isinstance(value, Upload):
                 opts.append({"name": key, "type": 11, "value": value["id"]})
                 attachments[value["id"]] = dict(value)
+                continue
+            if isinstance(value, Member):  # a user option, resolved as Discord sends it
+                opts.append({"name": key, "type": 6, "value": str(value.id)})
+                members[str(value.id)] = member_payload(value)
                 continue
             kind = {bool: 5, int: 4, float: 10}.get(type(value), 3)
             opts.append({"name": key, "type": kind, "value": value})
@@ -219,8 +224,16 @@ class DiscordHarness:
             "options": opts,
             "guild_id": str(GUILD_ID),
         }
+        resolved: dict[str, Any] = {}
         if attachments:
-            data["resolved"] = {"attachments": attachments}
+            resolved["attachments"] = attachments
+        if members:
+            resolved["users"] = {k: m["user"] for k, m in members.items()}
+            resolved["members"] = {
+                k: {key: v for key, v in m.items() if key != "user"} for k, m in members.items()
+            }
+        if resolved:
+            data["resolved"] = resolved
         token, payload = self._payload(4 if focused else 2, member, data)
         return Reply(self.fake, token), self._dispatch(payload)
 

@@ -49,7 +49,16 @@ async def test_every_command_and_option_has_a_description_and_a_unique_name():
     commands = await command_payload()
     top = [c["name"] for c in commands]
     assert len(top) == len(set(top))
-    assert set(top) == {"leaderboard", "run", "ping", "verifydb", "verifyruns", "resync", "token"}
+    assert set(top) == {
+        "admin",
+        "leaderboard",
+        "run",
+        "ping",
+        "verifydb",
+        "verifyruns",
+        "resync",
+        "token",
+    }
     for path, command in walk(commands):
         assert NAME.match(command["name"]), path
         assert 1 <= len(command["description"]) <= 100, path
@@ -120,6 +129,7 @@ def test_print_commands_needs_no_token_network_or_database(tmp_path: Path):
         "verifyruns",
         "resync",
         "token",
+        "admin",
     ]
     assert not (tmp_path / "data").exists()  # no embedded database was started
 

@@ -126,6 +126,7 @@ async def test_resync_is_for_admins_only(harness, record_property):
     reply = await harness.command("resync", ADMIN)
     (sync,) = harness.fake.calls("PUT", rf"/applications/\d+/guilds/{GUILD_ID}/commands$")
     assert sorted(c["name"] for c in sync.body) == [
+        "admin",
         "leaderboard",
         "ping",
         "resync",
@@ -134,7 +135,7 @@ async def test_resync_is_for_admins_only(harness, record_property):
         "verifydb",
         "verifyruns",
     ]
-    assert reply.only.ephemeral and "Synced 7 commands to this server" in reply.only.content
+    assert reply.only.ephemeral and "Synced 8 commands to this server" in reply.only.content
 
 
 @pytest.mark.reliability(

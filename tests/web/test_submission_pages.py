@@ -7,6 +7,7 @@ import httpx
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.service import Submitter
 from tests.api.conftest import ADMIN_TOKEN, BOARD, source
 from tests.web.helpers import close, rank, sign_in
 
@@ -116,3 +117,23 @@ async def test_the_admin_cannot_submit_from_the_form(app: App, client: httpx.Asy
         f"/leaderboards/{BOARD}/submit", files={"file": ("submission.py", source())}
     )
     assert answer.status_code == 403 and "acts for no user" in answer.text
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a banned user submitting from the web page's form, and anyone while the leaderboard is paused",
+    "403 and 503 pages with the ban's and the pause's reasons; nothing stored",
+)
+async def test_the_form_refuses_a_banned_user_and_a_paused_board(
+    app: App, client: httpx.AsyncClient
+):
+    await sign_in(app, client, "alice")
+    form = {"files": {"file": ("submission.py", source())}, "data": {"gpu": "CPU"}}
+    await app.service.ban_user(Submitter("alice", "alice"), "generated spam", "org")
+    banned = await client.post(f"/leaderboards/{BOARD}/submit", **form)
+    assert banned.status_code == 403 and "generated spam" in banned.text
+    await app.service.unban_user("alice")
+    await app.service.pause_submissions(BOARD, "reference being fixed", "org")
+    paused = await client.post(f"/leaderboards/{BOARD}/submit", **form)
+    assert paused.status_code == 503 and "reference being fixed" in paused.text
+    assert await app.pool.fetchval("SELECT count(*) FROM submissions") == 0

@@ -20,6 +20,7 @@ EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
 # Command -> the module of `cluster_manager.cli` that defines it.
 COMMAND_MODULES = {
+    "admin": "admin",
     "bot": "bot",
     "db": "db",
     "demo": "demo",

@@ -20,6 +20,7 @@ from discord.ext import commands
 
 from cluster_manager.app import App
 from cluster_manager.discord.cogs.account import AccountCog
+from cluster_manager.discord.cogs.admin import AdminCog
 from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
 from cluster_manager.discord.cogs.ops import OpsCog
 from cluster_manager.discord.cogs.run import RunCog
@@ -83,7 +84,8 @@ class ClusterBot(commands.Bot):
     async def load_cogs(self) -> None:
         if self._cogs_loaded:
             return
-        for cog in (LeaderboardCog(self), RunCog(self), OpsCog(self), AccountCog(self)):
+        cogs = (LeaderboardCog(self), RunCog(self), OpsCog(self), AccountCog(self), AdminCog(self))
+        for cog in cogs:
             await self.add_cog(cog)
         self._cogs_loaded = True
 

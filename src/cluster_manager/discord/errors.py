@@ -26,13 +26,16 @@ from cluster_manager.errors import (
 from cluster_manager.gpus import UnknownGpuError
 from cluster_manager.service import (
     AlreadyExistsError,
+    BannedError,
     DeadlinePassedError,
     GpuBusyError,
     GpuNotAllowedError,
     InvalidDeadlineError,
+    MissingReasonError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
+    SubmissionsPausedError,
 )
 from cluster_manager.storage.database import DatabaseError
 
@@ -90,6 +93,9 @@ USER_ERRORS: dict[type[BaseException], tuple[str, Callable[[Any], str]]] = {
     PermissionDeniedError: ("Not allowed", str),
     RateLimitedError: ("Rate limited", _rate_limited),
     GpuBusyError: ("GPU busy", str),
+    SubmissionsPausedError: ("Submissions paused", str),
+    BannedError: ("Banned", str),
+    MissingReasonError: ("Reason needed", str),
     LauncherError: ("Runner unavailable", str),
     UsageError: ("Cannot do that", str),
     app_commands.MissingAnyRole: ("Missing role", _roles),

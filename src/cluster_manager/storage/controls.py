@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from cluster_manager.storage.database import Executor
 
@@ -19,6 +20,9 @@ class Pause:
     paused_by: str
     paused_at: datetime
 
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "paused_at": self.paused_at.isoformat()}
+
 
 @dataclass(frozen=True)
 class Ban:
@@ -27,6 +31,9 @@ class Ban:
     reason: str
     banned_by: str
     banned_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "banned_at": self.banned_at.isoformat()}
 
 
 async def pause(

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from typing import Any
 
 from cluster_manager.storage.database import Executor
 
@@ -27,6 +28,12 @@ class Stats:
     failed_jobs: int  # jobs given up on (no run)
     verdicts: dict[str, int] = field(default_factory=dict)  # runs by verdict
     gpus: dict[str, GpuStats] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """What the admin API answers and `admin stats --json` prints."""
+        found = asdict(self)
+        found["since"] = None if self.since is None else self.since.isoformat()
+        return found
 
 
 async def stats(db: Executor, since: datetime | None) -> Stats:

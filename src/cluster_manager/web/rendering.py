@@ -35,7 +35,14 @@ SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "same-origin",
 }
-TITLES = {400: "Bad request", 401: "Sign in", 403: "Not allowed", 404: "Not found", 409: "Busy"}
+TITLES = {
+    400: "Bad request",
+    401: "Sign in",
+    403: "Not allowed",
+    404: "Not found",
+    409: "Busy",
+    503: "Paused",
+}
 
 
 def service_of(request: Request) -> Service:

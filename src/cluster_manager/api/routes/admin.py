@@ -4,7 +4,6 @@ submission read or purged."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
@@ -27,10 +26,6 @@ router = APIRouter(prefix="/admin", dependencies=[Depends(admin_only)], tags=["a
 Admin = Annotated[Caller, Depends(admin_only)]
 
 
-def _json(value: Any) -> Any:
-    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in asdict(value).items()}
-
-
 @router.post("/stop")
 async def stop(
     request: Request,
@@ -39,7 +34,7 @@ async def stop(
 ) -> dict[str, Any]:
     """Pauses new submissions, everywhere or on one leaderboard; queued jobs still run."""
     pause = await service_of(request).pause_submissions(leaderboard, reason, API_ACTOR)
-    return {"status": "stopped", **_json(pause)}
+    return {"status": "stopped", **pause.to_json()}
 
 
 @router.post("/start")
@@ -52,21 +47,17 @@ async def start(
 
 @router.get("/pauses")
 async def pauses(request: Request) -> list[dict[str, Any]]:
-    return [_json(p) for p in await service_of(request).pauses()]
+    return [p.to_json() for p in await service_of(request).pauses()]
 
 
 @router.get("/stats")
 async def stats(request: Request, last_day_only: bool = False) -> dict[str, Any]:
-    found = await service_of(request).stats(last_day=last_day_only)
-    return {
-        **_json(found),
-        "gpus": {gpu: asdict(numbers) for gpu, numbers in found.gpus.items()},
-    }
+    return (await service_of(request).stats(last_day=last_day_only)).to_json()
 
 
 @router.get("/bans")
 async def bans(request: Request) -> list[dict[str, Any]]:
-    return [_json(b) for b in await service_of(request).bans()]
+    return [b.to_json() for b in await service_of(request).bans()]
 
 
 @router.put("/bans/{user}")
@@ -79,7 +70,7 @@ async def ban(
     """Bans `user` (their id as the bot or CLI knows them): submissions refused, rankings
     hidden until unbanned."""
     found = await service_of(request).ban_user(Submitter(user, name or user), reason, API_ACTOR)
-    return {"status": "banned", **_json(found)}
+    return {"status": "banned", **found.to_json()}
 
 
 @router.delete("/bans/{user}")

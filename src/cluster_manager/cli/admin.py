@@ -1,0 +1,148 @@
+"""`cluster-manager admin ...`: organisers' controls. On the database by default; through the
+server when CLUSTER_MANAGER_API_URL is set, with CLUSTER_MANAGER_ADMIN_TOKEN (a user's token
+is refused there, as everywhere)."""
+
+from __future__ import annotations
+
+import getpass
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import click
+
+from cluster_manager.app import App
+from cluster_manager.cli.common import cli, fail, with_app
+from cluster_manager.client import ApiClient
+from cluster_manager.errors import ClusterManagerError
+from cluster_manager.report import format_controls, format_stats
+from cluster_manager.service import Submitter
+from cluster_manager.settings import Settings
+
+LocalCall = Callable[[App], Awaitable[Any]]
+RemoteCall = Callable[[ApiClient], Any]
+
+
+@cli.group("admin")
+def admin_group() -> None:
+    """Organisers' controls: pause submissions, ban users, stats."""
+
+
+def _actor() -> str:
+    return f"cli:{getpass.getuser()}"
+
+
+def _run(settings: Settings, local: LocalCall, over_api: RemoteCall) -> Any:
+    """`local` on the database, or `over_api` against the server the settings point at."""
+    if settings.api_url is None:
+        return with_app(settings, local)
+    try:
+        with ApiClient(settings.api_url, settings.admin_token or settings.api_token) as client:
+            return over_api(client)
+    except ClusterManagerError as exc:
+        fail(str(exc))
+
+
+leaderboard_option = click.option(
+    "--leaderboard", "-l", metavar="NAME", help="Only this leaderboard (default: all of them)."
+)
+
+
+@admin_group.command("pause")
+@leaderboard_option
+@click.option("--reason", required=True, help="Shown to everyone whose submission it refuses.")
+@click.pass_obj
+def pause_command(settings: Settings, leaderboard: str | None, reason: str) -> None:
+    """Stop taking submissions (queued jobs still run)."""
+
+    async def local(app: App) -> Any:
+        return (await app.service.pause_submissions(leaderboard, reason, _actor())).to_json()
+
+    def over_api(client: ApiClient) -> Any:
+        return client.call("POST", "/admin/stop", {"leaderboard": leaderboard, "reason": reason})
+
+    found = _run(settings, local, over_api)
+    click.echo(f"paused {found['leaderboard'] or 'everywhere'}: {found['reason']}")
+
+
+@admin_group.command("resume")
+@leaderboard_option
+@click.pass_obj
+def resume_command(settings: Settings, leaderboard: str | None) -> None:
+    """Take submissions again."""
+
+    async def local(app: App) -> bool:
+        return await app.service.resume_submissions(leaderboard)
+
+    def over_api(client: ApiClient) -> bool:
+        return bool(client.call("POST", "/admin/start", {"leaderboard": leaderboard})["was_paused"])
+
+    where = leaderboard or "everywhere"
+    resumed = _run(settings, local, over_api)
+    click.echo(f"resumed {where}" if resumed else f"{where} was not paused")
+
+
+@admin_group.command("ban")
+@click.argument("user")
+@click.option("--reason", required=True, help="Shown to the user when a submission is refused.")
+@click.pass_obj
+def ban_command(settings: Settings, user: str, reason: str) -> None:
+    """Refuse USER's submissions and hide their rankings (kept; `unban` shows them again).
+
+    USER is the id the bot or the CLI knows them by (a Discord id, or `submit --user NAME`)."""
+
+    async def local(app: App) -> Any:
+        return (await app.service.ban_user(Submitter(user, user), reason, _actor())).to_json()
+
+    def over_api(client: ApiClient) -> Any:
+        return client.call("PUT", f"/admin/bans/{user}", {"reason": reason})
+
+    found = _run(settings, local, over_api)
+    click.echo(f"banned {found['user']}: {found['reason']}")
+
+
+@admin_group.command("unban")
+@click.argument("user")
+@click.pass_obj
+def unban_command(settings: Settings, user: str) -> None:
+    """Let USER submit again, and show their rankings."""
+
+    async def local(app: App) -> bool:
+        return await app.service.unban_user(user)
+
+    def over_api(client: ApiClient) -> bool:
+        return bool(client.call("DELETE", f"/admin/bans/{user}")["status"] == "unbanned")
+
+    click.echo(f"unbanned {user}" if _run(settings, local, over_api) else f"{user} was not banned")
+
+
+@admin_group.command("status")
+@click.pass_obj
+def status_command(settings: Settings) -> None:
+    """What is paused and who is banned."""
+
+    async def local(app: App) -> tuple[list[Any], list[Any]]:
+        pauses = [p.to_json() for p in await app.service.pauses()]
+        return pauses, [b.to_json() for b in await app.service.bans()]
+
+    def over_api(client: ApiClient) -> tuple[list[Any], list[Any]]:
+        return client.get("/admin/pauses"), client.get("/admin/bans")
+
+    click.echo(format_controls(*_run(settings, local, over_api)))
+
+
+@admin_group.command("stats")
+@click.option("--last-day", is_flag=True, help="Only the last 24 hours.")
+@click.option("--json", "as_json", is_flag=True, help="The numbers as JSON.")
+@click.pass_obj
+def stats_command(settings: Settings, last_day: bool, as_json: bool) -> None:
+    """Submissions, users, runs and queue waits per GPU, failures by verdict."""
+
+    async def local(app: App) -> Any:
+        return (await app.service.stats(last_day=last_day)).to_json()
+
+    def over_api(client: ApiClient) -> Any:
+        return client.get("/admin/stats", last_day_only=str(last_day).lower())
+
+    found = _run(settings, local, over_api)
+    click.echo(json.dumps(found, indent=2) if as_json else format_stats(found))

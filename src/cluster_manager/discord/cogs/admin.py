@@ -1,0 +1,112 @@
+"""`/admin ...` for members with the Leaderboard Admin role: pause and resume submissions,
+ban and unban users, see what is switched off, and the stats. Answers are private."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import discord
+from discord import app_commands
+from discord.ext import commands
+
+from cluster_manager.discord.autocomplete import leaderboard_names
+from cluster_manager.discord.replies import answer, defer
+from cluster_manager.discord.roles import admins_only, submitter
+from cluster_manager.report import format_controls, format_stats
+from cluster_manager.service import Service
+
+if TYPE_CHECKING:
+    from cluster_manager.discord.bot import ClusterBot
+
+
+def actor(interaction: discord.Interaction) -> str:
+    return f"discord:{interaction.user.name}"
+
+
+@app_commands.guild_only()
+class AdminCog(
+    commands.GroupCog,
+    group_name="admin",
+    group_description="Organisers' controls (Leaderboard Admin role)",
+):
+    def __init__(self, bot: ClusterBot) -> None:
+        self.bot = bot
+        super().__init__()
+
+    @property
+    def service(self) -> Service:
+        return self.bot.app.service
+
+    async def _say(self, interaction: discord.Interaction, content: str) -> None:
+        await answer(interaction, content=content, ephemeral=True)
+
+    @app_commands.command(
+        name="pause", description="Stop taking submissions (queued jobs still run)"
+    )
+    @app_commands.describe(
+        reason="Shown to everyone whose submission it refuses",
+        leaderboard="Only this leaderboard (default: all of them)",
+    )
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def pause(
+        self, interaction: discord.Interaction, reason: str, leaderboard: str | None = None
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        found = await self.service.pause_submissions(leaderboard, reason, actor(interaction))
+        await self._say(
+            interaction, f"⏸ Paused {found.leaderboard or 'everywhere'}: {found.reason}"
+        )
+
+    @app_commands.command(name="resume", description="Take submissions again")
+    @app_commands.describe(leaderboard="Only this leaderboard (default: the global pause)")
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def resume(
+        self, interaction: discord.Interaction, leaderboard: str | None = None
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        where = leaderboard or "everywhere"
+        resumed = await self.service.resume_submissions(leaderboard)
+        await self._say(
+            interaction, f"▶️ Resumed {where}." if resumed else f"{where} was not paused."
+        )
+
+    @app_commands.command(
+        name="ban", description="Refuse a user's submissions and hide their rankings"
+    )
+    @app_commands.describe(user="Who", reason="Shown to them when a submission is refused")
+    @admins_only
+    async def ban(self, interaction: discord.Interaction, user: discord.User, reason: str) -> None:
+        await defer(interaction, ephemeral=True)
+        found = await self.service.ban_user(submitter(user), reason, actor(interaction))
+        await self._say(interaction, f"⛔ Banned {user.mention}: {found.reason}")
+
+    @app_commands.command(
+        name="unban", description="Let a user submit again, and show their rankings"
+    )
+    @app_commands.describe(user="Who")
+    @admins_only
+    async def unban(self, interaction: discord.Interaction, user: discord.User) -> None:
+        await defer(interaction, ephemeral=True)
+        lifted = await self.service.unban_user(submitter(user).external_id)
+        await self._say(
+            interaction,
+            f"Unbanned {user.mention}." if lifted else f"{user.mention} was not banned.",
+        )
+
+    @app_commands.command(name="status", description="What is paused and who is banned")
+    @admins_only
+    async def status(self, interaction: discord.Interaction) -> None:
+        await defer(interaction, ephemeral=True)
+        pauses = [p.to_json() for p in await self.service.pauses()]
+        bans = [b.to_json() for b in await self.service.bans()]
+        await self._say(interaction, format_controls(pauses, bans))
+
+    @app_commands.command(name="stats", description="Submissions, runs, queue waits and failures")
+    @app_commands.describe(last_day="Only the last 24 hours")
+    @admins_only
+    async def stats(self, interaction: discord.Interaction, last_day: bool = False) -> None:
+        await defer(interaction, ephemeral=True)
+        found = await self.service.stats(last_day=last_day)
+        await self._say(interaction, f"```\n{format_stats(found.to_json())}\n```")

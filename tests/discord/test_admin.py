@@ -1,0 +1,75 @@
+"""/admin: pause and resume, ban and unban, status and stats, for Leaderboard Admins only; a
+banned user's or a paused leaderboard's /leaderboard submit gets the reason, privately."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.discord.conftest import ADMIN, ALICE, BOB, CREATOR, create_board
+from tests.discord.test_errors import SOLUTION, assert_private_error, stored
+
+ADMIN_COMMANDS = [
+    ("admin pause", {"reason": "outage"}),
+    ("admin resume", {}),
+    ("admin ban", {"user": BOB, "reason": "spam"}),
+    ("admin unban", {"user": BOB}),
+    ("admin status", {}),
+    ("admin stats", {}),
+]
+
+
+@pytest.mark.reliability(
+    "Access",
+    "every /admin command by a member without the Admin role (a Leaderboard Creator, a member)",
+    "refused ('Missing role'); nothing paused or banned",
+)
+@pytest.mark.parametrize(("path", "options"), ADMIN_COMMANDS)
+async def test_admin_commands_are_for_admins_only(harness, app, path, options):
+    for member in (ALICE, CREATOR):
+        reply = await harness.command(path, member, **options)
+        assert reply.only.ephemeral and "Missing role" in reply.only.content, (path, member)
+    assert await app.service.pauses() == [] and await app.service.bans() == []
+
+
+async def test_pause_refuses_submissions_with_the_reason_until_resumed(harness, app, clock):
+    await create_board(app, clock)
+    paused = await harness.command(
+        "admin pause", ADMIN, reason="GPU outage", leaderboard="identity"
+    )
+    assert paused.only.ephemeral and "Paused identity: GPU outage" in paused.only.content
+    script = harness.upload("submission.py", SOLUTION)
+    refused = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    assert_private_error(refused, "Submissions paused", "paused on 'identity': GPU outage")
+    assert await stored(app, "submissions") == 0
+    status = await harness.command("admin status", ADMIN)
+    assert "paused identity: GPU outage (discord:root)" in status.only.content
+    resumed = await harness.command("admin resume", ADMIN, leaderboard="identity")
+    assert "Resumed identity" in resumed.only.content
+
+
+@pytest.mark.reliability(
+    "Access",
+    "a banned user's /leaderboard submit in Discord",
+    "private 'Banned' error with the reason; nothing stored; unbanning lets them submit",
+)
+async def test_a_banned_member_is_refused_privately(harness, app, clock):
+    await create_board(app, clock)
+    banned = await harness.command("admin ban", ADMIN, user=ALICE, reason="generated spam")
+    assert "Banned <@1001>: generated spam" in banned.only.content
+    script = harness.upload("submission.py", SOLUTION)
+    refused = await harness.command(
+        "leaderboard submit", ALICE, script=script, leaderboard="identity"
+    )
+    assert_private_error(refused, "Banned", "you may not submit here: generated spam")
+    assert await stored(app, "submissions") == 0
+    assert [b.user for b in await app.service.bans()] == [str(ALICE.id)]
+    lifted = await harness.command("admin unban", ADMIN, user=ALICE)
+    assert "Unbanned <@1001>." in lifted.only.content
+    assert await app.service.bans() == []
+
+
+async def test_stats_are_a_private_table(harness, app, clock):
+    await create_board(app, clock)
+    reply = await harness.command("admin stats", ADMIN, last_day=True)
+    assert reply.only.ephemeral and "Stats (since" in reply.only.content
+    assert "submissions 0 from 0 users" in reply.only.content
