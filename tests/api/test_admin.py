@@ -21,6 +21,8 @@ ROUTES = [
     ("DELETE", "/admin/bans/alice"),
     ("GET", "/admin/submissions/1"),
     ("DELETE", "/admin/submissions/1"),
+    ("POST", "/admin/submissions/1/invalidate"),
+    ("POST", "/admin/submissions/1/restore"),
 ]
 
 
@@ -113,3 +115,21 @@ async def test_stats_and_any_submission(app: App, client: httpx.AsyncClient):
     assert found.status_code == 200 and found.json()["id"] == submission_id
     still_running = await client.delete(f"/admin/submissions/{submission_id}", headers=ADMIN)
     assert still_running.status_code == 409
+
+
+async def test_invalidate_and_restore_a_submission(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    submission_id = (await submit_as(client, token, "leaderboard")).json()["details"]["id"]
+    await finish_submission(app.pool, await app.service.report(submission_id), 1e-6)
+    body = {"reason": "hard-coded the answer"}
+    answer = await client.post(
+        f"/admin/submissions/{submission_id}/invalidate", headers=ADMIN, json=body
+    )
+    assert answer.json() == {"status": "invalidated", "id": submission_id}
+    assert (await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"] == []
+    mine = await client.get(f"/user/submissions/{submission_id}", headers=popcorn_headers(token))
+    assert mine.json()["invalidated"] == "hard-coded the answer (admin (API))"
+    await client.post(f"/admin/submissions/{submission_id}/restore", headers=ADMIN)
+    assert len((await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"]) == 1
+    missing = await client.post("/admin/submissions/999999/invalidate", headers=ADMIN, json=body)
+    assert missing.status_code == 404

@@ -59,6 +59,11 @@ def test_pause_ban_and_stats_on_the_database(cm):
     banned = submit(cm, "alice")
     assert banned.returncode == 2 and "you may not submit here: spam" in banned.stderr
     assert submit(cm, "bob").returncode == 0
+    invalidated = cm("admin", "invalidate", "1", "--reason", "copied kernel")
+    assert invalidated.returncode == 0 and "invalidated submission 1" in invalidated.stdout
+    assert "restored submission 1" in cm("admin", "restore", "1").stdout
+    unknown = cm("admin", "invalidate", "99", "--reason", "x")
+    assert unknown.returncode == 2 and "there is no submission 99" in unknown.stderr
     assert "unbanned alice" in cm("admin", "unban", "alice").stdout
 
     stats = json.loads(cm("admin", "stats", "--json").stdout)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from cluster_manager.core.models import Mode
+from cluster_manager.service import Submitter
 from tests.discord.conftest import ADMIN, ALICE, BOB, CREATOR, create_board
 from tests.discord.test_errors import SOLUTION, assert_private_error, stored
 
@@ -15,6 +17,8 @@ ADMIN_COMMANDS = [
     ("admin unban", {"user": BOB}),
     ("admin status", {}),
     ("admin stats", {}),
+    ("admin invalidate", {"submission_id": 1, "reason": "cheat"}),
+    ("admin restore", {"submission_id": 1}),
 ]
 
 
@@ -73,3 +77,20 @@ async def test_stats_are_a_private_table(harness, app, clock):
     reply = await harness.command("admin stats", ADMIN, last_day=True)
     assert reply.only.ephemeral and "Stats (since" in reply.only.content
     assert "submissions 0 from 0 users" in reply.only.content
+
+
+async def test_invalidate_and_restore_answer_privately(harness, app, clock):
+    await create_board(app, clock)
+    receipt = await app.service.submit(
+        "identity", Submitter("1001", "alice"), "submission.py", SOLUTION, mode=Mode.TEST
+    )
+    submission_id = receipt.submission_id
+    out = await harness.command(
+        "admin invalidate", ADMIN, submission_id=submission_id, reason="copied kernel"
+    )
+    assert out.only.ephemeral and "out of the rankings: copied kernel" in out.only.content
+    assert (await app.service.report(submission_id)).submission.invalidated is not None
+    back = await harness.command("admin restore", ADMIN, submission_id=submission_id)
+    assert "ranks again" in back.only.content
+    missing = await harness.command("admin restore", ADMIN, submission_id=424242)
+    assert_private_error(missing, "Not found", "there is no submission 424242")

@@ -92,3 +92,38 @@ async def test_stats_count_submissions_runs_waits_and_verdicts(service, pool, bo
     recent = await service.stats(last_day=True)
     assert recent.since == clock.now - timedelta(days=1) and recent.submissions == 0
     assert (await service.stats()).submissions == 3
+
+
+async def test_invalidating_a_submission_reranks_its_user_and_restoring_undoes_it(
+    service, pool, boards
+):
+    receipts = {}
+    for user, score in ((ALICE, 3.0), (ALICE, 1.0), (BOB, 1.5)):
+        receipts[(user.external_id, score)] = await submit(service, user=user, gpus=["CPU"])
+        await finish_submission(pool, receipts[(user.external_id, score)], score)
+    best = receipts[("alice", 1.0)].submission_id
+
+    async def standing() -> list[tuple[str, float]]:
+        return [(e.user, e.score) for e in (await service.ranking("board", "CPU"))["CPU"]]
+
+    assert await standing() == [("alice", 1.0), ("bob", 1.5)]
+    await service.invalidate_submission(best, "used a cached answer", "org")
+    assert await standing() == [("bob", 1.5), ("alice", 3.0)]
+    history = await service.score_history("board", "CPU")
+    assert 1.0 not in [p.score for p in history.points]  # the chart forgets it too
+    report = await service.report(best)
+    assert report.submission.invalidated == "used a cached answer (org)"
+    await service.restore_submission(best)
+    assert await standing() == [("alice", 1.0), ("bob", 1.5)]
+    assert (await service.report(best)).submission.invalidated is None
+    with pytest.raises(NotFoundError):
+        await service.invalidate_submission(999_999, "x", "org")
+    with pytest.raises(MissingReasonError):
+        await service.invalidate_submission(best, "", "org")
+
+
+async def test_an_invalidated_submission_whose_run_ends_later_is_not_ranked(service, pool, boards):
+    receipt = await submit(service, gpus=["CPU"])
+    await service.invalidate_submission(receipt.submission_id, "duplicate account", "org")
+    await finish_submission(pool, receipt, 1.0)
+    assert (await service.ranking("board", "CPU"))["CPU"] == []

@@ -142,6 +142,7 @@ def submission_view(
         "submission_time": iso(stored.submitted_at),
         "mode": stored.mode.value,
         "done": report.done,
+        "invalidated": stored.invalidated,  # why an organiser took it out of the rankings
         "code": stored.code,
         "runs": [run_view(r, jobs.get(r.job_id)) for r in report.runs],
         "job": {"status": status, "error": error, "last_heartbeat": _heartbeat(report.jobs)},

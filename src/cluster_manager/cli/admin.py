@@ -116,6 +116,39 @@ def unban_command(settings: Settings, user: str) -> None:
     click.echo(f"unbanned {user}" if _run(settings, local, over_api) else f"{user} was not banned")
 
 
+@admin_group.command("invalidate")
+@click.argument("submission_id", type=int)
+@click.option("--reason", required=True, help="Kept with it; shown with the submission.")
+@click.pass_obj
+def invalidate_command(settings: Settings, submission_id: int, reason: str) -> None:
+    """Take a submission out of every ranking (kept; `restore` undoes it)."""
+
+    async def local(app: App) -> None:
+        await app.service.invalidate_submission(submission_id, reason, _actor())
+
+    def over_api(client: ApiClient) -> None:
+        client.call("POST", f"/admin/submissions/{submission_id}/invalidate", {"reason": reason})
+
+    _run(settings, local, over_api)
+    click.echo(f"invalidated submission {submission_id}: {reason}; its user is ranked again")
+
+
+@admin_group.command("restore")
+@click.argument("submission_id", type=int)
+@click.pass_obj
+def restore_command(settings: Settings, submission_id: int) -> None:
+    """Undo `invalidate`: the submission ranks again where it is its user's best."""
+
+    async def local(app: App) -> None:
+        await app.service.restore_submission(submission_id)
+
+    def over_api(client: ApiClient) -> None:
+        client.call("POST", f"/admin/submissions/{submission_id}/restore")
+
+    _run(settings, local, over_api)
+    click.echo(f"restored submission {submission_id}")
+
+
 @admin_group.command("status")
 @click.pass_obj
 def status_command(settings: Settings) -> None:

@@ -1,6 +1,6 @@
 """Organisers' controls: pausing and resuming submissions (everywhere or per leaderboard),
-banning users, and the numbers they watch (stats). Every front end's submissions and script
-runs pass `check_may_submit`."""
+banning users, invalidating submissions, and the numbers they watch (stats). Every front
+end's submissions and script runs pass `check_may_submit`."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.records import Submitter
 from cluster_manager.storage import controls as control_store
 from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import stats as stats_store
+from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.controls import Ban, Pause
 from cluster_manager.storage.database import Executor
 from cluster_manager.storage.stats import Stats
@@ -53,6 +55,7 @@ class Controls:
 
     pool: asyncpg.Pool
     clock: Callable[[], datetime]
+    allow_unsandboxed_ranking: bool
 
     async def pause_submissions(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
         """Stops new submissions (everywhere with None); jobs already queued keep running."""
@@ -86,6 +89,31 @@ class Controls:
 
     async def bans(self) -> list[Ban]:
         return await control_store.bans(self.pool)
+
+    async def invalidate_submission(self, submission_id: int, reason: str, actor: str) -> None:
+        """Takes a submission out of every ranking and chart (kept, with why and who), and
+        ranks its user again from their other submissions, in one transaction."""
+        await self._set_invalidated(submission_id, _reason(reason), actor)
+
+    async def restore_submission(self, submission_id: int) -> None:
+        """Undoes `invalidate_submission`: it ranks again if it is its user's best."""
+        await self._set_invalidated(submission_id, None, None)
+
+    async def _set_invalidated(
+        self, submission_id: int, reason: str | None, actor: str | None
+    ) -> None:
+        found = await sub_store.get_submission(self.pool, submission_id)
+        if found is None:
+            raise NotFoundError(f"there is no submission {submission_id}")
+        now = self.clock() if reason is not None else None
+        async with self.pool.acquire() as conn, conn.transaction():
+            await sub_store.set_invalidated(conn, submission_id, reason, actor, now)
+            await run_store.rerank_user(
+                conn,
+                leaderboard_id=found.leaderboard_id,
+                user_id=found.user_id,
+                allow_unsandboxed=self.allow_unsandboxed_ranking,
+            )
 
     async def stats(self, *, last_day: bool = False) -> Stats:
         """Submissions, users, runs and queue waits per GPU, failures by verdict: over all

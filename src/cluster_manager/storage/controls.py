@@ -11,6 +11,11 @@ from cluster_manager.storage.database import Executor
 # A ranking row, event or score of a banned user is hidden wherever this filter is added
 # (`r` being the row's alias): the rows stay, so unbanning shows them again.
 NOT_BANNED = "NOT EXISTS (SELECT 1 FROM user_bans b WHERE b.user_id = {alias}.user_id)"
+# A chart's point from a submission since invalidated is hidden the same way.
+STILL_VALID = (
+    "NOT EXISTS (SELECT 1 FROM submissions v WHERE v.id = {alias}.submission_id"
+    " AND v.invalidated_at IS NOT NULL)"
+)
 
 
 @dataclass(frozen=True)

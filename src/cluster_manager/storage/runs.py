@@ -10,7 +10,7 @@ from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage.controls import NOT_BANNED
+from cluster_manager.storage.controls import NOT_BANNED, STILL_VALID
 from cluster_manager.storage.database import Connection, Executor
 
 
@@ -80,7 +80,12 @@ async def _rank_pair(
     record_history: bool = True,
 ) -> None:
     """Ranks the public score once both it and the secret re-run passed on this GPU; an
-    improvement is also kept in the ranking's history (`ranking_events`)."""
+    improvement is also kept in the ranking's history (`ranking_events`). An invalidated
+    submission ranks nowhere."""
+    if await conn.fetchval(
+        "SELECT invalidated_at IS NOT NULL FROM submissions WHERE id = $1", submission_id
+    ):
+        return
     pair = await conn.fetch(
         """
         SELECT secret, passed, score, system, coalesce(result->>'review', '') AS review
@@ -134,7 +139,8 @@ async def rerank_user(
     conn: Connection, *, leaderboard_id: int, user_id: int, allow_unsandboxed: bool
 ) -> None:
     """Rebuilds one user's ranking rows on a leaderboard from their stored runs (after one of
-    their submissions is deleted): the best pair that still counts on each GPU."""
+    their submissions is deleted, invalidated or restored): the best pair that still counts on
+    each GPU."""
     await conn.execute(
         "DELETE FROM rankings WHERE leaderboard_id = $1 AND user_id = $2", leaderboard_id, user_id
     )
@@ -143,7 +149,7 @@ async def rerank_user(
         SELECT DISTINCT r.submission_id, r.gpu, s.leaderboard_id, s.user_id, s.submitted_at
         FROM runs r JOIN submissions s ON s.id = r.submission_id
         WHERE r.leaderboard_id = $1 AND r.user_id = $2 AND r.mode = 'leaderboard'
-              AND NOT r.secret AND r.passed AND r.score IS NOT NULL
+              AND NOT r.secret AND r.passed AND r.score IS NOT NULL AND s.invalidated_at IS NULL
         """,
         leaderboard_id,
         user_id,
@@ -269,6 +275,7 @@ async def score_history(
         SELECT u.external_id AS user_name, e.score, e.ranked_at
         FROM ranking_events e JOIN users u ON u.id = e.user_id
         WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND {NOT_BANNED.format(alias="e")}
+              AND {STILL_VALID.format(alias="e")}
         ORDER BY e.id
         """,
         leaderboard_id,
@@ -282,7 +289,10 @@ async def history_version(db: Executor, *, leaderboard_id: int, gpu: str) -> tup
     submission): what a cached chart is keyed by."""
     row = await db.fetchrow(
         "SELECT coalesce(max(e.id), 0) AS newest, count(*) AS events FROM ranking_events e "
-        "WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND " + NOT_BANNED.format(alias="e"),
+        "WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND "
+        + NOT_BANNED.format(alias="e")
+        + " AND "
+        + STILL_VALID.format(alias="e"),
         leaderboard_id,
         gpu,
     )

@@ -22,6 +22,7 @@ class StoredSubmission:
     mode: Mode
     submitted_at: datetime
     profile_benchmark: int | None = None  # profile mode: only this benchmark case
+    invalidated: str | None = None  # why an organiser took it out of the rankings, and who
 
 
 async def insert_submission(
@@ -95,7 +96,7 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         """
         SELECT s.id, s.leaderboard_id, l.name AS leaderboard, s.user_id,
                u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at,
-               s.profile_benchmark
+               s.profile_benchmark, s.invalidation_reason, s.invalidated_by
         FROM submissions s
         JOIN leaderboards l ON l.id = s.leaderboard_id
         JOIN users u ON u.id = s.user_id
@@ -117,6 +118,9 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         mode=Mode(row["mode"]),
         submitted_at=row["submitted_at"],
         profile_benchmark=row["profile_benchmark"],
+        invalidated=None
+        if row["invalidation_reason"] is None
+        else f"{row['invalidation_reason']} ({row['invalidated_by']})",
     )
 
 
@@ -142,3 +146,17 @@ async def delete_submission(conn: Connection, submission_id: int) -> bool:
     """Deletes a submission with its jobs, runs and ranking rows (cascades)."""
     result = await conn.execute("DELETE FROM submissions WHERE id = $1", submission_id)
     return bool(result.endswith(" 1"))
+
+
+async def set_invalidated(
+    db: Executor, submission_id: int, reason: str | None, by: str | None, now: datetime | None
+) -> None:
+    """Marks a submission invalid (with why and who), or valid again with Nones."""
+    await db.execute(
+        "UPDATE submissions SET invalidated_at = $2, invalidated_by = $3, invalidation_reason = $4"
+        " WHERE id = $1",
+        submission_id,
+        now,
+        by,
+        reason,
+    )

@@ -84,6 +84,21 @@ async def submission(submission_id: int, request: Request, who: Admin) -> Any:
     return await submission_answer(service_of(request), submission_id, who)
 
 
+@router.post("/submissions/{submission_id}/invalidate")
+async def invalidate(
+    submission_id: int, request: Request, reason: Annotated[str, Body(embed=True)]
+) -> dict[str, Any]:
+    """Out of every ranking (kept, with the reason); its user is ranked again without it."""
+    await service_of(request).invalidate_submission(submission_id, reason, API_ACTOR)
+    return {"status": "invalidated", "id": submission_id}
+
+
+@router.post("/submissions/{submission_id}/restore")
+async def restore(submission_id: int, request: Request) -> dict[str, Any]:
+    await service_of(request).restore_submission(submission_id)
+    return {"status": "restored", "id": submission_id}
+
+
 @router.delete("/submissions/{submission_id}")
 async def purge(submission_id: int, request: Request) -> dict[str, Any]:
     """Deletes a finished submission for real; the rankings it held are computed again."""

@@ -1,2 +1,7 @@
+DROP INDEX submissions_invalidated;
+ALTER TABLE submissions
+    DROP COLUMN invalidated_at,
+    DROP COLUMN invalidated_by,
+    DROP COLUMN invalidation_reason;
 DROP TABLE user_bans;
 DROP TABLE submission_pauses;

@@ -1,5 +1,6 @@
--- What organisers switch on and off: submissions paused (everywhere, or on one leaderboard)
--- and users banned. A banned user's rankings are hidden, not deleted: unbanning shows them.
+-- What organisers switch on and off: submissions paused (everywhere, or on one leaderboard),
+-- users banned, submissions invalidated. A banned user's rankings are hidden, not deleted:
+-- unbanning shows them.
 -- depends: 0008.web-sessions
 
 CREATE TABLE submission_pauses (
@@ -19,3 +20,12 @@ CREATE TABLE user_bans (
     banned_by TEXT NOT NULL,
     banned_at TIMESTAMPTZ NOT NULL
 );
+
+-- An invalidated submission (a cheat, a result from a broken task) stays stored with who
+-- invalidated it and why, out of every ranking and chart; restoring it brings it back.
+ALTER TABLE submissions
+    ADD COLUMN invalidated_at      TIMESTAMPTZ,
+    ADD COLUMN invalidated_by      TEXT,
+    ADD COLUMN invalidation_reason TEXT;
+-- Few are ever invalidated: rankings and charts skip them through this small index.
+CREATE INDEX submissions_invalidated ON submissions (id) WHERE invalidated_at IS NOT NULL;

@@ -95,6 +95,26 @@ class AdminCog(
             f"Unbanned {user.mention}." if lifted else f"{user.mention} was not banned.",
         )
 
+    @app_commands.command(name="invalidate", description="Take a submission out of every ranking")
+    @app_commands.describe(submission_id="The submission's id", reason="Kept with it")
+    @admins_only
+    async def invalidate(
+        self, interaction: discord.Interaction, submission_id: int, reason: str
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        await self.service.invalidate_submission(submission_id, reason, actor(interaction))
+        await self._say(
+            interaction, f"🚫 Submission {submission_id} is out of the rankings: {reason}"
+        )
+
+    @app_commands.command(name="restore", description="Undo /admin invalidate")
+    @app_commands.describe(submission_id="The submission's id")
+    @admins_only
+    async def restore(self, interaction: discord.Interaction, submission_id: int) -> None:
+        await defer(interaction, ephemeral=True)
+        await self.service.restore_submission(submission_id)
+        await self._say(interaction, f"Submission {submission_id} ranks again.")
+
     @app_commands.command(name="status", description="What is paused and who is banned")
     @admins_only
     async def status(self, interaction: discord.Interaction) -> None:
