@@ -296,3 +296,19 @@ def format_controls(pauses: Sequence[dict[str, Any]], bans: Sequence[dict[str, A
         who = f"{ban['user']} ({ban['name']})"
         lines.append(f"⛔ {who} banned: {ban['reason']} ({ban['banned_by']})")
     return "\n".join(lines) or "Submissions are open everywhere; nobody is banned."
+
+
+def format_queue(queue: dict[str, Any]) -> str:
+    """`/queue` and `cluster-manager queue`: each GPU's line, then the caller's own jobs."""
+    rows = [(g["gpu"], str(g["queued"]), str(g["running"])) for g in queue["gpus"]]
+    lines = [format_table(("gpu", "queued", "running"), rows)] if rows else ["No GPU types."]
+    if queue["mine"]:
+        lines += ["", "Your jobs:"]
+        for job in queue["mine"]:
+            where = f"#{job['position']} in line" if job["position"] else job["state"]
+            secret = " secret" if job["secret"] else ""
+            lines.append(
+                f"  submission {job['submission_id']} ({job['leaderboard']}) "
+                f"[{job['gpu']}{secret}]: {where}"
+            )
+    return "\n".join(lines)

@@ -59,6 +59,8 @@ def test_pause_ban_and_stats_on_the_database(cm):
     banned = submit(cm, "alice")
     assert banned.returncode == 2 and "you may not submit here: spam" in banned.stderr
     assert submit(cm, "bob").returncode == 0
+    queue = cm("queue", "--user", "bob")
+    assert queue.returncode == 0 and "queued" in queue.stdout and "CPU" in queue.stdout
     invalidated = cm("admin", "invalidate", "1", "--reason", "copied kernel")
     assert invalidated.returncode == 0 and "invalidated submission 1" in invalidated.stdout
     assert "restored submission 1" in cm("admin", "restore", "1").stdout

@@ -11,7 +11,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.discord import health
 from cluster_manager.scheduler import Scheduler
 from cluster_manager.service import Submitter
-from tests.discord.conftest import ADMIN, BOB, FAST, SOLUTION, create_board
+from tests.discord.conftest import ADMIN, ALICE, BOB, FAST, SOLUTION, create_board
 
 
 async def test_run_shows_the_output_and_attaches_all_of_it(harness):
@@ -150,3 +150,15 @@ async def test_run_waits_for_a_slot_taken_by_a_job(
     assert reply.only.history[0] == "⏳ Waiting for a free slot on **H100** for `hello.py`…"
     assert len(fake_launcher.runs) == 2
     assert reply.only.embeds[0]["title"].startswith("✅ hello.py on H100: passed")
+
+
+async def test_queue_shows_the_lines_and_the_members_own_jobs(harness, app, clock):
+    await create_board(app, clock)
+    await app.service.submit(
+        "identity", Submitter(str(ALICE.id), ALICE.name), "submission.py", SOLUTION, mode=Mode.TEST
+    )
+    reply = await harness.command("queue", ALICE)
+    assert reply.only.ephemeral and "CPU" in reply.only.content
+    assert "Your jobs:" in reply.only.content and "#1 in line" in reply.only.content
+    other = await harness.command("queue", BOB)
+    assert "Your jobs:" not in other.only.content

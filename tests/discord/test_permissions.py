@@ -129,13 +129,14 @@ async def test_resync_is_for_admins_only(harness, record_property):
         "admin",
         "leaderboard",
         "ping",
+        "queue",
         "resync",
         "run",
         "token",
         "verifydb",
         "verifyruns",
     ]
-    assert reply.only.ephemeral and "Synced 8 commands to this server" in reply.only.content
+    assert reply.only.ephemeral and "Synced 9 commands to this server" in reply.only.content
 
 
 @pytest.mark.reliability(

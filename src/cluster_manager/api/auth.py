@@ -103,3 +103,10 @@ async def signed_in(request: Request) -> WebSession | None:
         return None
     service: Service = request.app.state.service
     return await service.session(session_id, admin_token=request.app.state.admin_token)
+
+
+async def optional_caller(request: Request) -> Caller | None:
+    """As `caller` when the request carries credentials; None when it carries none."""
+    if presented_token(request) is None and SESSION_COOKIE not in request.cookies:
+        return None
+    return await caller(request)

@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "demo": "demo",
     "eval": "local_eval",
     "leaderboard": "leaderboard",
+    "queue": "queue",
     "serve": "serve",
     "submit": "submit",
     "user": "user",

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, Job, JobState, RunRecord
+from cluster_manager.storage.queue import GpuQueue, OpenJob
 from cluster_manager.storage.submissions import StoredSubmission
 
 TERMINAL_STATES = {JobState.FINISHED, JobState.FAILED}
@@ -55,3 +57,14 @@ class QueueStatus:
     launcher: str
     queued: int
     running: int
+
+
+@dataclass(frozen=True)
+class QueueView:
+    """`/queue`: every GPU type's line, and the caller's own open jobs in it."""
+
+    gpus: list[GpuQueue]
+    mine: list[OpenJob]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"gpus": [asdict(g) for g in self.gpus], "mine": [asdict(j) for j in self.mine]}

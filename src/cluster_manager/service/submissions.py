@@ -25,6 +25,7 @@ from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.rates import RATE_WINDOW, check_rate
 from cluster_manager.service.records import (
     QueueStatus,
+    QueueView,
     SubmissionReceipt,
     SubmissionReport,
     Submitter,
@@ -32,6 +33,7 @@ from cluster_manager.service.records import (
 from cluster_manager.service.rules import redact
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import queue as queue_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.submissions import StoredSubmission
@@ -108,6 +110,12 @@ class Submissions:
             queued=await job_store.queued_count(self.pool, [gpu]),
             running=await job_store.active_on_gpu(self.pool, gpu),
         )
+
+    async def queues(self, user: Submitter | None = None) -> QueueView:
+        """Per GPU type, the jobs waiting and running; with a user, their open jobs and their
+        places in line."""
+        mine = [] if user is None else await queue_store.open_jobs_of(self.pool, user.external_id)
+        return QueueView(await queue_store.queues(self.pool), mine)
 
     async def ranking_holds(self, submission_id: int) -> dict[str, str]:
         """Per GPU of a ranked submission, why its passing score does not count in the ranking

@@ -1,4 +1,4 @@
-"""Our own endpoints: rankings, task files and templates, live job events, health."""
+"""Our own endpoints: rankings, task files and templates, the queue, live job events, health."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
 from cluster_manager.api import views
-from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.auth import Caller, caller, optional_caller
 from cluster_manager.api.routes.popcorn import service_of
 from cluster_manager.api.streams import event_response, event_stream
 from cluster_manager.service import NotFoundError
@@ -53,6 +53,16 @@ async def template(name: str, language: str, request: Request) -> PlainTextRespo
         known = ", ".join(sorted(templates)) or "none"
         raise NotFoundError(f"{name!r} has no {language!r} template (it has: {known})")
     return PlainTextResponse(found)
+
+
+@router.get("/queue")
+async def queue(
+    request: Request, who: Annotated[Caller | None, Depends(optional_caller)]
+) -> dict[str, Any]:
+    """Per GPU type, jobs queued and running; with a user's token, their own open jobs and
+    their places in line."""
+    user = None if who is None else who.user
+    return (await service_of(request).queues(user)).to_json()
 
 
 @router.get("/submissions/{submission_id}/events")

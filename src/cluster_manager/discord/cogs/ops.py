@@ -1,4 +1,4 @@
-"""Operations: `/ping`, `/verifydb`, `/verifyruns` and `/resync`."""
+"""Operations: `/ping`, `/queue`, `/verifydb`, `/verifyruns` and `/resync`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from cluster_manager.core import sandboxing
 from cluster_manager.discord import health
 from cluster_manager.discord.render import icon
 from cluster_manager.discord.replies import answer, defer
-from cluster_manager.discord.roles import admins_only
+from cluster_manager.discord.roles import admins_only, submitter
+from cluster_manager.report import format_queue
 
 if TYPE_CHECKING:
     from cluster_manager.discord.bot import ClusterBot
@@ -36,6 +37,13 @@ class OpsCog(commands.Cog):
             content=f"🏓 Pong! API round trip {api_ms:.0f} ms, gateway {gateway_text}.",
             ephemeral=True,
         )
+
+    @app_commands.command(name="queue", description="Jobs waiting and running per GPU, and yours")
+    async def queue(self, interaction: discord.Interaction) -> None:
+        await defer(interaction, ephemeral=True)
+        found = await self.bot.app.service.queues(submitter(interaction.user))
+        content = f"```\n{format_queue(found.to_json())}\n```"
+        await answer(interaction, content=content, ephemeral=True)
 
     @app_commands.command(name="verifydb", description="Check the database and its migrations")
     async def verifydb(self, interaction: discord.Interaction) -> None:
