@@ -25,7 +25,7 @@ POINTS = (
 )
 
 
-def history(points: tuple[ScorePoint, ...] = POINTS, version: tuple[int, int] = (5, 5)):
+def history(points: tuple[ScorePoint, ...] = POINTS, version: int = 5):
     return ScoreHistory("softmax", "H100", points, version)
 
 
@@ -79,6 +79,6 @@ async def test_a_chart_is_drawn_again_only_when_its_history_changed():
     assert await cache.chart(now.key, "svg", loader(now)) is first
     assert cache.drawn == 1 and len(loads) == 1  # a hit does not even read the history
     await cache.chart(now.key, "png", loader(now))
-    changed = history((*POINTS, point("dave", 0.5e-3, 5)), version=(6, 6))
+    changed = history((*POINTS, point("dave", 0.5e-3, 5)), version=6)
     assert "dave" in (await cache.chart(changed.key, "svg", loader(changed))).decode()
     assert cache.drawn == 3

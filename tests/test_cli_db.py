@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -348,3 +349,41 @@ def test_task_files_and_template_from_the_database(cm, tmp_path: Path):
     missing = cm("leaderboard", "template", "identity", "cuda")
     assert missing.returncode == 2
     assert "has no 'cuda' template (it has: Python)" in missing.stderr
+
+
+def test_leaderboard_export_writes_a_data_set(cm, tmp_path: Path):
+    assert (
+        cm(
+            "leaderboard",
+            "create",
+            "identity",
+            "--task",
+            str(IDENTITY),
+            "--deadline",
+            FUTURE,
+            "--gpu",
+            "CPU",
+        ).returncode
+        == 0
+    )
+    submitted = cm(
+        "submit", "identity", str(IDENTITY / "submission.py"), "--user", "alice", "--mode", "test"
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    rankings = cm("leaderboard", "export", "identity")
+    assert (
+        rankings.returncode == 0
+        and "wrote 0 rankings rows to identity-rankings.csv" in rankings.stdout
+    )
+    assert (tmp_path / "identity-rankings.csv").read_text().startswith("leaderboard,gpu,rank,")
+    everything = cm("leaderboard", "export", "identity", "--all", "--format", "jsonl", "--out", "-")
+    assert (
+        everything.returncode == 0 and "still open; this export holds its code" in everything.stderr
+    )
+    (row,) = [json.loads(line) for line in everything.stdout.splitlines()]
+    assert row["user_id"] == "alice" and row["mode"] == "test" and row["runs"][0]["passed"]
+    binary = cm("leaderboard", "export", "identity", "--format", "parquet", "--out", "-")
+    assert binary.returncode == 2 and "give --out a file name" in binary.stderr
+    unknown = cm("leaderboard", "export", "nope", "--out", "nope.csv")
+    assert unknown.returncode == 2 and not (tmp_path / "nope.csv").exists()
+    assert not list(tmp_path.glob("*.partial"))

@@ -73,7 +73,11 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
     where = "embedded Postgres" if app.embedded else "the database at DATABASE_URL"
     echo(f"Using {where}; local launcher serves GPU type CPU.")
     await _create_leaderboards(app.service, examples)
-    echo(format_leaderboards(await app.service.list_leaderboards(), datetime.now(UTC)))
+    echo(
+        format_leaderboards(
+            await app.service.list_leaderboards(include_closed=True), datetime.now(UTC)
+        )
+    )
     echo("")
     receipts = await _submit_all(app.service, examples)
     echo(f"Submitted {len(receipts)} files; following their jobs live:")

@@ -23,6 +23,11 @@ ROUTES = [
     ("DELETE", "/admin/submissions/1"),
     ("POST", "/admin/submissions/1/invalidate"),
     ("POST", "/admin/submissions/1/restore"),
+    ("POST", f"/admin/leaderboards/{BOARD}/close"),
+    ("POST", f"/admin/leaderboards/{BOARD}/open"),
+    ("POST", "/admin/invites"),
+    ("GET", f"/admin/leaderboards/{BOARD}/invites"),
+    ("DELETE", "/admin/invites/inv_x"),
 ]
 
 
@@ -133,3 +138,41 @@ async def test_invalidate_and_restore_a_submission(app: App, client: httpx.Async
     assert len((await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"]) == 1
     missing = await client.post("/admin/submissions/999999/invalidate", headers=ADMIN, json=body)
     assert missing.status_code == 404
+
+
+async def test_invite_only_leaderboards_over_http(app: App, client: httpx.AsyncClient):
+    tokens = {user: await token_of(app, user) for user in ("alice", "bob")}
+    closed = await client.post(f"/admin/leaderboards/{BOARD}/close", headers=ADMIN)
+    assert closed.json()["status"] == "closed"
+    listed = (await client.get("/leaderboards", headers=popcorn_headers(tokens["alice"]))).json()
+    assert listed == []
+    assert [b["name"] for b in (await client.get("/leaderboards", headers=ADMIN)).json()] == [BOARD]
+    refused = await submit_as(client, tokens["alice"])
+    assert refused.status_code == 403 and "invite-only" in refused.json()["detail"]
+
+    minted = await client.post(
+        "/admin/invites", headers=ADMIN, json={"leaderboard": BOARD, "count": 2, "max_uses": 1}
+    )
+    first, second = minted.json()["codes"]
+    joined = await client.post(
+        "/user/join", headers=popcorn_headers(tokens["alice"]), json={"code": first}
+    )
+    assert joined.json() == {"leaderboard": BOARD, "status": "joined"}
+    reused = await client.post(
+        "/user/join", headers=popcorn_headers(tokens["bob"]), json={"code": first}
+    )
+    assert reused.status_code == 400 and "used as often as it may be" in reused.json()["detail"]
+    assert (await submit_as(client, tokens["alice"])).status_code == 202
+    assert [
+        b["name"]
+        for b in (
+            await client.get("/leaderboards", headers=popcorn_headers(tokens["alice"]))
+        ).json()
+    ] == [BOARD]
+    revoked = await client.delete(f"/admin/invites/{second}", headers=ADMIN)
+    assert revoked.json()["status"] == "revoked"
+    codes = (await client.get(f"/admin/leaderboards/{BOARD}/invites", headers=ADMIN)).json()
+    assert sorted((c["uses"], c["revoked"]) for c in codes) == [(0, True), (1, False)]
+    opened = await client.post(f"/admin/leaderboards/{BOARD}/open", headers=ADMIN)
+    assert opened.json()["status"] == "open"
+    assert (await submit_as(client, tokens["bob"])).status_code == 202

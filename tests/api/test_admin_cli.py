@@ -100,3 +100,32 @@ async def test_over_the_api_only_the_admin_token_may(app: App, live_url: str, tm
     assert [p.leaderboard for p in await app.service.pauses()] == ["identity"]
     status = await run_cli("admin", "status", url=live_url, token=None, cwd=tmp_path, env=env)
     assert "paused identity: fixing (admin (API))" in status.stdout
+
+
+def test_invite_only_with_the_cli(cm):
+    created = cm(
+        "leaderboard",
+        "create",
+        "identity",
+        "--task",
+        str(IDENTITY),
+        "--deadline",
+        FUTURE,
+        "--gpu",
+        "CPU",
+    )
+    assert created.returncode == 0, created.stderr
+    assert "is invite-only" in cm("admin", "close", "identity").stdout
+    refused = submit(cm, "alice")
+    assert refused.returncode == 2 and "'identity' is invite-only" in refused.stderr
+    minted = cm("admin", "invites", "identity", "--mint", "2")
+    first, second = minted.stdout.split()
+    assert cm("join", first, "--user", "alice").stdout.strip() == "joined identity"
+    again = cm("join", first, "--user", "bob")
+    assert again.returncode == 2 and "used as often as it may be" in again.stderr
+    assert submit(cm, "alice").returncode == 0
+    assert f"revoked {second}" in cm("admin", "revoke-invite", second).stdout
+    listing = cm("admin", "invites", "identity").stdout
+    assert f"{first}  1/1 used" in listing and f"{second}  revoked" in listing
+    assert "open to everyone" in cm("admin", "open", "identity").stdout
+    assert submit(cm, "bob").returncode == 0

@@ -19,6 +19,10 @@ ADMIN_COMMANDS = [
     ("admin stats", {}),
     ("admin invalidate", {"submission_id": 1, "reason": "cheat"}),
     ("admin restore", {"submission_id": 1}),
+    ("admin close", {"leaderboard": "identity"}),
+    ("admin open", {"leaderboard": "identity"}),
+    ("admin invites", {"leaderboard": "identity", "mint": 2}),
+    ("admin revoke-invite", {"code": "inv_x"}),
 ]
 
 
@@ -94,3 +98,21 @@ async def test_invalidate_and_restore_answer_privately(harness, app, clock):
     assert "ranks again" in back.only.content
     missing = await harness.command("admin restore", ADMIN, submission_id=424242)
     assert_private_error(missing, "Not found", "there is no submission 424242")
+
+
+async def test_invite_codes_and_join(harness, app, clock):
+    await create_board(app, clock)
+    closed = await harness.command("admin close", ADMIN, leaderboard="identity")
+    assert "invite-only" in closed.only.content
+    minted = await harness.command("admin invites", ADMIN, leaderboard="identity", mint=1, uses=1)
+    code = next(line for line in minted.only.content.splitlines() if line.startswith("inv_"))
+    joined = await harness.command("join", ALICE, code=code)
+    assert joined.only.ephemeral and "You joined **identity**" in joined.only.content
+    reused = await harness.command("join", BOB, code=code)
+    assert_private_error(reused, "Invite refused", "used as often as it may be")
+    listing = await harness.command("admin invites", ADMIN, leaderboard="identity")
+    assert f"{code}  1/1 used" in listing.only.content
+    revoked = await harness.command("admin revoke-invite", ADMIN, code=code)
+    assert f"Revoked `{code}`" in revoked.only.content
+    opened = await harness.command("admin open", ADMIN, leaderboard="identity")
+    assert "open to everyone" in opened.only.content

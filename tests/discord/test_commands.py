@@ -59,6 +59,7 @@ async def test_every_command_and_option_has_a_description_and_a_unique_name():
         "verifyruns",
         "resync",
         "token",
+        "join",
     }
     for path, command in walk(commands):
         assert NAME.match(command["name"]), path
@@ -131,6 +132,7 @@ def test_print_commands_needs_no_token_network_or_database(tmp_path: Path):
         "verifyruns",
         "resync",
         "token",
+        "join",
         "admin",
     ]
     assert not (tmp_path / "data").exists()  # no embedded database was started

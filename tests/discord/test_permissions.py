@@ -127,6 +127,7 @@ async def test_resync_is_for_admins_only(harness, record_property):
     (sync,) = harness.fake.calls("PUT", rf"/applications/\d+/guilds/{GUILD_ID}/commands$")
     assert sorted(c["name"] for c in sync.body) == [
         "admin",
+        "join",
         "leaderboard",
         "ping",
         "queue",
@@ -136,7 +137,7 @@ async def test_resync_is_for_admins_only(harness, record_property):
         "verifydb",
         "verifyruns",
     ]
-    assert reply.only.ephemeral and "Synced 9 commands to this server" in reply.only.content
+    assert reply.only.ephemeral and "Synced 10 commands to this server" in reply.only.content
 
 
 @pytest.mark.reliability(

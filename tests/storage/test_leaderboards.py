@@ -446,7 +446,7 @@ async def test_names_are_limited(service, pool):
     for name in names:
         await make_board(service, name)
     assert await service.leaderboard_names("board") == names[:25]
-    assert await lb_store.leaderboard_names(pool, "board-2", limit=3) == names[20:23]
+    assert await lb_store.leaderboard_names(pool, None, True, "board-2", limit=3) == names[20:23]
 
 
 # --- deletion ---------------------------------------------------------------------------------

@@ -149,6 +149,89 @@ def restore_command(settings: Settings, submission_id: int) -> None:
     click.echo(f"restored submission {submission_id}")
 
 
+@admin_group.command("close")
+@click.argument("leaderboard")
+@click.pass_obj
+def close_command(settings: Settings, leaderboard: str) -> None:
+    """Make LEADERBOARD invite-only: listed to and submittable by its members only."""
+
+    async def local(app: App) -> None:
+        await app.service.set_closed(leaderboard, True)
+
+    def over_api(client: ApiClient) -> None:
+        client.call("POST", f"/admin/leaderboards/{leaderboard}/close")
+
+    _run(settings, local, over_api)
+    click.echo(
+        f"{leaderboard} is invite-only; mint codes with `admin invites {leaderboard} --mint N`"
+    )
+
+
+@admin_group.command("open")
+@click.argument("leaderboard")
+@click.pass_obj
+def open_command(settings: Settings, leaderboard: str) -> None:
+    """Open LEADERBOARD to everyone again."""
+
+    async def local(app: App) -> None:
+        await app.service.set_closed(leaderboard, False)
+
+    def over_api(client: ApiClient) -> None:
+        client.call("POST", f"/admin/leaderboards/{leaderboard}/open")
+
+    _run(settings, local, over_api)
+    click.echo(f"{leaderboard} is open to everyone")
+
+
+@admin_group.command("invites")
+@click.argument("leaderboard")
+@click.option("--mint", "count", type=int, default=None, help="Mint this many new codes.")
+@click.option("--uses", type=int, default=1, show_default=True, help="Users each new code admits.")
+@click.pass_obj
+def invites_command(settings: Settings, leaderboard: str, count: int | None, uses: int) -> None:
+    """List LEADERBOARD's invite codes, or mint new ones (printed one per line)."""
+    if count is not None:
+
+        async def mint(app: App) -> list[str]:
+            return await app.service.mint_invites(leaderboard, count, uses, _actor())
+
+        def mint_over_api(client: ApiClient) -> list[str]:
+            body = {"leaderboard": leaderboard, "count": count, "max_uses": uses}
+            return list(client.call("POST", "/admin/invites", body)["codes"])
+
+        click.echo("\n".join(_run(settings, mint, mint_over_api)))
+        return
+
+    async def listed(app: App) -> list[Any]:
+        return [i.to_json() for i in await app.service.invites(leaderboard)]
+
+    def listed_over_api(client: ApiClient) -> list[Any]:
+        return list(client.get(f"/admin/leaderboards/{leaderboard}/invites"))
+
+    found = _run(settings, listed, listed_over_api)
+    for invite in found:
+        state = "revoked" if invite["revoked"] else f"{invite['uses']}/{invite['max_uses']} used"
+        click.echo(f"{invite['code']}  {state}  ({invite['created_by']}, {invite['created_at']})")
+    if not found:
+        click.echo(f"{leaderboard} has no invite codes")
+
+
+@admin_group.command("revoke-invite")
+@click.argument("code")
+@click.pass_obj
+def revoke_invite_command(settings: Settings, code: str) -> None:
+    """Stop CODE from admitting anyone else (who joined with it stays)."""
+
+    async def local(app: App) -> bool:
+        return await app.service.revoke_invite(code)
+
+    def over_api(client: ApiClient) -> bool:
+        return bool(client.call("DELETE", f"/admin/invites/{code}")["status"] == "revoked")
+
+    revoked = _run(settings, local, over_api)
+    click.echo(f"revoked {code}" if revoked else f"{code} is unknown or already revoked")
+
+
 @admin_group.command("status")
 @click.pass_obj
 def status_command(settings: Settings) -> None:

@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "db": "db",
     "demo": "demo",
     "eval": "local_eval",
+    "join": "join",
     "leaderboard": "leaderboard",
     "queue": "queue",
     "serve": "serve",

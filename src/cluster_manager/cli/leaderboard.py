@@ -146,7 +146,11 @@ def list_command(settings: Settings) -> None:
         return
 
     async def body(app: App) -> None:
-        click.echo(format_leaderboards(await app.service.list_leaderboards(), datetime.now(UTC)))
+        click.echo(
+            format_leaderboards(
+                await app.service.list_leaderboards(include_closed=True), datetime.now(UTC)
+            )
+        )
 
     with_app(settings, body)
 
@@ -250,3 +254,7 @@ def _remotely(client: ApiClient, call: Callable[..., T], *args: object) -> T:
             return call(client, *args)
     except ClusterManagerError as exc:
         fail(str(exc))
+
+
+# `leaderboard export` lives in its own module; importing it registers it on the group.
+from cluster_manager.cli import export as _export  # noqa: E402, F401

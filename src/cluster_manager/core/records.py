@@ -73,6 +73,7 @@ class Leaderboard:
     creator: str | None
     created_at: datetime
     rate_limit_per_hour: int | None = None
+    closed: bool = False  # invite-only: listed to and submittable by its members only
 
     def is_open(self, now: datetime) -> bool:
         return now < self.deadline
@@ -125,7 +126,7 @@ class HistoryKey:
 
     leaderboard: str
     gpu: str
-    version: tuple[int, int]  # changes whenever the history does
+    version: int  # changes whenever the leaderboard's history does
 
 
 @dataclass(frozen=True)
@@ -133,7 +134,7 @@ class ScoreHistory:
     leaderboard: str
     gpu: str
     points: tuple[ScorePoint, ...]  # oldest first
-    version: tuple[int, int]  # changes whenever the history does (cache key)
+    version: int  # changes whenever the leaderboard's history does (cache key)
 
     @property
     def key(self) -> HistoryKey:

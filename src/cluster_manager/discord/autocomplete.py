@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, cast
 import discord
 from discord import app_commands
 
+from cluster_manager.discord.roles import is_admin, submitter
 from cluster_manager.errors import ClusterManagerError
 
 if TYPE_CHECKING:
@@ -33,7 +34,11 @@ def _choices(names: list[str], current: str) -> list[app_commands.Choice[str]]:
 async def leaderboard_names(
     interaction: discord.Interaction, current: str
 ) -> list[app_commands.Choice[str]]:
-    names = await app_of(interaction).service.leaderboard_names(current.strip().lower())
+    names = await app_of(interaction).service.leaderboard_names(
+        current.strip().lower(),
+        submitter(interaction.user),
+        include_closed=is_admin(interaction.user),
+    )
     return [app_commands.Choice(name=n, value=n) for n in names[:MAX_CHOICES]]
 
 

@@ -15,7 +15,9 @@ the scheduler's business.
     history.py       a user's own submissions: listing, reading, deleting
     accounts.py      API tokens: issuing, revoking, authenticating
     sessions.py      web sessions: signing in to the pages with a token
-    controls.py      organisers' controls: pausing submissions, banning users
+    controls.py      organisers' controls: pausing, bans, invalidation, stats
+    exports.py       a leaderboard as a data set: rankings, or every submission
+    invites.py       invite-only leaderboards: codes, joining
     facade.py        Service: the halves above composed
 """
 
@@ -26,6 +28,8 @@ from cluster_manager.service.errors import (
     GpuBusyError,
     GpuNotAllowedError,
     InvalidDeadlineError,
+    InvalidInviteError,
+    InviteOnlyError,
     MissingReasonError,
     NotFoundError,
     PermissionDeniedError,
@@ -66,6 +70,8 @@ __all__ = [
     "GpuBusyError",
     "GpuNotAllowedError",
     "InvalidDeadlineError",
+    "InvalidInviteError",
+    "InviteOnlyError",
     "MissingReasonError",
     "NotFoundError",
     "PermissionDeniedError",

@@ -77,6 +77,7 @@ class Controls:
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await control_store.ban(conn, found.id, _reason(reason), actor, self.clock())
+            await run_store.bump_history_of_user(conn, found.id)  # their chart lines go
             ban = await control_store.ban_of(conn, found.id)
         assert ban is not None
         return ban
@@ -85,7 +86,10 @@ class Controls:
         found = await lb_store.get_user(self.pool, external_id)
         if found is None:
             raise NotFoundError(f"there is no user {external_id!r}")
-        return await control_store.unban(self.pool, found.id)
+        async with self.pool.acquire() as conn, conn.transaction():
+            lifted = await control_store.unban(conn, found.id)
+            await run_store.bump_history_of_user(conn, found.id)
+        return lifted
 
     async def bans(self) -> list[Ban]:
         return await control_store.bans(self.pool)
@@ -108,6 +112,7 @@ class Controls:
         now = self.clock() if reason is not None else None
         async with self.pool.acquire() as conn, conn.transaction():
             await sub_store.set_invalidated(conn, submission_id, reason, actor, now)
+            await run_store.bump_history(conn, found.leaderboard_id)
             await run_store.rerank_user(
                 conn,
                 leaderboard_id=found.leaderboard_id,

@@ -59,3 +59,11 @@ class BannedError(ClusterManagerError):
 
 class MissingReasonError(ClusterManagerError):
     """An organiser's action that users see (a pause, a ban) came without a reason."""
+
+
+class InvalidInviteError(ClusterManagerError):
+    """An invite code that is unknown, revoked or used up."""
+
+
+class InviteOnlyError(ClusterManagerError):
+    """A closed leaderboard, and the user has not joined it."""

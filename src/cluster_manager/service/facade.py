@@ -14,7 +14,9 @@ from cluster_manager.service.accounts import Accounts
 from cluster_manager.service.controls import Controls
 from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.events import LiveEvents
+from cluster_manager.service.exports import Exports
 from cluster_manager.service.history import History
+from cluster_manager.service.invites import Invites
 from cluster_manager.service.leaderboards import Leaderboards
 from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
@@ -26,7 +28,16 @@ from cluster_manager.service.submissions import Submissions
 
 
 class Service(
-    Leaderboards, Submissions, History, ScriptRuns, LiveEvents, Accounts, WebSessions, Controls
+    Leaderboards,
+    Submissions,
+    History,
+    ScriptRuns,
+    LiveEvents,
+    Accounts,
+    WebSessions,
+    Controls,
+    Exports,
+    Invites,
 ):
     def __init__(
         self,

@@ -75,6 +75,7 @@ class History:
         stored = report.submission
         async with self.pool.acquire() as conn, conn.transaction():
             await sub_store.delete_submission(conn, submission_id)
+            await run_store.bump_history(conn, stored.leaderboard_id)  # its points go too
             await run_store.rerank_user(
                 conn,
                 leaderboard_id=stored.leaderboard_id,

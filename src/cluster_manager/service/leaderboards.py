@@ -38,6 +38,13 @@ from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 
 
+def _check_gpu(board: Leaderboard, gpu: str) -> None:
+    if gpu not in board.gpus:
+        raise GpuNotAllowedError(
+            f"{board.name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
+        )
+
+
 async def find_leaderboard(pool: asyncpg.Pool, name: str) -> Leaderboard:
     found = await lb_store.get_leaderboard(pool, name)
     if found is None:
@@ -110,11 +117,19 @@ class Leaderboards:
     async def leaderboard(self, name: str) -> Leaderboard:
         return await find_leaderboard(self.pool, name)
 
-    async def list_leaderboards(self) -> list[LeaderboardSummary]:
-        return await lb_store.list_leaderboards(self.pool)
+    async def list_leaderboards(
+        self, viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> list[LeaderboardSummary]:
+        """What `viewer` may see: open leaderboards, and closed ones they joined; everything
+        with `include_closed` (admins, organisers on the server)."""
+        who = None if viewer is None else viewer.external_id
+        return await lb_store.list_leaderboards(self.pool, who, include_closed)
 
-    async def leaderboard_names(self, prefix: str = "") -> list[str]:
-        return await lb_store.leaderboard_names(self.pool, prefix)
+    async def leaderboard_names(
+        self, prefix: str = "", viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> list[str]:
+        who = None if viewer is None else viewer.external_id
+        return await lb_store.leaderboard_names(self.pool, who, include_closed, prefix)
 
     async def delete_leaderboard(
         self, name: str, *, actor: Submitter | None = None, admin: bool = True
@@ -141,26 +156,20 @@ class Leaderboards:
             for g in gpus
         }
 
-    async def history_key(self, name: str, gpu: str) -> HistoryKey:
-        """The current state of the ranking's history on `gpu`: cheap to read, it says whether
-        what was derived from the history (a chart) is still up to date."""
-        board = await self._board_on(name, gpu)
-        version = await run_store.history_version(self.pool, leaderboard_id=board.id, gpu=gpu)
-        return HistoryKey(board.name, gpu, version)
-
-    async def _board_on(self, name: str, gpu: str) -> Leaderboard:
-        board = await self.leaderboard(name)
-        if gpu not in board.gpus:
-            raise GpuNotAllowedError(
-                f"{name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
-            )
-        return board
+    async def history_key(self, board: Leaderboard | str, gpu: str) -> HistoryKey:
+        """The current state of the ranking's history on `gpu`: one cheap read that says
+        whether what was derived from the history (a chart) is still up to date."""
+        if isinstance(board, str):
+            board = await self.leaderboard(board)
+        _check_gpu(board, gpu)
+        return HistoryKey(board.name, gpu, await run_store.history_version(self.pool, board.id))
 
     async def score_history(self, name: str, gpu: str) -> ScoreHistory:
         """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
-        board = await self._board_on(name, gpu)
+        board = await self.leaderboard(name)
+        _check_gpu(board, gpu)
+        version = await run_store.history_version(self.pool, board.id)
         rows = await run_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
-        version = await run_store.history_version(self.pool, leaderboard_id=board.id, gpu=gpu)
         points = tuple(ScorePoint(user, score, at) for user, score, at in rows)
         return ScoreHistory(board.name, gpu, points, version)
 

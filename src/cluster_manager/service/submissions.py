@@ -21,6 +21,7 @@ from cluster_manager.service.errors import (
     NotFoundError,
     PermissionDeniedError,
 )
+from cluster_manager.service.invites import check_member
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.rates import RATE_WINDOW, check_rate
 from cluster_manager.service.records import (
@@ -75,6 +76,7 @@ class Submissions:
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await check_may_submit(conn, leaderboard_id=board.id, user_id=found.id)
+            await check_member(conn, board, found.id)
             # Two racing submissions of one user count each other against the limit.
             await sub_store.lock_submitter(conn, user_id=found.id, leaderboard_id=board.id)
             recent = await sub_store.submissions_since(

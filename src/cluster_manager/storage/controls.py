@@ -8,12 +8,15 @@ from typing import Any
 
 from cluster_manager.storage.database import Executor
 
-# A ranking row, event or score of a banned user is hidden wherever this filter is added
-# (`r` being the row's alias): the rows stay, so unbanning shows them again.
-NOT_BANNED = "NOT EXISTS (SELECT 1 FROM user_bans b WHERE b.user_id = {alias}.user_id)"
+# A ranking row, event or score of a banned user is hidden wherever these filters are added
+# (by the alias of the row's table): the rows stay, so unbanning shows them again.
+_NOT_BANNED = "NOT EXISTS (SELECT 1 FROM user_bans b WHERE b.user_id = {alias}.user_id)"
+NOT_BANNED_R = _NOT_BANNED.format(alias="r")
+NOT_BANNED_O = _NOT_BANNED.format(alias="o")
+NOT_BANNED_E = _NOT_BANNED.format(alias="e")
 # A chart's point from a submission since invalidated is hidden the same way.
-STILL_VALID = (
-    "NOT EXISTS (SELECT 1 FROM submissions v WHERE v.id = {alias}.submission_id"
+STILL_VALID_E = (
+    "NOT EXISTS (SELECT 1 FROM submissions v WHERE v.id = e.submission_id"
     " AND v.invalidated_at IS NOT NULL)"
 )
 

@@ -75,7 +75,7 @@ async def insert_leaderboard(
 
 _SELECT_LEADERBOARD = """
     SELECT l.id, l.name, l.deadline, l.description, l.task, l.created_at,
-           l.rate_limit_per_hour, u.external_id AS creator,
+           l.rate_limit_per_hour, l.closed, u.external_id AS creator,
            ARRAY(SELECT gpu FROM leaderboard_gpus g WHERE g.leaderboard_id = l.id ORDER BY gpu)
                AS gpus
     FROM leaderboards l LEFT JOIN users u ON u.id = l.creator_id
@@ -93,6 +93,7 @@ def _leaderboard(row: asyncpg.Record) -> Leaderboard:
         creator=row["creator"],
         created_at=row["created_at"],
         rate_limit_per_hour=row["rate_limit_per_hour"],
+        closed=row["closed"],
     )
 
 
@@ -111,16 +112,31 @@ async def secret_seed(db: Executor, leaderboard_id: int) -> int:
     return int(seed)
 
 
-async def list_leaderboards(db: Executor) -> list[LeaderboardSummary]:
+# A closed leaderboard is visible to its members ($1: the viewer's external id, or NULL for
+# nobody signed in) and, with $2, to everyone (admins, organisers on the server).
+VISIBLE_TO = """
+    (NOT l.closed OR $2::boolean OR EXISTS (
+        SELECT 1 FROM leaderboard_members m JOIN users mu ON mu.id = m.user_id
+        WHERE m.leaderboard_id = l.id AND mu.external_id = $1::text))
+"""
+
+
+async def list_leaderboards(
+    db: Executor, viewer: str | None, include_closed: bool
+) -> list[LeaderboardSummary]:
+    """Every leaderboard `viewer` (an external id) may see; all with `include_closed`."""
     rows = await db.fetch(
-        """
+        f"""
         SELECT l.name, l.deadline,
                ARRAY(SELECT gpu FROM leaderboard_gpus g WHERE g.leaderboard_id = l.id
                      ORDER BY gpu) AS gpus,
                (SELECT count(*) FROM submissions s WHERE s.leaderboard_id = l.id) AS submissions
         FROM leaderboards l
+        WHERE {VISIBLE_TO}
         ORDER BY l.deadline, l.name
-        """
+        """,
+        viewer,
+        include_closed,
     )
     return [
         LeaderboardSummary(r["name"], r["deadline"], tuple(r["gpus"]), r["submissions"])
@@ -128,9 +144,14 @@ async def list_leaderboards(db: Executor) -> list[LeaderboardSummary]:
     ]
 
 
-async def leaderboard_names(db: Executor, prefix: str = "", limit: int = 25) -> list[str]:
+async def leaderboard_names(
+    db: Executor, viewer: str | None, include_closed: bool, prefix: str = "", limit: int = 25
+) -> list[str]:
     rows = await db.fetch(
-        "SELECT name FROM leaderboards WHERE name LIKE $1 || '%' ORDER BY name LIMIT $2",
+        f"SELECT l.name FROM leaderboards l WHERE l.name LIKE $3 || '%' AND {VISIBLE_TO}"
+        " ORDER BY l.name LIMIT $4",
+        viewer,
+        include_closed,
         prefix.replace("%", r"\%").replace("_", r"\_"),
         limit,
     )

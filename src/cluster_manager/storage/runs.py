@@ -10,7 +10,12 @@ from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage.controls import NOT_BANNED, STILL_VALID
+from cluster_manager.storage.controls import (
+    NOT_BANNED_E,
+    NOT_BANNED_O,
+    NOT_BANNED_R,
+    STILL_VALID_E,
+)
 from cluster_manager.storage.database import Connection, Executor
 
 
@@ -122,6 +127,7 @@ async def _rank_pair(
         submission["submitted_at"],
     )
     if improved is not None and record_history:
+        await bump_history(conn, submission["leaderboard_id"])
         await conn.execute(
             """
             INSERT INTO ranking_events (leaderboard_id, gpu, user_id, submission_id, score)
@@ -169,7 +175,7 @@ async def ranking(
         SELECT rank() OVER (ORDER BY r.score) AS rank, u.external_id AS user_name, r.score,
                r.submission_id, r.submitted_at
         FROM rankings r JOIN users u ON u.id = r.user_id
-        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND {NOT_BANNED.format(alias="r")}
+        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND {NOT_BANNED_R}
         ORDER BY r.score, r.submitted_at, r.submission_id
         LIMIT $3 OFFSET $4
         """,
@@ -192,7 +198,7 @@ async def rank_of(
         f"""
         SELECT (SELECT count(*) + 1 FROM rankings o
                 WHERE o.leaderboard_id = r.leaderboard_id AND o.gpu = r.gpu
-                  AND o.score < r.score AND {NOT_BANNED.format(alias="o")}) AS rank,
+                  AND o.score < r.score AND {NOT_BANNED_O}) AS rank,
                r.score, r.submission_id
         FROM rankings r WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.user_id = $3
         """,
@@ -217,9 +223,7 @@ _SELECT_RUN = """
 async def is_ranked(db: Executor, submission_id: int) -> bool:
     """Whether the submission is some user's ranked best (on any GPU)."""
     found: bool = await db.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM rankings r WHERE r.submission_id = $1 AND "
-        + NOT_BANNED.format(alias="r")
-        + ")",
+        f"SELECT EXISTS (SELECT 1 FROM rankings r WHERE r.submission_id = $1 AND {NOT_BANNED_R})",
         submission_id,
     )
     return found
@@ -274,8 +278,8 @@ async def score_history(
         f"""
         SELECT u.external_id AS user_name, e.score, e.ranked_at
         FROM ranking_events e JOIN users u ON u.id = e.user_id
-        WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND {NOT_BANNED.format(alias="e")}
-              AND {STILL_VALID.format(alias="e")}
+        WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND {NOT_BANNED_E}
+              AND {STILL_VALID_E}
         ORDER BY e.id
         """,
         leaderboard_id,
@@ -284,17 +288,27 @@ async def score_history(
     return [(r["user_name"], r["score"], r["ranked_at"]) for r in rows]
 
 
-async def history_version(db: Executor, *, leaderboard_id: int, gpu: str) -> tuple[int, int]:
-    """Changes whenever the ranking's history does (an event added, or deleted with its
-    submission): what a cached chart is keyed by."""
-    row = await db.fetchrow(
-        "SELECT coalesce(max(e.id), 0) AS newest, count(*) AS events FROM ranking_events e "
-        "WHERE e.leaderboard_id = $1 AND e.gpu = $2 AND "
-        + NOT_BANNED.format(alias="e")
-        + " AND "
-        + STILL_VALID.format(alias="e"),
-        leaderboard_id,
-        gpu,
+async def history_version(db: Executor, leaderboard_id: int) -> int:
+    """Changes whenever the leaderboard's ranking history as shown does (see `bump_history`):
+    what a cached chart is keyed by."""
+    version: int = await db.fetchval(
+        "SELECT history_version FROM leaderboards WHERE id = $1", leaderboard_id
     )
-    assert row is not None
-    return int(row["newest"]), int(row["events"])
+    return version
+
+
+async def bump_history(db: Executor, leaderboard_id: int) -> None:
+    """Call in the transaction that changes what the leaderboard's charts show."""
+    await db.execute(
+        "UPDATE leaderboards SET history_version = history_version + 1 WHERE id = $1",
+        leaderboard_id,
+    )
+
+
+async def bump_history_of_user(db: Executor, user_id: int) -> None:
+    """Every leaderboard a user's points are on (a ban hides them, unbanning shows them)."""
+    await db.execute(
+        "UPDATE leaderboards SET history_version = history_version + 1"
+        " WHERE id IN (SELECT DISTINCT leaderboard_id FROM ranking_events WHERE user_id = $1)",
+        user_id,
+    )

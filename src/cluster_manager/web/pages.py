@@ -12,6 +12,7 @@ from fastapi.staticfiles import StaticFiles
 from cluster_manager.api.auth import signed_in
 from cluster_manager.charts import ChartCache
 from cluster_manager.core.models import Mode
+from cluster_manager.core.records import Leaderboard
 from cluster_manager.report import format_time_left
 from cluster_manager.service import NotFoundError
 from cluster_manager.web import views
@@ -34,7 +35,9 @@ async def home(request: Request) -> Response:
     service = service_of(request)
     now = service.clock()
     tiles: dict[bool, list[views.Tile]] = {True: [], False: []}
-    for summary in await service.list_leaderboards():
+    viewer = await signed_in(request)
+    user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
+    for summary in await service.list_leaderboards(user, include_closed=admin):
         board = await service.leaderboard(summary.name)
         rankings = await service.ranking(board.name, None, limit=TOP_PER_GPU)
         tiles[board.is_open(now)].append(views.tile(board, summary.submissions, rankings, now))
@@ -60,7 +63,7 @@ async def leaderboard(name: str, request: Request) -> Response:
             gpu,
             anchor_of(gpu),
             views.ranking_rows(rankings.get(gpu, [])),
-            await records_of(request, name, gpu),
+            await records_of(request, board, gpu),
         )
         for gpu in board.gpus
     ]
@@ -83,22 +86,22 @@ async def leaderboard(name: str, request: Request) -> Response:
         time_left=format_time_left(board.deadline, now),
         description=views.description_of(board),
         sections=sections,
-        templates=sorted(await service.templates(name)),
-        files=sorted(await service.task_files(name)),
+        templates=sorted(board.task.templates),
+        files=sorted(f.name for f in board.task.files if f.content is not None),
         mine=mine,
         modes=[m.value for m in Mode],
     )
 
 
-async def records_of(request: Request, name: str, gpu: str) -> list[views.RecordRow]:
+async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[views.RecordRow]:
     """The chart's data as a table, kept with the chart until the history changes."""
     service = service_of(request)
     charts: ChartCache = request.app.state.charts
 
     async def records() -> list[views.RecordRow]:
-        return views.record_rows(await service.score_history(name, gpu))
+        return views.record_rows(await service.score_history(board.name, gpu))
 
-    return await charts.derived(await service.history_key(name, gpu), "records", records)
+    return await charts.derived(await service.history_key(board, gpu), "records", records)
 
 
 @router.get("/leaderboards/{name}/chart/{gpu}.svg")

@@ -50,6 +50,42 @@ async def pauses(request: Request) -> list[dict[str, Any]]:
     return [p.to_json() for p in await service_of(request).pauses()]
 
 
+@router.post("/leaderboards/{name}/close")
+async def close(name: str, request: Request) -> dict[str, Any]:
+    """Invite-only from now on: listed to and submittable by its members only."""
+    await service_of(request).set_closed(name, True)
+    return {"status": "closed", "leaderboard": name}
+
+
+@router.post("/leaderboards/{name}/open")
+async def open_(name: str, request: Request) -> dict[str, Any]:
+    await service_of(request).set_closed(name, False)
+    return {"status": "open", "leaderboard": name}
+
+
+@router.post("/invites")
+async def mint(
+    request: Request,
+    leaderboard: Annotated[str, Body(embed=True)],
+    count: Annotated[int, Body(embed=True)] = 1,
+    max_uses: Annotated[int, Body(embed=True)] = 1,
+) -> dict[str, Any]:
+    """`count` codes for a leaderboard, each good for `max_uses` users."""
+    codes = await service_of(request).mint_invites(leaderboard, count, max_uses, API_ACTOR)
+    return {"leaderboard": leaderboard, "max_uses": max_uses, "codes": codes}
+
+
+@router.get("/leaderboards/{name}/invites")
+async def invites(name: str, request: Request) -> list[dict[str, Any]]:
+    return [i.to_json() for i in await service_of(request).invites(name)]
+
+
+@router.delete("/invites/{code}")
+async def revoke_invite(code: str, request: Request) -> dict[str, Any]:
+    revoked = await service_of(request).revoke_invite(code)
+    return {"status": "revoked" if revoked else "unknown or already revoked", "code": code}
+
+
 @router.get("/stats")
 async def stats(request: Request, last_day_only: bool = False) -> dict[str, Any]:
     return (await service_of(request).stats(last_day=last_day_only)).to_json()

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
 from cluster_manager.api import views
-from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.auth import Caller, caller, optional_caller
 from cluster_manager.api.errors import BadRequestError
 from cluster_manager.api.streams import event_response, submission_stream
 from cluster_manager.api.uploads import read_upload
@@ -49,9 +49,13 @@ async def auth_init() -> JSONResponse:
 
 
 @router.get("/leaderboards")
-async def leaderboards(request: Request) -> list[dict[str, Any]]:
+async def leaderboards(
+    request: Request, who: Annotated[Caller | None, Depends(optional_caller)]
+) -> list[dict[str, Any]]:
+    """Open leaderboards, and the invite-only ones the caller joined (all for the admin)."""
     service = service_of(request)
-    summaries = await service.list_leaderboards()
+    user, admin = (None, False) if who is None else (who.user, who.admin)
+    summaries = await service.list_leaderboards(user, include_closed=admin)
     return [
         {**views.leaderboard_view(await service.leaderboard(s.name)), "submissions": s.submissions}
         for s in summaries
@@ -114,6 +118,15 @@ async def submit(
         "details": {"id": receipt.submission_id, "job_status_id": receipt.jobs[0].id},
         "runner_queue": views.queue_view(queue),
     }
+
+
+@router.post("/user/join")
+async def join(
+    request: Request, who: Authenticated, code: Annotated[str, Body(embed=True)]
+) -> dict[str, Any]:
+    """Redeems an invite code: the caller becomes a member of its invite-only leaderboard."""
+    board, joined = await service_of(request).join(code, who.require_user())
+    return {"leaderboard": board, "status": "joined" if joined else "already a member"}
 
 
 @router.get("/user/submissions")

@@ -1,3 +1,4 @@
+ALTER TABLE leaderboards DROP COLUMN history_version;
 DROP INDEX submissions_invalidated;
 ALTER TABLE submissions
     DROP COLUMN invalidated_at,

@@ -29,3 +29,7 @@ ALTER TABLE submissions
     ADD COLUMN invalidation_reason TEXT;
 -- Few are ever invalidated: rankings and charts skip them through this small index.
 CREATE INDEX submissions_invalidated ON submissions (id) WHERE invalidated_at IS NOT NULL;
+
+-- Changes whenever what a leaderboard's charts show changes (an improvement ranked, a ban, an
+-- invalidation, a deletion): what drawn charts are cached by, read in one indexed lookup.
+ALTER TABLE leaderboards ADD COLUMN history_version BIGINT NOT NULL DEFAULT 0;

@@ -1,4 +1,5 @@
-"""`/token`: an API token for the terminal (popcorn-cli, `cluster-manager` as a client).
+"""`/token`: an API token for the terminal (popcorn-cli, `cluster-manager` as a client), and
+`/join`: joining an invite-only leaderboard with a code.
 
 The token is the user's Discord identity on the API: what they submit there ranks as theirs.
 It is shown once, privately, and stored only as a hash."""
@@ -46,4 +47,16 @@ class AccountCog(commands.Cog):
             content = "Your API token is revoked." if revoked else "You had no API token."
         else:
             content = token_message(await service.issue_token(user), self.bot.app.settings.api_url)
+        await interaction.edit_original_response(content=content)
+
+    @app_commands.command(name="join", description="Join an invite-only leaderboard with a code")
+    @app_commands.describe(code="The invite code an organiser gave you")
+    async def join(self, interaction: discord.Interaction, code: str) -> None:
+        await defer(interaction, ephemeral=True)
+        board, joined = await self.bot.app.service.join(code, submitter(interaction.user))
+        content = (
+            f"✅ You joined **{board}**: you can submit to it now."
+            if joined
+            else f"You are already a member of **{board}**."
+        )
         await interaction.edit_original_response(content=content)

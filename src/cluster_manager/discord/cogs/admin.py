@@ -115,6 +115,65 @@ class AdminCog(
         await self.service.restore_submission(submission_id)
         await self._say(interaction, f"Submission {submission_id} ranks again.")
 
+    @app_commands.command(name="close", description="Make a leaderboard invite-only")
+    @app_commands.describe(leaderboard="The leaderboard")
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def close(self, interaction: discord.Interaction, leaderboard: str) -> None:
+        await defer(interaction, ephemeral=True)
+        await self.service.set_closed(leaderboard, True)
+        await self._say(
+            interaction, f"🔒 {leaderboard} is invite-only; `/admin invites` mints codes."
+        )
+
+    @app_commands.command(name="open", description="Open an invite-only leaderboard to everyone")
+    @app_commands.describe(leaderboard="The leaderboard")
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def open_(self, interaction: discord.Interaction, leaderboard: str) -> None:
+        await defer(interaction, ephemeral=True)
+        await self.service.set_closed(leaderboard, False)
+        await self._say(interaction, f"🔓 {leaderboard} is open to everyone.")
+
+    @app_commands.command(name="invites", description="Mint invite codes, or list a board's codes")
+    @app_commands.describe(
+        leaderboard="The leaderboard",
+        mint="How many new codes (default: list the codes)",
+        uses="Users each new code admits",
+    )
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def invites(
+        self, interaction: discord.Interaction, leaderboard: str, mint: int = 0, uses: int = 1
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        if mint:
+            codes = await self.service.mint_invites(leaderboard, mint, uses, actor(interaction))
+            listing = "\n".join(codes)
+            await self._say(
+                interaction, f"🎟️ {len(codes)} codes for {leaderboard}:\n```\n{listing}\n```"
+            )
+            return
+        found = await self.service.invites(leaderboard)
+        lines = [
+            f"{i.code}  {'revoked' if i.revoked else f'{i.uses}/{i.max_uses} used'}" for i in found
+        ]
+        body = "\n".join(lines) if lines else "no codes yet"
+        await self._say(interaction, f"Invite codes of {leaderboard}:\n```\n{body}\n```")
+
+    @app_commands.command(
+        name="revoke-invite", description="Stop an invite code from admitting anyone"
+    )
+    @app_commands.describe(code="The invite code")
+    @admins_only
+    async def revoke_invite(self, interaction: discord.Interaction, code: str) -> None:
+        await defer(interaction, ephemeral=True)
+        revoked = await self.service.revoke_invite(code)
+        await self._say(
+            interaction,
+            f"Revoked `{code}`." if revoked else f"`{code}` is unknown or already revoked.",
+        )
+
     @app_commands.command(name="status", description="What is paused and who is banned")
     @admins_only
     async def status(self, interaction: discord.Interaction) -> None:

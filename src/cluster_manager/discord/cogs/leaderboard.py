@@ -195,7 +195,9 @@ class LeaderboardCog(
     @app_commands.command(name="list", description="All leaderboards with GPUs and deadlines")
     async def list_(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=False)
-        boards = await self.service.list_leaderboards()
+        boards = (
+            await self.service.list_leaderboards()
+        )  # a public answer: invite-only ones stay out
         pages = render.leaderboard_pages(boards, self.service.clock())
         await show_pages(interaction, pages, ephemeral=False, timeout=self.bot.config.view_timeout)
 
@@ -211,8 +213,8 @@ class LeaderboardCog(
         files = []
         if rankings:  # the chart of the GPU of the first page, shown on it
             shown = next(iter(rankings))
-            key = await self.service.history_key(name, shown)
-            if key.version[1]:  # some events: a chart with lines
+            if rankings[shown]:  # someone is ranked: the chart has lines
+                key = await self.service.history_key(name, shown)
                 load = functools.partial(self.service.score_history, name, shown)
                 png = await self.charts.chart(key, "png", load)
                 files.append(discord.File(io.BytesIO(png), filename=CHART_FILE))

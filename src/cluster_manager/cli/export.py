@@ -1,0 +1,62 @@
+"""`cluster-manager leaderboard export NAME --format csv|jsonl|parquet [--all] [--out PATH]`:
+a leaderboard's results as a data set (on the database)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from cluster_manager.app import App
+from cluster_manager.cli.common import fail, with_app
+from cluster_manager.cli.leaderboard import leaderboard_group
+from cluster_manager.export_files import FORMATS, Format, Kind, default_name, write_export
+from cluster_manager.settings import Settings
+
+
+@leaderboard_group.command("export")
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="csv", show_default=True)
+@click.option(
+    "--all",
+    "everything",
+    is_flag=True,
+    help="Every submission with its code, runs and scores (default: the rankings).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write ('-' for standard output; default: NAME-rankings.FORMAT or "
+    "NAME-submissions.FORMAT here).",
+)
+@click.pass_obj
+def export_command(
+    settings: Settings, name: str, fmt: Format, everything: bool, out: Path | None
+) -> None:
+    """Write NAME's rankings (or, with --all, every submission) as a data set."""
+    if settings.api_url is not None:
+        fail("export reads the database: run it on the server, without CLUSTER_MANAGER_API_URL")
+    kind: Kind = "submissions" if everything else "rankings"
+    target = out or default_name(name, kind, fmt)
+    if str(target) == "-" and fmt == "parquet":
+        fail("Parquet is binary: give --out a file name")
+
+    async def body(app: App) -> int:
+        board = await app.service.leaderboard(name)  # unknown: refused before a file is made
+        if everything and board.is_open(app.service.clock()):
+            click.echo(f"note: {name} is still open; this export holds its code", err=True)
+        service = app.service
+        pages = service.export_submissions(name) if everything else service.export_rankings(name)
+        if str(target) == "-":
+            return await write_export(pages, kind, fmt, sys.stdout.buffer)
+        partial = target.with_name(target.name + ".partial")
+        with partial.open("wb") as sink:
+            rows = await write_export(pages, kind, fmt, sink)
+        partial.replace(target)  # never a half-written file under the real name
+        return rows
+
+    rows = with_app(settings, body)
+    if str(target) != "-":
+        click.echo(f"wrote {rows} {kind} rows to {target}")

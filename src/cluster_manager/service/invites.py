@@ -1,0 +1,71 @@
+"""Invite-only leaderboards: closing and opening one, minting, listing and revoking its invite
+codes, and a user joining with one. Submissions to a closed leaderboard pass
+`check_member`."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from datetime import datetime
+
+import asyncpg
+
+from cluster_manager.core.records import Leaderboard
+from cluster_manager.service.errors import InvalidInviteError, InviteOnlyError
+from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.records import Submitter
+from cluster_manager.storage import invites as invite_store
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage.database import Executor
+from cluster_manager.storage.invites import Invite
+
+MAX_MINTED = 500
+MAX_USES = 10_000
+CODE_BYTES = 9  # 72 random bits: not guessable at any request rate the API allows
+JOIN_HINT = "join with an invite code: /join CODE in Discord, POST /user/join, cluster-manager join"
+
+
+async def check_member(db: Executor, board: Leaderboard, user_id: int) -> None:
+    if board.closed and not await invite_store.is_member(db, board.id, user_id):
+        raise InviteOnlyError(f"{board.name!r} is invite-only: {JOIN_HINT}")
+
+
+class Invites:
+    """The invite half of `Service`."""
+
+    pool: asyncpg.Pool
+    clock: Callable[[], datetime]
+
+    async def set_closed(self, name: str, closed: bool) -> None:
+        """Closes a leaderboard to all but its members, or opens it to everyone."""
+        board = await find_leaderboard(self.pool, name)
+        await invite_store.set_closed(self.pool, board.id, closed)
+
+    async def mint_invites(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
+        """`count` new codes for the leaderboard, each good for `max_uses` users."""
+        if not 1 <= count <= MAX_MINTED:
+            raise InvalidInviteError(f"mint 1 to {MAX_MINTED} codes at a time, not {count}")
+        if not 1 <= max_uses <= MAX_USES:
+            raise InvalidInviteError(f"a code may be used 1 to {MAX_USES} times, not {max_uses}")
+        board = await find_leaderboard(self.pool, name)
+        codes = ["inv_" + secrets.token_urlsafe(CODE_BYTES) for _ in range(count)]
+        async with self.pool.acquire() as conn, conn.transaction():
+            await invite_store.insert_invites(conn, board.id, codes, max_uses, actor, self.clock())
+        return codes
+
+    async def invites(self, name: str) -> list[Invite]:
+        board = await find_leaderboard(self.pool, name)
+        return await invite_store.invites_of(self.pool, board.id)
+
+    async def revoke_invite(self, code: str) -> bool:
+        """Stops a code from being redeemed again (who joined with it stays a member)."""
+        return await invite_store.revoke(self.pool, code.strip(), self.clock())
+
+    async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
+        """Redeems a code: (leaderboard name, whether the user newly joined)."""
+        async with self.pool.acquire() as conn, conn.transaction():
+            found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            try:
+                return await invite_store.redeem(conn, code.strip(), found.id, self.clock())
+            except LookupError as exc:
+                raise InvalidInviteError(str(exc)) from None
