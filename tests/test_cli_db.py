@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -387,3 +388,34 @@ def test_leaderboard_export_writes_a_data_set(cm, tmp_path: Path):
     unknown = cm("leaderboard", "export", "nope", "--out", "nope.csv")
     assert unknown.returncode == 2 and not (tmp_path / "nope.csv").exists()
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_leaderboard_sync_plans_applies_and_holds(cm, tmp_path: Path):
+    root = tmp_path / "problems"
+    shutil.copytree(EXAMPLES, root / "set")
+    season = root / "season.yaml"
+    season.write_text(
+        "name: Season\nproblems:\n"
+        "  - {directory: set/identity_py, name: identity, deadline: 2099-01-01,"
+        " gpus: [CPU, GB300]}\n"
+        "  - {directory: set/softmax_py, name: softmax, deadline: 2099-01-01, gpus: [CPU]}\n"
+    )
+    dry = cm("leaderboard", "sync", str(root), "--problem-set", "season", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "+ identity: would create on CPU" in dry.stdout
+    assert "note: GPU type GB300 is not configured here: left out" in dry.stdout
+    assert "identity" not in cm("leaderboard", "list").stdout  # a dry run changes nothing
+    applied = cm("leaderboard", "sync", str(season))
+    assert applied.returncode == 0 and "+ softmax: created on CPU" in applied.stdout
+    assert "= softmax: unchanged" in cm("leaderboard", "sync", str(season)).stdout
+    reference = root / "set" / "softmax_py" / "reference.py"
+    reference.write_text(reference.read_text() + "\n# a fix\n")
+    held = cm("leaderboard", "sync", str(season))
+    assert held.returncode == 1
+    assert "~ softmax: held: needs --force" in held.stdout
+    assert "task file reference.py: changed (stored scores no longer compare)" in held.stdout
+    forced = cm("leaderboard", "sync", str(season), "--force")
+    assert forced.returncode == 0 and "~ softmax: updated" in forced.stdout
+    season.write_text("name: Season\nproblems: []\n")
+    broken = cm("leaderboard", "sync", str(season))
+    assert broken.returncode == 2 and "problems: must be a non-empty list" in broken.stderr

@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cluster_manager.core import sandboxing
 from cluster_manager.core.models import BenchmarkOutcome, Mode, RunResult, Verdict
@@ -255,60 +255,3 @@ def format_task_checks(checks: Sequence[TaskCheck]) -> str:
     ran = sum(c.passed is not None for c in checks)
     parts.append(f"\n{ok} of {len(checks)} tasks fine ({ran} ran here)")
     return "\n".join(parts)
-
-
-def format_stats(stats: dict[str, Any]) -> str:
-    """`admin stats`: totals, runs by verdict, and per GPU the load and the queue waits (the
-    JSON form the admin API answers, so the CLI prints a server's and a database's alike)."""
-    period = f"since {stats['since']}" if stats["since"] else "all time"
-    lines = [
-        f"Stats ({period})",
-        f"  submissions {stats['submissions']} from {stats['submitters']} users "
-        f"({stats['users']} users known)",
-        f"  runs {stats['runs']}; jobs given up {stats['failed_jobs']}",
-    ]
-    if stats["verdicts"]:
-        lines.append("  verdicts: " + ", ".join(f"{v} {n}" for v, n in stats["verdicts"].items()))
-    rows = [
-        (
-            gpu,
-            str(g["runs"]),
-            str(g["queued"]),
-            str(g["running"]),
-            "-" if g["wait_p50_s"] is None else f"{g['wait_p50_s']:.1f} s",
-            "-" if g["wait_p95_s"] is None else f"{g['wait_p95_s']:.1f} s",
-        )
-        for gpu, g in stats["gpus"].items()
-    ]
-    if rows:
-        header = ("gpu", "runs", "queued", "running", "wait p50", "wait p95")
-        lines += ["", format_table(header, rows)]
-    return "\n".join(lines)
-
-
-def format_controls(pauses: Sequence[dict[str, Any]], bans: Sequence[dict[str, Any]]) -> str:
-    """`admin status`: what is paused and who is banned."""
-    lines = []
-    for pause in pauses:
-        where = pause["leaderboard"] or "everywhere"
-        lines.append(f"⏸ paused {where}: {pause['reason']} ({pause['paused_by']})")
-    for ban in bans:
-        who = f"{ban['user']} ({ban['name']})"
-        lines.append(f"⛔ {who} banned: {ban['reason']} ({ban['banned_by']})")
-    return "\n".join(lines) or "Submissions are open everywhere; nobody is banned."
-
-
-def format_queue(queue: dict[str, Any]) -> str:
-    """`/queue` and `cluster-manager queue`: each GPU's line, then the caller's own jobs."""
-    rows = [(g["gpu"], str(g["queued"]), str(g["running"])) for g in queue["gpus"]]
-    lines = [format_table(("gpu", "queued", "running"), rows)] if rows else ["No GPU types."]
-    if queue["mine"]:
-        lines += ["", "Your jobs:"]
-        for job in queue["mine"]:
-            where = f"#{job['position']} in line" if job["position"] else job["state"]
-            secret = " secret" if job["secret"] else ""
-            lines.append(
-                f"  submission {job['submission_id']} ({job['leaderboard']}) "
-                f"[{job['gpu']}{secret}]: {where}"
-            )
-    return "\n".join(lines)

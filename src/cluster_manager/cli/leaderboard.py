@@ -258,3 +258,4 @@ def _remotely(client: ApiClient, call: Callable[..., T], *args: object) -> T:
 
 # `leaderboard export` lives in its own module; importing it registers it on the group.
 from cluster_manager.cli import export as _export  # noqa: E402, F401
+from cluster_manager.cli import sync as _sync  # noqa: E402, F401

@@ -13,7 +13,7 @@ from cluster_manager.app import App
 from cluster_manager.cli.common import cli, fail, with_app
 from cluster_manager.client import ApiClient
 from cluster_manager.errors import ClusterManagerError
-from cluster_manager.report import format_queue
+from cluster_manager.ops_report import format_queue
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
 

@@ -18,6 +18,7 @@ the scheduler's business.
     controls.py      organisers' controls: pausing, bans, invalidation, stats
     exports.py       a leaderboard as a data set: rankings, or every submission
     invites.py       invite-only leaderboards: codes, joining
+    sync.py          a problem set's leaderboards created or updated at once
     facade.py        Service: the halves above composed
 """
 

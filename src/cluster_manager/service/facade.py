@@ -25,9 +25,11 @@ from cluster_manager.service.rates import (
 from cluster_manager.service.scripts import ScriptRuns
 from cluster_manager.service.sessions import WebSessions
 from cluster_manager.service.submissions import Submissions
+from cluster_manager.service.sync import ProblemSets
 
 
 class Service(
+    ProblemSets,
     Leaderboards,
     Submissions,
     History,

@@ -73,6 +73,36 @@ async def insert_leaderboard(
     return int(leaderboard_id)
 
 
+async def update_leaderboard(
+    conn: Connection,
+    leaderboard_id: int,
+    *,
+    deadline: datetime,
+    task: Task,
+    gpus: tuple[str, ...],
+) -> None:
+    """Replaces the leaderboard's deadline, task, GPU types and templates (a problem set's
+    newer version). Call in a transaction."""
+    await conn.execute(
+        "UPDATE leaderboards SET deadline = $2, description = $3, task = $4,"
+        " history_version = history_version + 1 WHERE id = $1",
+        leaderboard_id,
+        deadline,
+        task.description,
+        task.to_json(),
+    )
+    await conn.execute("DELETE FROM leaderboard_gpus WHERE leaderboard_id = $1", leaderboard_id)
+    await conn.executemany(
+        "INSERT INTO leaderboard_gpus (leaderboard_id, gpu) VALUES ($1, $2)",
+        [(leaderboard_id, gpu) for gpu in gpus],
+    )
+    await conn.execute("DELETE FROM templates WHERE leaderboard_id = $1", leaderboard_id)
+    await conn.executemany(
+        "INSERT INTO templates (leaderboard_id, language, code) VALUES ($1, $2, $3)",
+        [(leaderboard_id, lang, code) for lang, code in task.templates.items()],
+    )
+
+
 _SELECT_LEADERBOARD = """
     SELECT l.id, l.name, l.deadline, l.description, l.task, l.created_at,
            l.rate_limit_per_hour, l.closed, u.external_id AS creator,

@@ -15,7 +15,7 @@ from cluster_manager.discord import health
 from cluster_manager.discord.render import icon
 from cluster_manager.discord.replies import answer, defer
 from cluster_manager.discord.roles import admins_only, submitter
-from cluster_manager.report import format_queue
+from cluster_manager.ops_report import format_queue
 
 if TYPE_CHECKING:
     from cluster_manager.discord.bot import ClusterBot

@@ -1,0 +1,99 @@
+"""Readable text for organisers' and users' operational commands: stats, what is paused or
+banned, the queue, a problem-set sync's plan. Each takes the JSON form the HTTP API answers,
+so the CLI prints a server's answer and a database's alike."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cluster_manager.core.sync_plan import Action, SyncPlan
+from cluster_manager.report import format_table
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    """`admin stats`: totals, runs by verdict, and per GPU the load and the queue waits (the
+    JSON form the admin API answers, so the CLI prints a server's and a database's alike)."""
+    period = f"since {stats['since']}" if stats["since"] else "all time"
+    lines = [
+        f"Stats ({period})",
+        f"  submissions {stats['submissions']} from {stats['submitters']} users "
+        f"({stats['users']} users known)",
+        f"  runs {stats['runs']}; jobs given up {stats['failed_jobs']}",
+    ]
+    if stats["verdicts"]:
+        lines.append("  verdicts: " + ", ".join(f"{v} {n}" for v, n in stats["verdicts"].items()))
+    rows = [
+        (
+            gpu,
+            str(g["runs"]),
+            str(g["queued"]),
+            str(g["running"]),
+            "-" if g["wait_p50_s"] is None else f"{g['wait_p50_s']:.1f} s",
+            "-" if g["wait_p95_s"] is None else f"{g['wait_p95_s']:.1f} s",
+        )
+        for gpu, g in stats["gpus"].items()
+    ]
+    if rows:
+        header = ("gpu", "runs", "queued", "running", "wait p50", "wait p95")
+        lines += ["", format_table(header, rows)]
+    return "\n".join(lines)
+
+
+def format_controls(pauses: Sequence[dict[str, Any]], bans: Sequence[dict[str, Any]]) -> str:
+    """`admin status`: what is paused and who is banned."""
+    lines = []
+    for pause in pauses:
+        where = pause["leaderboard"] or "everywhere"
+        lines.append(f"⏸ paused {where}: {pause['reason']} ({pause['paused_by']})")
+    for ban in bans:
+        who = f"{ban['user']} ({ban['name']})"
+        lines.append(f"⛔ {who} banned: {ban['reason']} ({ban['banned_by']})")
+    return "\n".join(lines) or "Submissions are open everywhere; nobody is banned."
+
+
+def format_queue(queue: dict[str, Any]) -> str:
+    """`/queue` and `cluster-manager queue`: each GPU's line, then the caller's own jobs."""
+    rows = [(g["gpu"], str(g["queued"]), str(g["running"])) for g in queue["gpus"]]
+    lines = [format_table(("gpu", "queued", "running"), rows)] if rows else ["No GPU types."]
+    if queue["mine"]:
+        lines += ["", "Your jobs:"]
+        for job in queue["mine"]:
+            where = f"#{job['position']} in line" if job["position"] else job["state"]
+            secret = " secret" if job["secret"] else ""
+            lines.append(
+                f"  submission {job['submission_id']} ({job['leaderboard']}) "
+                f"[{job['gpu']}{secret}]: {where}"
+            )
+    return "\n".join(lines)
+
+
+def format_sync_plan(plan: SyncPlan, *, applied: bool, force: bool) -> str:
+    """One line per problem (created, updated, unchanged, or held for --force) with its
+    changes and notes, then the problems skipped."""
+    lines = []
+    for item in plan.items:
+        name = item.spec.name
+        if item.action is Action.CREATE:
+            verb = "created" if applied else "would create"
+            lines.append(f"+ {name}: {verb} on {', '.join(item.spec.gpus)}")
+        elif item.action is Action.UNCHANGED:
+            lines.append(f"= {name}: unchanged")
+        else:
+            verb = "updated" if applied else "would update"
+            if item.needs_force and not force:
+                verb = "held: needs --force"
+            lines.append(f"~ {name}: {verb}")
+            for change in item.changes:
+                mark = " (stored scores no longer compare)" if change.invalidates_scores else ""
+                lines.append(f"    {change.what}: {change.detail}{mark}")
+            if item.needs_force and (force or not applied):
+                lines.append(
+                    "    scores ranked so far were measured against the old task: consider "
+                    "`admin invalidate` for those that no longer hold"
+                )
+        lines += [f"    note: {note}" for note in item.notes]
+    lines += [f"- skipped {why}" for why in plan.skipped]
+    if not plan.items and not plan.skipped:
+        lines.append("the problem set lists no problems")
+    return "\n".join(lines)

@@ -1,0 +1,77 @@
+"""Syncing a problem set: every problem's leaderboard created or brought up to date in one
+transaction (all or nothing), changes that make stored scores incomparable applied only with
+`force`, a second sync without changes doing nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cluster_manager.core.protocol import new_secret_seed
+from cluster_manager.core.sync_plan import Action, PlanItem, ProblemSpec, SyncPlan, plan_item
+from cluster_manager.errors import ClusterManagerError
+from cluster_manager.service.leaderboards import Leaderboards
+from cluster_manager.service.records import Submitter
+from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage.database import Connection
+
+# (the problem, and what was left out of it: unknown GPU types and such)
+Problems = Sequence[tuple[ProblemSpec, Sequence[str]]]
+
+
+class ProblemSets(Leaderboards):
+    """The problem-set half of `Service` (built on the leaderboards' rules)."""
+
+    async def sync_problem_set(
+        self,
+        problems: Problems,
+        *,
+        skipped: Sequence[str] = (),
+        apply: bool = True,
+        force: bool = False,
+        creator: Submitter | None = None,
+    ) -> SyncPlan:
+        """The plan for these problems; with `apply`, carried out in one transaction (an
+        item that needs `force` is held back without it)."""
+        items = []
+        for spec, notes in problems:
+            board = await lb_store.get_leaderboard(self.pool, spec.name)
+            item = plan_item(board, spec, notes)
+            if item.action is Action.CREATE:
+                self._check_new(spec.name, spec.task, spec.deadline, spec.gpus, None)
+            items.append(item)
+        plan = SyncPlan(tuple(items), tuple(skipped))
+        if apply:
+            async with self.pool.acquire() as conn, conn.transaction():
+                for item in plan.items:
+                    if item.needs_force and not force:
+                        continue
+                    await self._apply(conn, item, creator)
+        return plan
+
+    async def _apply(self, conn: Connection, item: PlanItem, creator: Submitter | None) -> None:
+        spec = item.spec
+        if item.action is Action.CREATE:
+            creator_id = None
+            if creator is not None:
+                creator_id = (
+                    await lb_store.upsert_user(conn, creator.external_id, creator.name)
+                ).id
+            created = await lb_store.insert_leaderboard(
+                conn,
+                name=spec.name,
+                deadline=spec.deadline,
+                task=spec.task,
+                gpus=spec.gpus,
+                creator_id=creator_id,
+                secret_seed=new_secret_seed(),
+                rate_limit_per_hour=None,
+            )
+            if created is None:  # made by someone else since the plan was read
+                raise ClusterManagerError(f"{spec.name!r} was created meanwhile: sync again")
+        elif item.action is Action.UPDATE:
+            board = await lb_store.get_leaderboard(conn, spec.name)
+            if board is None:
+                raise ClusterManagerError(f"{spec.name!r} was deleted meanwhile: sync again")
+            await lb_store.update_leaderboard(
+                conn, board.id, deadline=spec.deadline, task=spec.task, gpus=spec.gpus
+            )
