@@ -188,4 +188,4 @@ def test_a_bad_guild_id_is_a_one_line_error(tmp_path, monkeypatch):
     env = {"DISCORD_TOKEN": "t", "DISCORD_GUILD_ID": "general"}
     done = CliRunner().invoke(cli, ["bot"], env=env)
     assert done.exit_code == 2
-    assert "DISCORD_GUILD_ID must be a server id" in done.output
+    assert "DISCORD_GUILD_ID must be a Discord id" in done.output

@@ -26,13 +26,13 @@ def discord_environment(dotenv_path: Path = Path(".env")) -> dict[str, str]:
     return {k: v for k, v in values.items() if k.startswith("DISCORD_") and v.strip()}
 
 
-def _guild_id(raw: str | None) -> int | None:
+def _discord_id(raw: str | None, name: str) -> int | None:
     if raw is None:
         return None
     try:
         return int(raw)
     except ValueError:
-        fail(f"DISCORD_GUILD_ID must be a server id (a number), got {raw!r}")
+        fail(f"{name} must be a Discord id (a number), got {raw!r}")
 
 
 async def _command_payload() -> list[dict[str, object]]:
@@ -72,7 +72,9 @@ def bot_command(
     token = env.get(token_name)
     if not token:
         fail(f"{token_name} is not set (environment or .env)")
-    guild_id = _guild_id(env.get("DISCORD_GUILD_ID"))
+    guild_id = _discord_id(env.get("DISCORD_GUILD_ID"), "DISCORD_GUILD_ID")
+    channel = "DISCORD_ANNOUNCE_CHANNEL_ID"
+    announce_channel = _discord_id(env.get(channel), channel)
 
     import discord
 
@@ -80,7 +82,12 @@ def bot_command(
     from cluster_manager.discord.logs import setup_logging
 
     setup_logging(debug=debug, secrets=[token, *settings.github_tokens])
-    config = BotConfig(guild_id=guild_id, sync_commands=sync, run_scheduler=not no_scheduler)
+    config = BotConfig(
+        guild_id=guild_id,
+        sync_commands=sync,
+        run_scheduler=not no_scheduler,
+        announce_channel_id=announce_channel,
+    )
 
     async def body(app: App) -> None:
         async with ClusterBot(app, config) as bot:

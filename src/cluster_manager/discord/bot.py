@@ -19,6 +19,7 @@ from discord import app_commands
 from discord.ext import commands
 
 from cluster_manager.app import App
+from cluster_manager.discord.announcer import Announcer
 from cluster_manager.discord.cogs.account import AccountCog
 from cluster_manager.discord.cogs.admin import AdminCog
 from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
@@ -47,6 +48,10 @@ class BotConfig:
     # connection); more are followed by polling every `poll_interval` seconds.
     live_watches: int = 4
     poll_interval: float = 3.0
+    # New leaders are posted here (a channel id); None announces nothing.
+    announce_channel_id: int | None = None
+    announce_every_s: float = 30.0
+    announce_min_gap_s: float = 300.0  # per leaderboard and GPU
 
 
 class ClusterTree(app_commands.CommandTree):
@@ -73,6 +78,15 @@ class ClusterBot(commands.Bot):
         self.watchers = Watchers(self.config.live_watches, self.config.poll_interval)
         self._stop = asyncio.Event()
         self._scheduler_task: asyncio.Task[None] | None = None
+        self._announcer_task: asyncio.Task[None] | None = None
+        self.announcer: Announcer | None = None
+        if self.config.announce_channel_id is not None:
+            self.announcer = Announcer(
+                self,
+                self.config.announce_channel_id,
+                self.config.announce_every_s,
+                self.config.announce_min_gap_s,
+            )
         self._cogs_loaded = False
 
     @property
@@ -104,6 +118,10 @@ class ClusterBot(commands.Bot):
             self._scheduler_task = asyncio.create_task(
                 keep_scheduling(self.app, self._stop, self.config.scheduler), name="scheduler"
             )
+        if self.announcer is not None:
+            self._announcer_task = asyncio.create_task(
+                self.announcer.run(self._stop), name="announcer"
+            )
 
     async def sync_commands(self) -> list[app_commands.AppCommand]:
         guild = discord.Object(self.config.guild_id) if self.config.guild_id else None
@@ -111,6 +129,9 @@ class ClusterBot(commands.Bot):
 
     async def close(self) -> None:
         self._stop.set()
+        if self._announcer_task is not None:
+            await self._announcer_task
+            self._announcer_task = None
         if self._scheduler_task is not None:
             await stop_scheduling(self._scheduler_task, self._stop)
             self._scheduler_task = None

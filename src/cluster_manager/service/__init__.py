@@ -19,6 +19,7 @@ the scheduler's business.
     exports.py       a leaderboard as a data set: rankings, or every submission
     invites.py       invite-only leaderboards: codes, joining
     sync.py          a problem set's leaderboards created or updated at once
+    announcements.py new leaders, announced once
     facade.py        Service: the halves above composed
 """
 

@@ -11,6 +11,7 @@ import asyncpg
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.accounts import Accounts
+from cluster_manager.service.announcements import Announcements
 from cluster_manager.service.controls import Controls
 from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.events import LiveEvents
@@ -40,6 +41,7 @@ class Service(
     Controls,
     Exports,
     Invites,
+    Announcements,
 ):
     def __init__(
         self,
