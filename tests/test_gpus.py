@@ -64,6 +64,10 @@ def test_concurrency_override_touches_only_that_launcher():
         ({"gpus": {"X": {"launcher": "github", "runner_labels": ["a"]}}}, "needs `workflow`"),
         ({"gpus": {"X": {"launcher": "modal"}}}, "needs `modal_gpu`"),
         (
+            {"gpus": {"X": {"launcher": "local", "ranked_per_user_per_hour": 0}}},
+            "gpus.X.ranked_per_user_per_hour: must be a positive whole number",
+        ),
+        (
             {"gpus": {"X": {"launcher": "github", "workflow": "w.yml", "runner_labels": "a"}}},
             "runner_labels: must be a non-empty list",
         ),
@@ -73,6 +77,14 @@ def test_invalid_entries_are_named(data, message):
     with pytest.raises(InvalidRegistryError, match="invalid GPU registry") as caught:
         parse_registry(data)
     assert message in str(caught.value)
+
+
+def test_a_scarce_type_caps_ranked_runs_per_user():
+    registry = parse_registry(
+        {"gpus": {"B200": {"launcher": "local", "ranked_per_user_per_hour": 1}}}
+    )
+    assert registry.get("B200").ranked_per_user_per_hour == 1
+    assert "ranked_per_user_per_hour" not in registry.get("B200").params
 
 
 def test_unreadable_or_invalid_files(tmp_path: Path):

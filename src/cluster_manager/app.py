@@ -19,6 +19,7 @@ from cluster_manager.launchers.base import Launcher
 from cluster_manager.launchers.local import LocalLauncher
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service
+from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.settings import Settings, local_limits
 from cluster_manager.storage.database import DatabaseError, create_pool, database_url
 from cluster_manager.storage.installation import installation_id
@@ -131,7 +132,13 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                 service=Service(
                     pool,
                     registry,
-                    default_rate_limit_per_hour=settings.rate_limit_per_hour,
+                    quotas=QuotaPolicy(
+                        per_hour=settings.rate_limit_per_hour,
+                        ranked_per_hour=settings.ranked_rate_limit_per_hour,
+                        daily=settings.daily_quota,
+                        new_account_days=settings.new_account_days,
+                        new_account_daily=settings.new_account_daily_quota,
+                    ),
                     script_rate_limit_per_hour=settings.script_rate_limit_per_hour,
                     installation=installation,
                     allow_unsandboxed_ranking=settings.allow_unsandboxed_ranking,

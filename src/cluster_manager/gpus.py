@@ -71,6 +71,9 @@ class GpuType:
     # Devices one machine of this type has: how many ranks a multi-GPU task may start there.
     # The local launcher's ranks are processes on this machine's cores.
     devices: int = 1
+    # Ranked submissions one user may run on this type per hour, across leaderboards (for
+    # scarce GPUs); None: only the leaderboards' own limits.
+    ranked_per_user_per_hour: int | None = None
 
     @property
     def max_run_s(self) -> float | None:
@@ -169,7 +172,10 @@ def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
         ):
             raise bad(f"{key}.runner_labels", "must be a non-empty list of labels")
         limits = _parse_limits(params.pop("limits", {}), f"{key}.limits", bad)
-        types[name] = GpuType(name, launcher, max_concurrent, params, limits, devices)
+        ranked_cap = params.pop("ranked_per_user_per_hour", None)
+        if ranked_cap is not None and not _positive(ranked_cap):
+            raise bad(f"{key}.ranked_per_user_per_hour", "must be a positive whole number")
+        types[name] = GpuType(name, launcher, max_concurrent, params, limits, devices, ranked_cap)
     return GpuRegistry(types)
 
 

@@ -22,7 +22,14 @@ class Settings:
     gpus_file: Path | None = None
     # Overrides max_concurrent of the local launcher's GPU types (None: the registry's).
     local_concurrency: int | None = None
+    # Submissions per user per hour on a leaderboard: test/benchmark ones, and ranked ones
+    # (None: the same); per user per day on all leaderboards, lower for accounts younger than
+    # `new_account_days` (0: no such rule).
     rate_limit_per_hour: int = 30
+    ranked_rate_limit_per_hour: int | None = None
+    daily_quota: int = 500
+    new_account_days: int = 0
+    new_account_daily_quota: int = 50
     # Quick script runs (`/run`) per user per hour.
     script_rate_limit_per_hour: int = 10
     # GitHub Actions: repository "owner/name", tokens used in rotation, API base URL, branch.
@@ -167,18 +174,7 @@ def load_settings(
         or ("discord-cluster-manager" if values.get("MODAL_TOKEN_ID") else None),
         slurm_dir=_path_or_none(values.get("CLUSTER_MANAGER_SLURM_DIR")),
         slurm_python=values.get("CLUSTER_MANAGER_SLURM_PYTHON") or None,
-        rate_limit_per_hour=_positive_int(
-            values.get("CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR"),
-            "CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR",
-            defaults.rate_limit_per_hour,
-        )
-        or defaults.rate_limit_per_hour,
-        script_rate_limit_per_hour=_positive_int(
-            values.get("CLUSTER_MANAGER_SCRIPT_RATE_LIMIT_PER_HOUR"),
-            "CLUSTER_MANAGER_SCRIPT_RATE_LIMIT_PER_HOUR",
-            defaults.script_rate_limit_per_hour,
-        )
-        or defaults.script_rate_limit_per_hour,
+        **_quotas(values, defaults),
         local_memory_limit_mb=_int_or_none(
             values.get("CLUSTER_MANAGER_LOCAL_MEMORY_MB"),
             "CLUSTER_MANAGER_LOCAL_MEMORY_MB",
@@ -215,3 +211,44 @@ def local_limits(settings: Settings) -> Limits:
         compile_timeout=settings.compile_timeout_s,
         memory_bytes=None if memory is None else memory * 1024 * 1024,
     )
+
+
+def _quotas(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
+    """The rate limits and quotas, from their variables."""
+    return {
+        "rate_limit_per_hour": _positive_int(
+            values.get("CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR"),
+            "CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR",
+            defaults.rate_limit_per_hour,
+        )
+        or defaults.rate_limit_per_hour,
+        "ranked_rate_limit_per_hour": _positive_int(
+            values.get("CLUSTER_MANAGER_RANKED_RATE_LIMIT_PER_HOUR"),
+            "CLUSTER_MANAGER_RANKED_RATE_LIMIT_PER_HOUR",
+            None,
+        ),
+        "daily_quota": _positive_int(
+            values.get("CLUSTER_MANAGER_DAILY_QUOTA"),
+            "CLUSTER_MANAGER_DAILY_QUOTA",
+            defaults.daily_quota,
+        )
+        or defaults.daily_quota,
+        "new_account_days": _int_or_none(
+            values.get("CLUSTER_MANAGER_NEW_ACCOUNT_DAYS"),
+            "CLUSTER_MANAGER_NEW_ACCOUNT_DAYS",
+            defaults.new_account_days,
+        )
+        or 0,
+        "new_account_daily_quota": _positive_int(
+            values.get("CLUSTER_MANAGER_NEW_ACCOUNT_DAILY_QUOTA"),
+            "CLUSTER_MANAGER_NEW_ACCOUNT_DAILY_QUOTA",
+            defaults.new_account_daily_quota,
+        )
+        or defaults.new_account_daily_quota,
+        "script_rate_limit_per_hour": _positive_int(
+            values.get("CLUSTER_MANAGER_SCRIPT_RATE_LIMIT_PER_HOUR"),
+            "CLUSTER_MANAGER_SCRIPT_RATE_LIMIT_PER_HOUR",
+            defaults.script_rate_limit_per_hour,
+        )
+        or defaults.script_rate_limit_per_hour,
+    }

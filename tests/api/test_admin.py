@@ -28,6 +28,8 @@ ROUTES = [
     ("POST", "/admin/invites"),
     ("GET", f"/admin/leaderboards/{BOARD}/invites"),
     ("DELETE", "/admin/invites/inv_x"),
+    ("PUT", "/admin/quotas/alice"),
+    ("DELETE", "/admin/quotas/alice"),
 ]
 
 
@@ -176,3 +178,20 @@ async def test_invite_only_leaderboards_over_http(app: App, client: httpx.AsyncC
     opened = await client.post(f"/admin/leaderboards/{BOARD}/open", headers=ADMIN)
     assert opened.json()["status"] == "open"
     assert (await submit_as(client, tokens["bob"])).status_code == 202
+
+
+async def test_a_quota_override_and_the_retry_after_of_a_refusal(
+    app: App, client: httpx.AsyncClient
+):
+    token = await token_of(app, "alice")
+    answer = await client.put("/admin/quotas/alice", headers=ADMIN, json={"daily": 1})
+    assert answer.json() == {"status": "set", "user": "alice", "per_hour": None, "daily": 1}
+    assert (await submit_as(client, token)).status_code == 202
+    refused = await submit_as(client, token)
+    assert refused.status_code == 429 and "1 submissions a day" in refused.json()["detail"]
+    assert 86000 < int(refused.headers["Retry-After"]) <= 86401
+    bad = await client.put("/admin/quotas/alice", headers=ADMIN, json={"daily": 0})
+    assert bad.status_code == 400
+    cleared = await client.delete("/admin/quotas/alice", headers=ADMIN)
+    assert cleared.json()["status"] == "cleared"
+    assert (await submit_as(client, token)).status_code == 202

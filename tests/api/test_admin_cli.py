@@ -59,6 +59,11 @@ def test_pause_ban_and_stats_on_the_database(cm):
     banned = submit(cm, "alice")
     assert banned.returncode == 2 and "you may not submit here: spam" in banned.stderr
     assert submit(cm, "bob").returncode == 0
+    assert (
+        "quotas of carol: per hour default, daily 2"
+        in cm("admin", "quota", "carol", "--daily", "2").stdout
+    )
+    assert "carol has the deployment's quotas" in cm("admin", "quota", "carol", "--clear").stdout
     queue = cm("queue", "--user", "bob")
     assert queue.returncode == 0 and "queued" in queue.stdout and "CPU" in queue.stdout
     invalidated = cm("admin", "invalidate", "1", "--reason", "copied kernel")

@@ -23,6 +23,7 @@ ADMIN_COMMANDS = [
     ("admin open", {"leaderboard": "identity"}),
     ("admin invites", {"leaderboard": "identity", "mint": 2}),
     ("admin revoke-invite", {"code": "inv_x"}),
+    ("admin quota", {"user": BOB, "daily": 5}),
 ]
 
 
@@ -116,3 +117,12 @@ async def test_invite_codes_and_join(harness, app, clock):
     assert f"Revoked `{code}`" in revoked.only.content
     opened = await harness.command("admin open", ADMIN, leaderboard="identity")
     assert "open to everyone" in opened.only.content
+
+
+async def test_quota_overrides(harness, app, clock):
+    set_ = await harness.command("admin quota", ADMIN, user=ALICE, per_hour=7)
+    assert f"Quotas of <@{ALICE.id}>: per hour 7, daily default." in set_.only.content
+    cleared = await harness.command("admin quota", ADMIN, user=ALICE, clear=True)
+    assert "has the deployment's quotas" in cleared.only.content
+    nothing = await harness.command("admin quota", ADMIN, user=ALICE)
+    assert_private_error(nothing, "a per-hour limit, a daily quota, or both")

@@ -148,7 +148,9 @@ async def test_rate_limited_with_the_time_to_wait(harness, app, clock):
     await app.service.submit("identity", Submitter(str(BOB.id), BOB.name), "s.py", CORRECT.encode())
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", BOB, script=script, leaderboard="identity")
-    assert_private_error(reply, "Rate limited", "1 submissions per hour", "try again in 60 min")
+    assert_private_error(
+        reply, "Rate limited", "1 ranked submissions per hour", "try again in 60 min"
+    )
     assert "<t:" in reply.only.content  # and when, in the reader's time zone
 
 

@@ -232,6 +232,40 @@ def revoke_invite_command(settings: Settings, code: str) -> None:
     click.echo(f"revoked {code}" if revoked else f"{code} is unknown or already revoked")
 
 
+@admin_group.command("quota")
+@click.argument("user")
+@click.option("--per-hour", type=int, default=None, help="Submissions per hour per leaderboard.")
+@click.option("--daily", type=int, default=None, help="Submissions per day, all leaderboards.")
+@click.option("--clear", is_flag=True, help="Back to the deployment's quotas.")
+@click.pass_obj
+def quota_command(
+    settings: Settings, user: str, per_hour: int | None, daily: int | None, clear: bool
+) -> None:
+    """Give USER quotas of their own (GPU types' caps still hold), or --clear them."""
+
+    async def local(app: App) -> bool:
+        if clear:
+            return await app.service.clear_quota(user)
+        await app.service.set_quota(
+            Submitter(user, user), per_hour=per_hour, daily=daily, actor=_actor()
+        )
+        return True
+
+    def over_api(client: ApiClient) -> bool:
+        if clear:
+            return bool(client.call("DELETE", f"/admin/quotas/{user}")["status"] == "cleared")
+        client.call("PUT", f"/admin/quotas/{user}", {"per_hour": per_hour, "daily": daily})
+        return True
+
+    done = _run(settings, local, over_api)
+    if clear:
+        click.echo(f"{user} has the deployment's quotas" if done else f"{user} had none")
+    else:
+        click.echo(
+            f"quotas of {user}: per hour {per_hour or 'default'}, daily {daily or 'default'}"
+        )
+
+
 @admin_group.command("status")
 @click.pass_obj
 def status_command(settings: Settings) -> None:

@@ -11,6 +11,7 @@ import asyncpg
 
 from cluster_manager.service.errors import (
     BannedError,
+    InvalidQuotaError,
     MissingReasonError,
     NotFoundError,
     SubmissionsPausedError,
@@ -19,6 +20,7 @@ from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.records import Submitter
 from cluster_manager.storage import controls as control_store
 from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import quotas as quota_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import stats as stats_store
 from cluster_manager.storage import submissions as sub_store
@@ -119,6 +121,26 @@ class Controls:
                 user_id=found.user_id,
                 allow_unsandboxed=self.allow_unsandboxed_ranking,
             )
+
+    async def set_quota(
+        self, user: Submitter, *, per_hour: int | None, daily: int | None, actor: str
+    ) -> None:
+        """Overrides the user's hourly limit per leaderboard and/or daily quota (None keeps
+        the deployment's); GPU caps still hold."""
+        if per_hour is None and daily is None:
+            raise InvalidQuotaError("give a per-hour limit, a daily quota, or both")
+        for value in (per_hour, daily):
+            if value is not None and value <= 0:
+                raise InvalidQuotaError(f"a quota is a positive number, not {value}")
+        async with self.pool.acquire() as conn, conn.transaction():
+            found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await quota_store.set_override(conn, found.id, per_hour, daily, actor, self.clock())
+
+    async def clear_quota(self, external_id: str) -> bool:
+        found = await lb_store.get_user(self.pool, external_id)
+        if found is None:
+            raise NotFoundError(f"there is no user {external_id!r}")
+        return await quota_store.clear_override(self.pool, found.id)
 
     async def stats(self, *, last_day: bool = False) -> Stats:
         """Submissions, users, runs and queue waits per GPU, failures by verdict: over all

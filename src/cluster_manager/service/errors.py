@@ -67,3 +67,7 @@ class InvalidInviteError(ClusterManagerError):
 
 class InviteOnlyError(ClusterManagerError):
     """A closed leaderboard, and the user has not joined it."""
+
+
+class InvalidQuotaError(ClusterManagerError):
+    """A quota override that is not a positive number (or sets nothing)."""

@@ -19,6 +19,7 @@ from cluster_manager.service.exports import Exports
 from cluster_manager.service.history import History
 from cluster_manager.service.invites import Invites
 from cluster_manager.service.leaderboards import Leaderboards
+from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
     DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
@@ -49,6 +50,7 @@ class Service(
         registry: GpuRegistry,
         *,
         default_rate_limit_per_hour: int = DEFAULT_RATE_LIMIT_PER_HOUR,
+        quotas: QuotaPolicy | None = None,
         script_rate_limit_per_hour: int = DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
         script_wait_s: float = 300.0,
         max_submission_bytes: int = MAX_SUBMISSION_BYTES,
@@ -58,7 +60,8 @@ class Service(
     ) -> None:
         self.pool = pool
         self.registry = registry
-        self.default_rate_limit = default_rate_limit_per_hour
+        # The hourly limit per leaderboard is the policy's unless the policy is given whole.
+        self.quotas = quotas or QuotaPolicy(per_hour=default_rate_limit_per_hour)
         self.script_rate_limit = script_rate_limit_per_hour
         # How long a script run waits for a free slot of its GPU type before giving up.
         self.script_wait_s = script_wait_s

@@ -1,4 +1,5 @@
-"""Hourly rate limits, for submissions per leaderboard and for script runs."""
+"""Rate limits over a sliding window: submissions per leaderboard, per GPU type and per day,
+and script runs."""
 
 from __future__ import annotations
 
@@ -12,12 +13,19 @@ DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR = 10
 RATE_WINDOW = timedelta(hours=1)
 
 
-def check_rate(started: Sequence[datetime], limit: int, now: datetime, what: str) -> None:
-    """Refuses a start when `limit` already began in the last hour (`started`, oldest first);
-    the error says when the oldest leaves the window. `what` names the limit's unit."""
+def check_rate(
+    started: Sequence[datetime],
+    limit: int,
+    now: datetime,
+    what: str,
+    window: timedelta = RATE_WINDOW,
+) -> None:
+    """Refuses a start when `limit` already began within `window` (`started`, oldest first);
+    the error says when the one that frees a place leaves the window. `what` names the
+    limit's unit."""
     if len(started) < limit:
         return
-    wait = started[0] + RATE_WINDOW - now
+    wait = started[len(started) - limit] + window - now
     seconds = max(1, int(wait.total_seconds()) + 1)
     raise RateLimitedError(
         f"rate limit: {limit} {what}; try again in {human_duration(seconds)}",
@@ -26,5 +34,8 @@ def check_rate(started: Sequence[datetime], limit: int, now: datetime, what: str
 
 
 def human_duration(seconds: int) -> str:
+    if seconds >= 2 * 3600:  # a daily quota's wait; an hourly one reads better in minutes
+        hours, rest = divmod(seconds, 3600)
+        return f"{hours} h {rest // 60} min"
     minutes, secs = divmod(seconds, 60)
     return f"{minutes} min {secs} s" if minutes else f"{secs} s"

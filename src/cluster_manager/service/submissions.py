@@ -23,7 +23,7 @@ from cluster_manager.service.errors import (
 )
 from cluster_manager.service.invites import check_member
 from cluster_manager.service.leaderboards import find_leaderboard
-from cluster_manager.service.rates import RATE_WINDOW, check_rate
+from cluster_manager.service.quotas import QuotaPolicy, check_quotas
 from cluster_manager.service.records import (
     QueueStatus,
     QueueView,
@@ -46,7 +46,7 @@ class Submissions:
     pool: asyncpg.Pool
     registry: GpuRegistry
     clock: Callable[[], datetime]
-    default_rate_limit: int
+    quotas: QuotaPolicy
     max_submission_bytes: int
     allow_unsandboxed_ranking: bool
 
@@ -72,17 +72,20 @@ class Submissions:
             file_name, data, board.task.lang, max_bytes=self.max_submission_bytes
         )
         chosen = choose_gpus(board, gpus or ([submission.gpu] if submission.gpu else None))
-        limit = board.rate_limit_per_hour or self.default_rate_limit
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await check_may_submit(conn, leaderboard_id=board.id, user_id=found.id)
             await check_member(conn, board, found.id)
-            # Two racing submissions of one user count each other against the limit.
-            await sub_store.lock_submitter(conn, user_id=found.id, leaderboard_id=board.id)
-            recent = await sub_store.submissions_since(
-                conn, user_id=found.id, leaderboard_id=board.id, since=now - RATE_WINDOW
+            await check_quotas(  # racing submissions of one user count each other
+                conn,
+                policy=self.quotas,
+                registry=self.registry,
+                board=board,
+                user=found,
+                mode=mode,
+                gpus=chosen,
+                now=now,
             )
-            check_rate(recent, limit, now, f"submissions per hour on {board.name!r}")
             submission_id, _ = await sub_store.insert_submission(
                 conn,
                 leaderboard_id=board.id,

@@ -127,18 +127,25 @@ async def _rank_pair(
         submission["submitted_at"],
     )
     if improved is not None and record_history:
-        await bump_history(conn, submission["leaderboard_id"])
-        await conn.execute(
-            """
-            INSERT INTO ranking_events (leaderboard_id, gpu, user_id, submission_id, score)
-            VALUES ($1, $2, $3, $4, $5)
-            """,
-            submission["leaderboard_id"],
-            gpu,
-            submission["user_id"],
-            submission_id,
-            public["score"],
-        )
+        await _record_improvement(conn, submission, gpu, submission_id, public["score"])
+
+
+async def _record_improvement(
+    conn: Connection, submission: asyncpg.Record, gpu: str, submission_id: int, score: float
+) -> None:
+    """An improvement of a user's best, kept for the charts (which it changes)."""
+    await bump_history(conn, submission["leaderboard_id"])
+    await conn.execute(
+        """
+        INSERT INTO ranking_events (leaderboard_id, gpu, user_id, submission_id, score)
+        VALUES ($1, $2, $3, $4, $5)
+        """,
+        submission["leaderboard_id"],
+        gpu,
+        submission["user_id"],
+        submission_id,
+        score,
+    )
 
 
 async def rerank_user(

@@ -66,31 +66,6 @@ async def insert_submission(
     return int(row["id"]), row["submitted_at"]
 
 
-async def lock_submitter(conn: Connection, *, user_id: int, leaderboard_id: int) -> None:
-    """Until the transaction ends, one submitter's requests on one leaderboard go one at a
-    time, so two racing requests count each other against the rate limit."""
-    await conn.execute(
-        "SELECT pg_advisory_xact_lock(hashtext('cm-rate:' || $1))", f"{user_id}:{leaderboard_id}"
-    )
-
-
-async def submissions_since(
-    db: Executor, *, user_id: int, leaderboard_id: int, since: datetime
-) -> list[datetime]:
-    """Submission times of one user on one leaderboard since `since`, oldest first."""
-    rows = await db.fetch(
-        """
-        SELECT submitted_at FROM submissions
-        WHERE user_id = $1 AND leaderboard_id = $2 AND submitted_at >= $3
-        ORDER BY submitted_at
-        """,
-        user_id,
-        leaderboard_id,
-        since,
-    )
-    return [r["submitted_at"] for r in rows]
-
-
 async def get_submission(db: Executor, submission_id: int) -> StoredSubmission | None:
     row = await db.fetchrow(
         """

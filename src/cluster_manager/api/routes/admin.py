@@ -86,6 +86,26 @@ async def revoke_invite(code: str, request: Request) -> dict[str, Any]:
     return {"status": "revoked" if revoked else "unknown or already revoked", "code": code}
 
 
+@router.put("/quotas/{user}")
+async def set_quota(
+    user: str,
+    request: Request,
+    per_hour: Annotated[int | None, Body(embed=True)] = None,
+    daily: Annotated[int | None, Body(embed=True)] = None,
+) -> dict[str, Any]:
+    """Overrides a user's submissions per hour per leaderboard and/or per day."""
+    await service_of(request).set_quota(
+        Submitter(user, user), per_hour=per_hour, daily=daily, actor=API_ACTOR
+    )
+    return {"status": "set", "user": user, "per_hour": per_hour, "daily": daily}
+
+
+@router.delete("/quotas/{user}")
+async def clear_quota(user: str, request: Request) -> dict[str, Any]:
+    cleared = await service_of(request).clear_quota(user)
+    return {"status": "cleared" if cleared else "had none", "user": user}
+
+
 @router.get("/stats")
 async def stats(request: Request, last_day_only: bool = False) -> dict[str, Any]:
     return (await service_of(request).stats(last_day=last_day_only)).to_json()

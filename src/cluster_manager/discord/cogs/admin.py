@@ -174,6 +174,40 @@ class AdminCog(
             f"Revoked `{code}`." if revoked else f"`{code}` is unknown or already revoked.",
         )
 
+    @app_commands.command(
+        name="quota", description="Give a user quotas of their own, or clear them"
+    )
+    @app_commands.describe(
+        user="Who",
+        per_hour="Submissions per hour per leaderboard",
+        daily="Submissions per day, all leaderboards",
+        clear="Back to the deployment's quotas",
+    )
+    @admins_only
+    async def quota(
+        self,
+        interaction: discord.Interaction,
+        user: discord.User,
+        per_hour: int | None = None,
+        daily: int | None = None,
+        clear: bool = False,
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        if clear:
+            cleared = await self.service.clear_quota(submitter(user).external_id)
+            content = (
+                f"{user.mention} has the deployment's quotas."
+                if cleared
+                else f"{user.mention} had none."
+            )
+        else:
+            await self.service.set_quota(
+                submitter(user), per_hour=per_hour, daily=daily, actor=actor(interaction)
+            )
+            hourly, days = per_hour or "default", daily or "default"
+            content = f"Quotas of {user.mention}: per hour {hourly}, daily {days}."
+        await self._say(interaction, content)
+
     @app_commands.command(name="status", description="What is paused and who is banned")
     @admins_only
     async def status(self, interaction: discord.Interaction) -> None:

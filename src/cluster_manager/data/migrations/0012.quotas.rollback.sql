@@ -1,0 +1,2 @@
+DROP INDEX submissions_user_time;
+DROP TABLE user_quotas;

@@ -1,0 +1,83 @@
+"""Quotas that hold against floods of generated submissions: per leaderboard an hourly limit
+for test/benchmark runs and one for ranked runs, a cap per scarce GPU type, a daily quota
+per user (lower for new accounts), and admins' per-user overrides. Every refusal says when
+the user may try again."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import Leaderboard, User
+from cluster_manager.gpus import GpuRegistry
+from cluster_manager.service.rates import RATE_WINDOW, check_rate
+from cluster_manager.storage import quotas as quota_store
+from cluster_manager.storage.database import Connection
+
+DAY = timedelta(days=1)
+DISCORD_EPOCH_MS = 1420070400000
+
+
+@dataclass(frozen=True)
+class QuotaPolicy:
+    """A deployment's quotas (settings); a leaderboard's own hourly limit comes first."""
+
+    per_hour: int = 30  # per leaderboard: test, benchmark and profile runs
+    ranked_per_hour: int | None = None  # per leaderboard: ranked runs (None: as per_hour)
+    daily: int = 500  # per user, all leaderboards
+    new_account_days: int = 0  # accounts younger than this get `new_account_daily` (0: off)
+    new_account_daily: int = 50
+
+
+def account_created(user: User, first_seen: datetime) -> datetime:
+    """When the account was made: a Discord id says so itself (a snowflake), which also
+    catches accounts made just to flood; other users count from when this service first saw
+    them."""
+    if user.external_id.isdigit() and int(user.external_id) >= 1 << 32:
+        ms = (int(user.external_id) >> 22) + DISCORD_EPOCH_MS
+        return datetime.fromtimestamp(ms / 1000, UTC)
+    return first_seen
+
+
+async def check_quotas(
+    conn: Connection,
+    *,
+    policy: QuotaPolicy,
+    registry: GpuRegistry,
+    board: Leaderboard,
+    user: User,
+    mode: Mode,
+    gpus: Sequence[str],
+    now: datetime,
+) -> None:
+    """Refuses the submission with `RateLimitedError` when it would exceed a quota. Call in
+    the submitting transaction."""
+    await quota_store.lock_user(conn, user.id)
+    override = await quota_store.override_of(conn, user.id)
+    custom = override.per_hour if override else None
+    ranked = mode is Mode.LEADERBOARD
+    kind = "ranked submissions" if ranked else "test/benchmark submissions"
+    limit = custom or board.rate_limit_per_hour or policy.per_hour
+    if ranked:
+        limit = custom or board.rate_limit_per_hour or policy.ranked_per_hour or policy.per_hour
+    recent = await quota_store.times_on_board(
+        conn, user_id=user.id, leaderboard_id=board.id, ranked=ranked, since=now - RATE_WINDOW
+    )
+    check_rate(recent, limit, now, f"{kind} per hour on {board.name!r}")
+    if ranked:
+        for gpu in gpus:
+            cap = registry.get(gpu).ranked_per_user_per_hour
+            if cap is not None:
+                on_gpu = await quota_store.ranked_times_on_gpu(
+                    conn, user_id=user.id, gpu=gpu, since=now - RATE_WINDOW
+                )
+                check_rate(on_gpu, cap, now, f"ranked submissions per hour on {gpu}")
+    daily = override.daily if override and override.daily else policy.daily
+    if not (override and override.daily) and policy.new_account_days:
+        first_seen = await quota_store.first_seen(conn, user.id)
+        if now - account_created(user, first_seen) < timedelta(days=policy.new_account_days):
+            daily = min(daily, policy.new_account_daily)
+    today = await quota_store.times_anywhere(conn, user_id=user.id, since=now - DAY)
+    check_rate(today, daily, now, "submissions a day", window=DAY)
