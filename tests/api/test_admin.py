@@ -29,6 +29,7 @@ ROUTES = [
     ("GET", f"/admin/leaderboards/{BOARD}/invites"),
     ("DELETE", "/admin/invites/inv_x"),
     ("PUT", "/admin/quotas/alice"),
+    ("POST", f"/admin/leaderboards/{BOARD}/rerun"),
     ("DELETE", "/admin/quotas/alice"),
 ]
 
@@ -195,3 +196,22 @@ async def test_a_quota_override_and_the_retry_after_of_a_refusal(
     cleared = await client.delete("/admin/quotas/alice", headers=ADMIN)
     assert cleared.json()["status"] == "cleared"
     assert (await submit_as(client, token)).status_code == 202
+
+
+async def test_rerun_queues_the_ranked_submissions_again(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    submission_id = (await submit_as(client, token, "leaderboard")).json()["details"]["id"]
+    await finish_submission(app.pool, await app.service.report(submission_id), 1e-6)
+    answer = await client.post(f"/admin/leaderboards/{BOARD}/rerun", headers=ADMIN, json={})
+    assert answer.json() == {
+        "status": "queued",
+        "leaderboard": BOARD,
+        "submissions": [submission_id],
+        "jobs": 2,
+    }
+    queue = (await client.get("/queue", headers=popcorn_headers(token))).json()
+    assert [j["submission_id"] for j in queue["mine"]] == [submission_id, submission_id]
+    nothing = await client.post(
+        f"/admin/leaderboards/{BOARD}/rerun", headers=ADMIN, json={"user": "bob"}
+    )
+    assert nothing.status_code == 404

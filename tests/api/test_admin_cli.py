@@ -69,6 +69,8 @@ def test_pause_ban_and_stats_on_the_database(cm):
     invalidated = cm("admin", "invalidate", "1", "--reason", "copied kernel")
     assert invalidated.returncode == 0 and "invalidated submission 1" in invalidated.stdout
     assert "restored submission 1" in cm("admin", "restore", "1").stdout
+    nothing = cm("admin", "rerun", "identity")
+    assert nothing.returncode == 2 and "nothing ranked on 'identity'" in nothing.stderr
     unknown = cm("admin", "invalidate", "99", "--reason", "x")
     assert unknown.returncode == 2 and "there is no submission 99" in unknown.stderr
     assert "unbanned alice" in cm("admin", "unban", "alice").stdout

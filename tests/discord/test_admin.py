@@ -24,6 +24,7 @@ ADMIN_COMMANDS = [
     ("admin invites", {"leaderboard": "identity", "mint": 2}),
     ("admin revoke-invite", {"code": "inv_x"}),
     ("admin quota", {"user": BOB, "daily": 5}),
+    ("admin rerun", {"leaderboard": "identity"}),
 ]
 
 
@@ -126,3 +127,16 @@ async def test_quota_overrides(harness, app, clock):
     assert "has the deployment's quotas" in cleared.only.content
     nothing = await harness.command("admin quota", ADMIN, user=ALICE)
     assert_private_error(nothing, "a per-hour limit, a daily quota, or both")
+
+
+async def test_rerun_answers_privately(harness, app, clock):
+    from tests.storage.helpers import finish_submission
+
+    await create_board(app, clock)
+    receipt = await app.service.submit("identity", Submitter("1001", "alice"), "s.py", SOLUTION)
+    await finish_submission(app.pool, receipt, 1e-6)
+    reply = await harness.command("admin rerun", ADMIN, leaderboard="identity", user=ALICE)
+    assert (
+        reply.only.ephemeral
+        and "1 ranked submissions of identity queued again" in reply.only.content
+    )

@@ -149,6 +149,33 @@ def restore_command(settings: Settings, submission_id: int) -> None:
     click.echo(f"restored submission {submission_id}")
 
 
+@admin_group.command("rerun")
+@click.argument("leaderboard")
+@click.option("--user", default=None, help="Only this user's ranked submission(s).")
+@click.option("--submission", "submission_id", type=int, default=None, help="Only this one.")
+@click.pass_obj
+def rerun_command(
+    settings: Settings, leaderboard: str, user: str | None, submission_id: int | None
+) -> None:
+    """Run LEADERBOARD's ranked submissions again after a task fix (behind everyone's own
+    jobs); each keeps its score until its rerun is in."""
+
+    async def local(app: App) -> list[int]:
+        jobs = await app.service.rerun(leaderboard, user=user, submission_id=submission_id)
+        return sorted({j.submission_id for j in jobs})
+
+    def over_api(client: ApiClient) -> list[int]:
+        body = {"user": user, "submission_id": submission_id}
+        return list(
+            client.call("POST", f"/admin/leaderboards/{leaderboard}/rerun", body)["submissions"]
+        )
+
+    queued = _run(settings, local, over_api)
+    click.echo(
+        f"queued {len(queued)} submissions of {leaderboard} again: {', '.join(map(str, queued))}"
+    )
+
+
 @admin_group.command("close")
 @click.argument("leaderboard")
 @click.pass_obj

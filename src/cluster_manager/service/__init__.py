@@ -20,6 +20,7 @@ the scheduler's business.
     invites.py       invite-only leaderboards: codes, joining
     sync.py          a problem set's leaderboards created or updated at once
     announcements.py new leaders, announced once
+    reruns.py        ranked submissions run again after a task fix
     facade.py        Service: the halves above composed
 """
 

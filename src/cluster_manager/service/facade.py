@@ -24,6 +24,7 @@ from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
     DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
 )
+from cluster_manager.service.reruns import Reruns
 from cluster_manager.service.scripts import ScriptRuns
 from cluster_manager.service.sessions import WebSessions
 from cluster_manager.service.submissions import Submissions
@@ -32,6 +33,7 @@ from cluster_manager.service.sync import ProblemSets
 
 class Service(
     ProblemSets,
+    Reruns,
     Leaderboards,
     Submissions,
     History,

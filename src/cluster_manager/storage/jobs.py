@@ -68,6 +68,31 @@ async def enqueue(
     return [_job(r) for r in rows]
 
 
+RERUN_PRIORITY = 1  # behind every submission's own jobs
+
+
+async def enqueue_rerun(conn: Connection, submission_id: int, gpu: str) -> list[Job]:
+    """The ranked pair (public run, secret re-run) of a submission on `gpu` once more, as a
+    new generation queued behind everyone's own jobs. Call in a transaction."""
+    rows = await conn.fetch(
+        f"""
+        WITH generation AS (
+            SELECT coalesce(max(rerun), 0) + 1 AS n FROM jobs
+            WHERE submission_id = $1 AND gpu = $2
+        )
+        INSERT INTO jobs (submission_id, gpu, mode, secret, rerun, priority)
+        SELECT $1, $2, 'leaderboard', s.secret, generation.n, $3
+        FROM generation, unnest(ARRAY[false, true]) AS s(secret)
+        RETURNING {_JOB_COLUMNS}
+        """,
+        submission_id,
+        gpu,
+        RERUN_PRIORITY,
+    )
+    await conn.execute("SELECT pg_notify($1, '')", NEW_JOBS_CHANNEL)
+    return [_job(r) for r in rows]
+
+
 async def lock_gpu(conn: Connection, gpu: str) -> None:
     """Serialises whoever takes a slot of `gpu` (a claim, a script run) until the transaction
     ends, so two cannot both take the last one."""
@@ -114,7 +139,7 @@ async def claim(
             WHERE id IN (
                 SELECT id FROM jobs WHERE gpu = $3 AND state = 'queued'
                   AND ($5::bigint[] IS NULL OR submission_id = ANY($5::bigint[]))
-                ORDER BY id LIMIT $4 FOR UPDATE SKIP LOCKED)
+                ORDER BY priority, id LIMIT $4 FOR UPDATE SKIP LOCKED)
             RETURNING {_JOB_COLUMNS}
             """,
             owner,
@@ -261,7 +286,8 @@ async def queue_position(db: Executor, job_id: int) -> int | None:
     position: int | None = await db.fetchval(
         """
         SELECT (SELECT count(*) FROM jobs q
-                WHERE q.gpu = j.gpu AND q.state = 'queued' AND q.id <= j.id)
+                WHERE q.gpu = j.gpu AND q.state = 'queued'
+                  AND (q.priority, q.id) <= (j.priority, j.id))
         FROM jobs j WHERE j.id = $1 AND j.state = 'queued'
         """,
         job_id,

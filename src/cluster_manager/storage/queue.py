@@ -50,7 +50,8 @@ async def open_jobs_of(db: Executor, external_id: str) -> list[OpenJob]:
         SELECT j.id, j.submission_id, l.name AS leaderboard, j.gpu, j.secret, j.state,
                CASE WHEN j.state = 'queued' THEN
                    (SELECT count(*) FROM jobs q
-                    WHERE q.gpu = j.gpu AND q.state = 'queued' AND q.id <= j.id)
+                    WHERE q.gpu = j.gpu AND q.state = 'queued'
+                      AND (q.priority, q.id) <= (j.priority, j.id))
                END AS position
         FROM jobs j
         JOIN submissions s ON s.id = j.submission_id

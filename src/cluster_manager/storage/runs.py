@@ -71,8 +71,29 @@ async def record_run(
         if inserted is None:
             return False
         if job.mode is Mode.LEADERBOARD:
-            await _rank_pair(conn, job.submission_id, job.gpu, submission, allow_unsandboxed)
+            generation = await conn.fetchval("SELECT rerun FROM jobs WHERE id = $1", job.id)
+            if generation == 0:
+                await _rank_pair(conn, job.submission_id, job.gpu, submission, allow_unsandboxed)
+            elif await _pair_complete(conn, job.submission_id, job.gpu, generation):
+                # A rerun's pair is in: its score replaces the old one, better or worse.
+                await rerank_user(
+                    conn,
+                    leaderboard_id=submission["leaderboard_id"],
+                    user_id=submission["user_id"],
+                    allow_unsandboxed=allow_unsandboxed,
+                )
     return True
+
+
+async def _pair_complete(conn: Connection, submission_id: int, gpu: str, generation: int) -> bool:
+    count: int = await conn.fetchval(
+        "SELECT count(*) FROM runs r JOIN jobs j ON j.id = r.job_id"
+        " WHERE r.submission_id = $1 AND r.gpu = $2 AND r.mode = 'leaderboard' AND j.rerun = $3",
+        submission_id,
+        gpu,
+        generation,
+    )
+    return count == 2
 
 
 async def _rank_pair(
@@ -83,6 +104,7 @@ async def _rank_pair(
     allow_unsandboxed: bool,
     *,
     record_history: bool = True,
+    generation: int = 0,
 ) -> None:
     """Ranks the public score once both it and the secret re-run passed on this GPU; an
     improvement is also kept in the ranking's history (`ranking_events`). An invalidated
@@ -93,12 +115,14 @@ async def _rank_pair(
         return
     pair = await conn.fetch(
         """
-        SELECT secret, passed, score, system, coalesce(result->>'review', '') AS review
-        FROM runs
-        WHERE submission_id = $1 AND gpu = $2 AND mode = 'leaderboard'
+        SELECT r.secret, r.passed, r.score, r.system,
+               coalesce(r.result->>'review', '') AS review
+        FROM runs r JOIN jobs j ON j.id = r.job_id
+        WHERE r.submission_id = $1 AND r.gpu = $2 AND r.mode = 'leaderboard' AND j.rerun = $3
         """,
         submission_id,
         gpu,
+        generation,
     )
     public = next((r for r in pair if not r["secret"]), None)
     secret = next((r for r in pair if r["secret"]), None)
@@ -157,19 +181,34 @@ async def rerank_user(
     await conn.execute(
         "DELETE FROM rankings WHERE leaderboard_id = $1 AND user_id = $2", leaderboard_id, user_id
     )
+    # Each submission counts with its latest generation whose pair is complete (a rerun
+    # still running leaves the previous one in place).
     pairs = await conn.fetch(
         """
-        SELECT DISTINCT r.submission_id, r.gpu, s.leaderboard_id, s.user_id, s.submitted_at
-        FROM runs r JOIN submissions s ON s.id = r.submission_id
+        SELECT DISTINCT ON (r.submission_id, r.gpu)
+               r.submission_id, r.gpu, j.rerun AS generation,
+               s.leaderboard_id, s.user_id, s.submitted_at
+        FROM runs r
+        JOIN jobs j ON j.id = r.job_id
+        JOIN submissions s ON s.id = r.submission_id
         WHERE r.leaderboard_id = $1 AND r.user_id = $2 AND r.mode = 'leaderboard'
-              AND NOT r.secret AND r.passed AND r.score IS NOT NULL AND s.invalidated_at IS NULL
+              AND s.invalidated_at IS NULL
+        GROUP BY r.submission_id, r.gpu, j.rerun, s.leaderboard_id, s.user_id, s.submitted_at
+        HAVING count(*) = 2
+        ORDER BY r.submission_id, r.gpu, j.rerun DESC
         """,
         leaderboard_id,
         user_id,
     )
     for pair in pairs:  # their improvements are in the history already
         await _rank_pair(
-            conn, pair["submission_id"], pair["gpu"], pair, allow_unsandboxed, record_history=False
+            conn,
+            pair["submission_id"],
+            pair["gpu"],
+            pair,
+            allow_unsandboxed,
+            record_history=False,
+            generation=pair["generation"],
         )
 
 
@@ -319,3 +358,22 @@ async def bump_history_of_user(db: Executor, user_id: int) -> None:
         " WHERE id IN (SELECT DISTINCT leaderboard_id FROM ranking_events WHERE user_id = $1)",
         user_id,
     )
+
+
+async def ranked_pairs(
+    db: Executor, *, leaderboard_id: int, user_id: int | None, submission_id: int | None
+) -> list[tuple[int, str]]:
+    """(submission id, GPU) of the ranking's entries on a leaderboard, optionally only one
+    user's or one submission's."""
+    rows = await db.fetch(
+        """
+        SELECT submission_id, gpu FROM rankings
+        WHERE leaderboard_id = $1 AND ($2::bigint IS NULL OR user_id = $2)
+          AND ($3::bigint IS NULL OR submission_id = $3)
+        ORDER BY score, submission_id, gpu
+        """,
+        leaderboard_id,
+        user_id,
+        submission_id,
+    )
+    return [(r["submission_id"], r["gpu"]) for r in rows]

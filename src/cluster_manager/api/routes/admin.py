@@ -63,6 +63,23 @@ async def open_(name: str, request: Request) -> dict[str, Any]:
     return {"status": "open", "leaderboard": name}
 
 
+@router.post("/leaderboards/{name}/rerun")
+async def rerun(
+    name: str,
+    request: Request,
+    user: Annotated[str | None, Body(embed=True)] = None,
+    submission_id: Annotated[int | None, Body(embed=True)] = None,
+) -> dict[str, Any]:
+    """Runs the ranked submissions again (after a task fix), behind everyone's own jobs."""
+    jobs = await service_of(request).rerun(name, user=user, submission_id=submission_id)
+    return {
+        "status": "queued",
+        "leaderboard": name,
+        "submissions": sorted({j.submission_id for j in jobs}),
+        "jobs": len(jobs),
+    }
+
+
 @router.post("/invites")
 async def mint(
     request: Request,

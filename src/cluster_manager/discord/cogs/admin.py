@@ -115,6 +115,31 @@ class AdminCog(
         await self.service.restore_submission(submission_id)
         await self._say(interaction, f"Submission {submission_id} ranks again.")
 
+    @app_commands.command(name="rerun", description="Run ranked submissions again after a task fix")
+    @app_commands.describe(
+        leaderboard="The leaderboard",
+        user="Only this user's ranked submission",
+        submission_id="Only this submission",
+    )
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def rerun(
+        self,
+        interaction: discord.Interaction,
+        leaderboard: str,
+        user: discord.User | None = None,
+        submission_id: int | None = None,
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        who = None if user is None else submitter(user).external_id
+        jobs = await self.service.rerun(leaderboard, user=who, submission_id=submission_id)
+        count = len({j.submission_id for j in jobs})
+        await self._say(
+            interaction,
+            f"🔁 {count} ranked submissions of {leaderboard} queued again; each keeps its "
+            "score until its rerun is in.",
+        )
+
     @app_commands.command(name="close", description="Make a leaderboard invite-only")
     @app_commands.describe(leaderboard="The leaderboard")
     @app_commands.autocomplete(leaderboard=leaderboard_names)
