@@ -67,7 +67,7 @@ async def test_an_unknown_route_is_a_json_404(client: httpx.AsyncClient):
 async def test_an_unexpected_error_is_a_500_with_a_logged_id_and_no_trace(
     api, app: App, monkeypatch, caplog
 ):
-    async def broken() -> None:
+    async def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("secret internals: /etc/cluster/.env")
 
     monkeypatch.setattr(app.service, "list_leaderboards", broken)

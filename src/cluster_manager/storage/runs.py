@@ -71,18 +71,25 @@ async def record_run(
         if inserted is None:
             return False
         if job.mode is Mode.LEADERBOARD:
-            generation = await conn.fetchval("SELECT rerun FROM jobs WHERE id = $1", job.id)
-            if generation == 0:
-                await _rank_pair(conn, job.submission_id, job.gpu, submission, allow_unsandboxed)
-            elif await _pair_complete(conn, job.submission_id, job.gpu, generation):
-                # A rerun's pair is in: its score replaces the old one, better or worse.
-                await rerank_user(
-                    conn,
-                    leaderboard_id=submission["leaderboard_id"],
-                    user_id=submission["user_id"],
-                    allow_unsandboxed=allow_unsandboxed,
-                )
+            await _rank_after(conn, job, submission, allow_unsandboxed)
     return True
+
+
+async def _rank_after(
+    conn: Connection, job: Job, submission: asyncpg.Record, allow_unsandboxed: bool
+) -> None:
+    """The ranking once a ranked job's run is stored: its pair ranked if it improves the
+    user's best; a rerun's complete pair replaces the old score, better or worse."""
+    generation = await conn.fetchval("SELECT rerun FROM jobs WHERE id = $1", job.id)
+    if generation == 0:
+        await _rank_pair(conn, job.submission_id, job.gpu, submission, allow_unsandboxed)
+    elif await _pair_complete(conn, job.submission_id, job.gpu, generation):
+        await rerank_user(
+            conn,
+            leaderboard_id=submission["leaderboard_id"],
+            user_id=submission["user_id"],
+            allow_unsandboxed=allow_unsandboxed,
+        )
 
 
 async def _pair_complete(conn: Connection, submission_id: int, gpu: str, generation: int) -> bool:
