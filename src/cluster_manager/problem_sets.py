@@ -5,12 +5,17 @@ unreadable stops the whole sync before a leaderboard is touched."""
 
 from __future__ import annotations
 
+import io
+import stat
+import zipfile
+import zlib
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from cluster_manager.core.competition import load_competition
 from cluster_manager.core.sync_plan import ProblemSpec
 from cluster_manager.core.task import load_task
+from cluster_manager.core.task_sources import CORRUPT_ARCHIVE
 from cluster_manager.errors import ClusterManagerError, InvalidCompetitionError
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.rules import parse_deadline
@@ -62,3 +67,64 @@ def load_problem_set(path: Path, registry: GpuRegistry) -> LoadedProblemSet:
         notes = [f"GPU type {g} is not configured here: left out" for g in unknown]
         problems.append((ProblemSpec(problem.name, task, deadline, gpus), notes))
     return LoadedProblemSet(competition.name, problems, skipped)
+
+
+MAX_ARCHIVE_ENTRIES = 5000
+MAX_ARCHIVE_BYTES = 64 * 1024 * 1024  # uncompressed, all files
+MAX_ARCHIVE_FILE_BYTES = 4 * 1024 * 1024
+
+
+def unpack_problem_sets(data: bytes, dest: Path) -> None:
+    """Writes a zip of problem sets (a repository's archive, say) under `dest`: regular files
+    only, no absolute or escaping paths, no links, bounded in entries and in bytes actually
+    read (a header's sizes can lie)."""
+    label = "the uploaded archive"
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        infos = archive.infolist()
+    except CORRUPT_ARCHIVE as exc:
+        raise InvalidCompetitionError(label, None, f"is not a readable zip ({exc})") from None
+    if len(infos) > MAX_ARCHIVE_ENTRIES:
+        raise InvalidCompetitionError(
+            label, None, f"{len(infos)} entries: over {MAX_ARCHIVE_ENTRIES}"
+        )
+    total = 0
+    for info in infos:
+        name = info.filename.replace("\\", "/")
+        parts = PurePosixPath(name).parts
+        if not name or name.startswith("/") or ".." in parts or ":" in (parts[0] if parts else ""):
+            raise InvalidCompetitionError(label, info.filename, "escapes the archive")
+        if stat.S_ISLNK(info.external_attr >> 16):
+            raise InvalidCompetitionError(label, info.filename, "links are not allowed")
+        if info.is_dir():
+            continue
+        try:
+            with archive.open(info) as member:
+                content = member.read(MAX_ARCHIVE_FILE_BYTES + 1)
+        except (*CORRUPT_ARCHIVE, RuntimeError, zlib.error) as exc:
+            raise InvalidCompetitionError(label, info.filename, f"cannot be read ({exc})") from None
+        total += len(content)
+        if len(content) > MAX_ARCHIVE_FILE_BYTES or total > MAX_ARCHIVE_BYTES:
+            raise InvalidCompetitionError(label, info.filename, "over the size limit")
+        target = dest.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
+
+
+def find_problem_set(root: Path, problem_set: str) -> Path:
+    """The competition file `problem_set` in an unpacked archive: `NAME.yaml` at most three
+    folders down (a repository archive's top folder, then `problems/`)."""
+    if not problem_set or "/" in problem_set or problem_set.startswith("."):
+        raise ClusterManagerError(f"{problem_set!r} is not a problem set's name")
+    found = [
+        p
+        for pattern in ("*", "*/*", "*/*/*", "*/*/*/*")
+        for p in root.glob(f"{pattern}.y*ml")
+        if p.stem == problem_set and p.suffix in (".yaml", ".yml")
+    ]
+    if len(found) != 1:
+        where = "nowhere" if not found else ", ".join(str(p.relative_to(root)) for p in found)
+        raise ClusterManagerError(
+            f"the archive should hold one {problem_set}.yaml; found it {where}"
+        )
+    return found[0]

@@ -39,5 +39,6 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.include_router(ours.router)
     api.include_router(popcorn.router)
     api.mount("/static", pages.static_files(), name="static")
-    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)
+    larger = {"/admin/update-problems": admin.MAX_PROBLEM_SET_UPLOAD}
+    api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, larger=larger)
     return api

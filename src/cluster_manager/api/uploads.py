@@ -36,17 +36,24 @@ class BodyLimit:
     """ASGI middleware: a body over `max_bytes` ends the request with 413, whether it says
     its length up front (refused before a byte is read) or streams it in chunks."""
 
-    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]], max_bytes: int):
+    def __init__(
+        self,
+        app: Callable[[Scope, Receive, Send], Awaitable[None]],
+        max_bytes: int,
+        larger: dict[str, int] | None = None,
+    ):
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger or {}  # paths that take more (a problem set's archive)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope.get("path", ""), self.max_bytes)
         declared = dict(scope.get("headers", ())).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _too_large(send, self.max_bytes)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await _too_large(send, limit)
             return
         seen = 0
 
@@ -54,8 +61,8 @@ class BodyLimit:
             nonlocal seen
             message = await receive()
             seen += len(message.get("body", b""))
-            if seen > self.max_bytes:
-                raise UploadTooLargeError(_over(self.max_bytes))
+            if seen > limit:
+                raise UploadTooLargeError(_over(limit))
             return message
 
         await self.app(scope, counted, send)
@@ -79,7 +86,9 @@ class Upload:
     fields: dict[str, str]  # the form's text fields
 
 
-async def read_upload(request: Request, max_file_bytes: int) -> Upload:
+async def read_upload(request: Request, max_file_bytes: int, *, unpack: bool = True) -> Upload:
+    """The multipart body's `file` and text fields; with `unpack`, an archive stands for the
+    one source file it holds."""
     try:
         async with request.form(
             max_files=1, max_fields=16, max_part_size=MAX_FORM_FIELD_BYTES
@@ -96,7 +105,7 @@ async def read_upload(request: Request, max_file_bytes: int) -> Upload:
         raise BadRequestError("the uploaded file has no name")
     if len(data) > max_file_bytes:
         raise UploadTooLargeError(f"{name}: over the limit of {max_file_bytes} bytes")
-    if name.lower().endswith(ARCHIVE_SUFFIXES):
+    if unpack and name.lower().endswith(ARCHIVE_SUFFIXES):
         name, data = single_source(name, data, max_file_bytes)
     return Upload(name, data, fields)
 

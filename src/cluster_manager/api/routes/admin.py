@@ -4,12 +4,19 @@ submission read or purged."""
 
 from __future__ import annotations
 
+import asyncio
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
 
 from cluster_manager.api.auth import Caller, caller
 from cluster_manager.api.routes.popcorn import service_of, submission_answer
+from cluster_manager.api.uploads import read_upload
+from cluster_manager.ops_report import format_sync_plan
+from cluster_manager.problem_sets import find_problem_set, load_problem_set, unpack_problem_sets
 from cluster_manager.service import PermissionDeniedError, Submitter
 
 DEFAULT_PAUSE_REASON = "submissions are paused by the organisers"
@@ -121,6 +128,46 @@ async def set_quota(
 async def clear_quota(user: str, request: Request) -> dict[str, Any]:
     cleared = await service_of(request).clear_quota(user)
     return {"status": "cleared" if cleared else "had none", "user": user}
+
+
+MAX_PROBLEM_SET_UPLOAD = 32 * 1024 * 1024
+TRUE = {"1", "true", "yes", "on"}
+
+
+@router.post("/update-problems")
+async def update_problems(request: Request) -> dict[str, Any]:
+    """Syncs a problem set from an uploaded zip (a repository's archive as GitHub serves it):
+    multipart `file`, `problem_set` (its competition file's name), `force`, `dry_run`. The
+    same plan and rules as `leaderboard sync`; task files are read, never run."""
+    upload = await read_upload(request, MAX_PROBLEM_SET_UPLOAD, unpack=False)
+    fields = upload.fields
+    force, dry_run = (fields.get(k, "").strip().lower() in TRUE for k in ("force", "dry_run"))
+    service = service_of(request)
+    with tempfile.TemporaryDirectory(prefix="cm-problems-") as tmp:
+        root = Path(tmp)
+        await asyncio.to_thread(unpack_problem_sets, upload.data, root)
+        path = find_problem_set(root, fields.get("problem_set", "").strip())
+        loaded = await asyncio.to_thread(load_problem_set, path, service.registry)
+        plan = await service.sync_problem_set(
+            loaded.problems, skipped=loaded.skipped, apply=not dry_run, force=force
+        )
+    return {
+        "problem_set": loaded.name,
+        "applied": not dry_run,
+        "held": [item.spec.name for item in plan.held(force)] if not dry_run else [],
+        "items": [
+            {
+                "name": item.spec.name,
+                "action": item.action.value,
+                "needs_force": item.needs_force,
+                "changes": [asdict(c) for c in item.changes],
+                "notes": list(item.notes),
+            }
+            for item in plan.items
+        ],
+        "skipped": list(plan.skipped),
+        "text": format_sync_plan(plan, applied=not dry_run, force=force),
+    }
 
 
 @router.get("/stats")

@@ -1,0 +1,93 @@
+"""POST /admin/update-problems: a problem set synced from an uploaded repository archive, with
+the plan `leaderboard sync` prints; the archive is read with bounds and never trusted."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import httpx
+import pytest
+
+from cluster_manager.app import App
+from tests.api.conftest import popcorn_headers, token_of
+from tests.api.test_admin import ADMIN
+from tests.conftest import EXAMPLES
+
+SEASON = """\
+name: Season
+problems:
+  - directory: season/identity_py
+    name: synced-identity
+    deadline: "2099-01-01"
+    gpus: [CPU, B200]
+"""
+
+
+def repository_zip(extra: dict[str, bytes] | None = None) -> bytes:
+    """As GitHub serves a repository: one top folder, the problem sets under `problems/`."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        top = "kernels-main/problems/"
+        archive.writestr(top + "season.yaml", SEASON)
+        archive.writestr(top + "season/utils.py", (EXAMPLES / "utils.py").read_bytes())
+        for path in (EXAMPLES / "identity_py").iterdir():
+            if path.is_file():
+                archive.writestr(top + f"season/identity_py/{path.name}", path.read_bytes())
+        for name, data in (extra or {}).items():
+            archive.writestr(name, data)
+    return buffer.getvalue()
+
+
+async def post(client: httpx.AsyncClient, data: bytes, headers=ADMIN, **fields: str):
+    return await client.post(
+        "/admin/update-problems",
+        headers=headers,
+        files={"file": ("kernels-main.zip", data)},
+        data={"problem_set": "season", **fields},
+    )
+
+
+async def test_an_uploaded_problem_set_is_planned_then_synced(app: App, client: httpx.AsyncClient):
+    dry = await post(client, repository_zip(), dry_run="true")
+    assert dry.status_code == 200, dry.text
+    body = dry.json()
+    assert body["applied"] is False and body["items"][0]["action"] == "create"
+    assert body["items"][0]["notes"] == ["GPU type B200 is not configured here: left out"]
+    assert "+ synced-identity: would create on CPU" in body["text"]
+    assert "synced-identity" not in [b.name for b in await app.service.list_leaderboards()]
+
+    done = (await post(client, repository_zip())).json()
+    assert done["applied"] is True and done["held"] == []
+    assert (await app.service.leaderboard("synced-identity")).gpus == ("CPU",)
+    again = (await post(client, repository_zip())).json()
+    assert [i["action"] for i in again["items"]] == ["unchanged"]
+
+
+async def test_only_the_admin_may(app: App, client: httpx.AsyncClient):
+    token = await token_of(app, "alice")
+    refused = await post(client, repository_zip(), headers=popcorn_headers(token))
+    assert refused.status_code == 403
+
+
+@pytest.mark.reliability(
+    "Bad input",
+    "POST /admin/update-problems with an archive holding a '../' path, with no such problem "
+    "set, and with bytes that are no zip",
+    "400 naming the problem; no file written outside a temporary folder, nothing synced",
+)
+@pytest.mark.parametrize(
+    ("data", "fields", "message"),
+    [
+        (repository_zip({"../escape.txt": b"x"}), {}, "escapes the archive"),
+        (repository_zip(), {"problem_set": "nope"}, "one nope.yaml; found it nowhere"),
+        (b"not a zip", {}, "is not a readable zip"),
+    ],
+)
+async def test_bad_archives_change_nothing(
+    app: App, client: httpx.AsyncClient, data: bytes, fields: dict[str, str], message: str
+):
+    before = [b.name for b in await app.service.list_leaderboards(include_closed=True)]
+    answer = await post(client, data, **fields)
+    assert answer.status_code == 400 and message in answer.json()["detail"]
+    assert [b.name for b in await app.service.list_leaderboards(include_closed=True)] == before
