@@ -80,6 +80,14 @@ async def test_sync_creates_then_does_nothing_then_holds_a_task_fix(
     }
 
 
+async def test_a_new_problem_whose_deadline_passed_is_skipped(service, registry, problems):
+    season = problems / "season.yaml"
+    season.write_text(SEASON.replace('"2031-01-01"', '"2029-01-01"'))  # before the clock
+    plan = await sync(service, registry, problems)
+    assert actions(plan) == {"vectorsum": "create"}
+    assert any(s.startswith("identity: its deadline 2029-01-01") for s in plan.skipped)
+
+
 async def test_a_deadline_or_an_added_gpu_applies_without_force(service, registry, problems):
     await sync(service, registry, problems)
     season = problems / "season.yaml"

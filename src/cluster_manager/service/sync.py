@@ -32,14 +32,20 @@ class ProblemSets(Leaderboards):
     ) -> SyncPlan:
         """The plan for these problems; with `apply`, carried out in one transaction (an
         item that needs `force` is held back without it)."""
-        items = []
+        items, left_out = [], list(skipped)
         for spec, notes in problems:
             board = await lb_store.get_leaderboard(self.pool, spec.name)
             item = plan_item(board, spec, notes)
             if item.action is Action.CREATE:
+                if spec.deadline <= self.clock():  # a retired problem: nothing to open
+                    left_out.append(
+                        f"{spec.name}: its deadline {spec.deadline.isoformat()} "
+                        "has passed, so it is not created"
+                    )
+                    continue
                 self._check_new(spec.name, spec.task, spec.deadline, spec.gpus, None)
             items.append(item)
-        plan = SyncPlan(tuple(items), tuple(skipped))
+        plan = SyncPlan(tuple(items), tuple(left_out))
         if apply:
             async with self.pool.acquire() as conn, conn.transaction():
                 for item in plan.items:
