@@ -1,6 +1,6 @@
 """Organisers' controls: pausing and resuming submissions (everywhere or per leaderboard),
-banning users, invalidating submissions, and the numbers they watch (stats). Every front
-end's submissions and script runs pass `check_may_submit`."""
+banning users, invalidating submissions, per-user quota overrides, and the numbers they watch
+(stats). Every front end's submissions and script runs pass `check_may_submit`."""
 
 from __future__ import annotations
 
