@@ -36,6 +36,7 @@ from cluster_manager.service.rules import (
 )
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
+from cluster_manager.storage.database import Connection
 
 
 def _check_gpu(board: Leaderboard, gpu: str) -> None:
@@ -43,6 +44,33 @@ def _check_gpu(board: Leaderboard, gpu: str) -> None:
         raise GpuNotAllowedError(
             f"{board.name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
         )
+
+
+async def insert_new_leaderboard(
+    conn: Connection,
+    name: str,
+    task: Task,
+    deadline: datetime,
+    gpus: Sequence[str],
+    creator: Submitter | None,
+    rate_limit_per_hour: int | None,
+) -> bool:
+    """Stores a checked new leaderboard with a fresh secret seed; False if the name is taken.
+    Call in a transaction."""
+    creator_id = None
+    if creator is not None:
+        creator_id = (await lb_store.upsert_user(conn, creator.external_id, creator.name)).id
+    leaderboard_id = await lb_store.insert_leaderboard(
+        conn,
+        name=name,
+        deadline=deadline,
+        task=task,
+        gpus=tuple(gpus),
+        creator_id=creator_id,
+        secret_seed=new_secret_seed(),
+        rate_limit_per_hour=rate_limit_per_hour,
+    )
+    return leaderboard_id is not None
 
 
 async def find_leaderboard(pool: asyncpg.Pool, name: str) -> Leaderboard:
@@ -71,22 +99,10 @@ class Leaderboards:
     ) -> Leaderboard:
         self._check_new(name, task, deadline, gpus, rate_limit_per_hour)
         async with self.pool.acquire() as conn, conn.transaction():
-            creator_id = None
-            if creator is not None:
-                creator_id = (
-                    await lb_store.upsert_user(conn, creator.external_id, creator.name)
-                ).id
-            leaderboard_id = await lb_store.insert_leaderboard(
-                conn,
-                name=name,
-                deadline=deadline,
-                task=task,
-                gpus=tuple(gpus),
-                creator_id=creator_id,
-                secret_seed=new_secret_seed(),
-                rate_limit_per_hour=rate_limit_per_hour,
+            created = await insert_new_leaderboard(
+                conn, name, task, deadline, gpus, creator, rate_limit_per_hour
             )
-            if leaderboard_id is None:
+            if not created:
                 raise AlreadyExistsError(f"a leaderboard named {name!r} already exists")
         return await self.leaderboard(name)
 

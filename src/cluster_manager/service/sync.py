@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.sync_plan import Action, PlanItem, ProblemSpec, SyncPlan, plan_item
 from cluster_manager.errors import ClusterManagerError
-from cluster_manager.service.leaderboards import Leaderboards
+from cluster_manager.service.leaderboards import Leaderboards, insert_new_leaderboard
 from cluster_manager.service.records import Submitter
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage.database import Connection
@@ -57,22 +56,10 @@ class ProblemSets(Leaderboards):
     async def _apply(self, conn: Connection, item: PlanItem, creator: Submitter | None) -> None:
         spec = item.spec
         if item.action is Action.CREATE:
-            creator_id = None
-            if creator is not None:
-                creator_id = (
-                    await lb_store.upsert_user(conn, creator.external_id, creator.name)
-                ).id
-            created = await lb_store.insert_leaderboard(
-                conn,
-                name=spec.name,
-                deadline=spec.deadline,
-                task=spec.task,
-                gpus=spec.gpus,
-                creator_id=creator_id,
-                secret_seed=new_secret_seed(),
-                rate_limit_per_hour=None,
+            created = await insert_new_leaderboard(
+                conn, spec.name, spec.task, spec.deadline, spec.gpus, creator, None
             )
-            if created is None:  # made by someone else since the plan was read
+            if not created:  # made by someone else since the plan was read
                 raise ClusterManagerError(f"{spec.name!r} was created meanwhile: sync again")
         elif item.action is Action.UPDATE:
             board = await lb_store.get_leaderboard(conn, spec.name)
