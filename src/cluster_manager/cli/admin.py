@@ -12,9 +12,8 @@ from typing import Any
 import click
 
 from cluster_manager.app import App
-from cluster_manager.cli.common import cli, fail, with_app
+from cluster_manager.cli.common import cli, on_database_or_server
 from cluster_manager.client import ApiClient
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.ops_report import format_controls, format_stats
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
@@ -33,14 +32,10 @@ def _actor() -> str:
 
 
 def _run(settings: Settings, local: LocalCall, over_api: RemoteCall) -> Any:
-    """`local` on the database, or `over_api` against the server the settings point at."""
-    if settings.api_url is None:
-        return with_app(settings, local)
-    try:
-        with ApiClient(settings.api_url, settings.admin_token or settings.api_token) as client:
-            return over_api(client)
-    except ClusterManagerError as exc:
-        fail(str(exc))
+    """`local` on the database, or `over_api` with the admin token (a user's token is
+    refused there, as everywhere)."""
+    token = settings.admin_token or settings.api_token
+    return on_database_or_server(settings, local, over_api, token=token)
 
 
 leaderboard_option = click.option(

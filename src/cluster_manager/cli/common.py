@@ -15,6 +15,7 @@ from cluster_manager.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from cluster_manager.app import App
+    from cluster_manager.client import ApiClient
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
@@ -87,5 +88,25 @@ def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
 
     try:
         return asyncio.run(run())
+    except ClusterManagerError as exc:
+        fail(str(exc))
+
+
+def on_database_or_server(
+    settings: Settings,
+    local: Callable[[App], Awaitable[T]],
+    over_api: Callable[[ApiClient], T],
+    *,
+    token: str | None,
+) -> T:
+    """`local` on the database, or `over_api` with `token` against the server the settings
+    point at (CLUSTER_MANAGER_API_URL). A refusal is a one-line error, exit code 2."""
+    if settings.api_url is None:
+        return with_app(settings, local)
+    from cluster_manager.client import ApiClient  # here: commands on a database need no httpx
+
+    try:
+        with ApiClient(settings.api_url, token) as client:
+            return over_api(client)
     except ClusterManagerError as exc:
         fail(str(exc))

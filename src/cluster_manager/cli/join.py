@@ -8,9 +8,8 @@ import getpass
 import click
 
 from cluster_manager.app import App
-from cluster_manager.cli.common import cli, fail, with_app
+from cluster_manager.cli.common import cli, fail, on_database_or_server
 from cluster_manager.client import ApiClient
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
 
@@ -21,20 +20,16 @@ from cluster_manager.settings import Settings
 @click.pass_obj
 def join_command(settings: Settings, code: str, user: str | None) -> None:
     """Redeem an invite CODE to submit to its invite-only leaderboard."""
-    if settings.api_url is not None:
-        if user is not None:
-            fail("--user is for the database: through the API you join as your token's user")
-        try:
-            with ApiClient(settings.api_url, settings.api_token) as client:
-                answer = client.call("POST", "/user/join", {"code": code})
-        except ClusterManagerError as exc:
-            fail(str(exc))
-        board, joined = answer["leaderboard"], answer["status"] == "joined"
-    else:
-        name = user or getpass.getuser()
+    if settings.api_url is not None and user is not None:
+        fail("--user is for the database: through the API you join as your token's user")
+    name = user or getpass.getuser()
 
-        async def body(app: App) -> tuple[str, bool]:
-            return await app.service.join(code, Submitter(name, name))
+    async def local(app: App) -> tuple[str, bool]:
+        return await app.service.join(code, Submitter(name, name))
 
-        board, joined = with_app(settings, body)
+    def over_api(client: ApiClient) -> tuple[str, bool]:
+        answer = client.call("POST", "/user/join", {"code": code})
+        return str(answer["leaderboard"]), answer["status"] == "joined"
+
+    board, joined = on_database_or_server(settings, local, over_api, token=settings.api_token)
     click.echo(f"joined {board}" if joined else f"already a member of {board}")
