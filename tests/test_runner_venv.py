@@ -1,0 +1,103 @@
+"""The runner machine's environment: named by its content, built once under a lock in a
+temporary folder, renamed into place, never used half-built, reused by later jobs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.runner_venv import BUILDING_PREFIX, EnvSpec, ensure
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _requirements(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "requirements-runner.txt"
+    path.write_text(text)
+    return path
+
+
+def _builder(requirements: Path, root: Path) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "cluster_manager.runner_venv"]
+    return subprocess.Popen(
+        [*command, "--requirements", str(requirements), "--root", str(root)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # a job's steps are one process group: a cancel kills them all
+    )
+
+
+def test_the_name_follows_what_is_installed(tmp_path: Path) -> None:
+    text = "# pinned\ntorch==2.13.0\nnumpy==2.4.6  # arrays\n\ncryptography==50.0.2\n"
+    spec = EnvSpec.from_file(_requirements(tmp_path, text))
+    assert spec.requirements == ("torch==2.13.0", "numpy==2.4.6", "cryptography==50.0.2")
+    assert spec.digest() == EnvSpec.from_file(_requirements(tmp_path, text)).digest()
+    newer = EnvSpec.from_file(_requirements(tmp_path, text.replace("50.0.2", "50.0.3")))
+    assert newer.digest() != spec.digest()
+    assert spec.digest(python="/usr/bin/python3.11") != spec.digest()
+
+    machine = EnvSpec.from_file(_requirements(tmp_path, text), system_packages=["Torch", "NumPy"])
+    assert machine.requirements == ("cryptography==50.0.2",)
+    assert machine.system_site_packages
+    assert machine.digest() != EnvSpec(machine.requirements).digest()
+
+
+def test_a_built_environment_works_where_it_was_renamed_to_and_is_reused(
+    tmp_path: Path,
+) -> None:
+    spec, root, said = EnvSpec(()), tmp_path / "venvs", []
+    first = ensure(spec, root, log=said.append)
+    assert first == root / spec.digest()
+    assert not list(root.glob(f"{BUILDING_PREFIX}*"))
+    # The scripts point at the final folder, not the temporary one they were built in.
+    assert (first / "bin" / "pip").read_text().startswith(f"#!{first}/bin/python")
+    pip = subprocess.run([str(first / "bin" / "pip"), "--version"], capture_output=True, text=True)
+    assert pip.returncode == 0 and str(first) in pip.stdout
+    built = (first / "bin" / "python").lstat().st_ino
+
+    assert ensure(spec, root, log=said.append) == first
+    assert (first / "bin" / "python").lstat().st_ino == built
+    assert [line.split()[-1] for line in said if "reused" in line] == ["reused"]
+
+
+def test_two_jobs_at_once_build_it_once(tmp_path: Path) -> None:
+    requirements, root = _requirements(tmp_path, ""), tmp_path / "venvs"
+    jobs = [_builder(requirements, root) for _ in range(2)]
+    outputs = [job.communicate(timeout=150) for job in jobs]
+    assert [job.returncode for job in jobs] == [0, 0]
+    paths = {out.strip() for out, _ in outputs}
+    assert len(paths) == 1
+    logs = "".join(err for _, err in outputs)
+    assert logs.count("building") == 1 and "built by another job" in logs
+    assert Path(paths.pop(), "bin", "python").exists()
+
+
+def test_a_job_killed_while_building_leaves_nothing_that_is_used(tmp_path: Path) -> None:
+    requirements, root = _requirements(tmp_path, ""), tmp_path / "venvs"
+    victim = _builder(requirements, root)
+    deadline = time.monotonic() + 60
+    while not list(root.glob(f"{BUILDING_PREFIX}*")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.killpg(victim.pid, signal.SIGKILL)
+    victim.wait()
+    spec = EnvSpec.from_file(requirements)
+    assert list(root.glob(f"{BUILDING_PREFIX}*")), "killed while building"
+    assert not (root / spec.digest()).exists()
+
+    said: list[str] = []
+    final = ensure(spec, root, log=said.append)
+    assert any("building" in line for line in said)
+    assert not list(root.glob(f"{BUILDING_PREFIX}*"))
+    check = subprocess.run(
+        [str(final / "bin" / "python"), "-c", "import sys; print(sys.prefix)"],
+        capture_output=True,
+        text=True,
+    )
+    assert check.stdout.strip() == str(final)
