@@ -36,6 +36,7 @@ MODULES = (
     "ranking",
     "api_streams",
     "bot_rss",
+    "workflow_setup",
 )
 # What a module that crashed would have reported.
 FIGURES = {
@@ -48,6 +49,7 @@ FIGURES = {
     "ranking": ("ranking_p95_ms", "api_p95_ms", "web_leaderboard_page_p95_ms"),
     "api_streams": ("api_rss_mb_200_streams", "api_p95_ms_200_streams"),
     "bot_rss": ("bot_rss_mb_idle", "bot_rss_mb_100_inflight"),
+    "workflow_setup": ("workflow_setup_s_cold", "workflow_setup_s_warm"),
 }
 
 

@@ -18,6 +18,7 @@ from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.harness import runner
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
+from cluster_manager.telemetry.probes import ProbeFactory
 from tests import database
 
 pytest_plugins = ["pytester", "tests.reliability"]
@@ -93,9 +94,17 @@ def make_request(
     )
 
 
-def run_code(task: Task, code: str, mode: Mode = Mode.TEST, **kwargs) -> RunResult:
+def run_code(
+    task: Task,
+    code: str,
+    mode: Mode = Mode.TEST,
+    *,
+    gpu_probe: ProbeFactory | None = None,
+    **kwargs,
+) -> RunResult:
     """Runs through the real runner in this process (it still spawns the harness)."""
-    return runner.run(make_request(task, textwrap.dedent(code), mode, **kwargs))
+    request = make_request(task, textwrap.dedent(code), mode, **kwargs)
+    return runner.run(request, gpu_probe=gpu_probe)
 
 
 @pytest.fixture

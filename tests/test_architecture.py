@@ -13,7 +13,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "cluster_manager"
 ALLOWED_OWN = {
     "core": {"core", "errors"},
     "sandbox": {"sandbox", "core"},
-    "harness": {"harness", "sandbox", "core"},
+    "harness": {"harness", "sandbox", "telemetry", "core"},
+    "telemetry": {"telemetry", "core"},
     "storage": {"storage", "core", "errors", "data"},
     "launchers": {"launchers", "core", "errors", "gpus", "modal_app"},
     # The application layer: never a front end (cli, discord) nor the app that wires them.
@@ -68,7 +69,13 @@ def test_each_layer_imports_only_the_layers_below_it(layer: str):
 
 @pytest.mark.parametrize(
     ("layer", "allowed"),
-    [("core", CORE_THIRD_PARTY), ("sandbox", set()), ("harness", RUNNER_THIRD_PARTY)],
+    [
+        ("core", CORE_THIRD_PARTY),
+        ("sandbox", set()),
+        ("harness", RUNNER_THIRD_PARTY),
+        # The vendors' management libraries, imported only when their probe opens.
+        ("telemetry", {"pynvml", "amdsmi"}),
+    ],
 )
 def test_what_runs_on_a_gpu_machine_needs_none_of_the_bots_dependencies(layer, allowed):
     foreign = [

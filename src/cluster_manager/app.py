@@ -53,6 +53,7 @@ class App:
         config = config or SchedulerConfig(
             limits=local_limits(self.settings),
             allow_unsandboxed_ranking=self.settings.allow_unsandboxed_ranking,
+            throttle_threshold=self.settings.throttle_threshold,
         )
         return Scheduler(
             self.pool,

@@ -41,7 +41,11 @@ def _lenient_config(app: App, echo: Callable[[str], None]) -> SchedulerConfig | 
         f"This machine cannot sandbox runs fully ({problem}): the demo ranks its examples "
         f"anyway, in its embedded database only, as {ALLOW_SETTING}=1 would."
     )
-    return SchedulerConfig(limits=local_limits(app.settings), allow_unsandboxed_ranking=True)
+    return SchedulerConfig(
+        limits=local_limits(app.settings),
+        allow_unsandboxed_ranking=True,
+        throttle_threshold=app.settings.throttle_threshold,
+    )
 
 
 SHOWN_EVENTS = (EventState.DISPATCHED, EventState.FINISHED, EventState.FAILED)

@@ -36,6 +36,7 @@ CUDA_IMAGE = "nvidia/cuda:13.0.0-devel-ubuntu22.04"
 TORCH = "torch==2.13.0"
 TORCH_INDEX = "https://download.pytorch.org/whl/cu130"
 NUMPY = "numpy==2.4.6"
+NVML = "nvidia-ml-py==13.615.71"  # GPU telemetry, as requirements-runner.txt
 # A backstop only: the scheduler cancels a run once its own, tighter deadline has passed.
 TIMEOUT_S = MODAL_TIMEOUT_S
 
@@ -47,7 +48,7 @@ image = (
     # `sandbox: partial` and their scores are held back unless the operator allows them.
     .apt_install("bubblewrap")
     .pip_install(TORCH, index_url=TORCH_INDEX)
-    .pip_install(NUMPY)
+    .pip_install(NUMPY, NVML)
     # The harness runs as `python -m cluster_manager...` in a child process: it needs the path.
     .env({"PYTHONPATH": "/root"})
     # Mounted at start-up rather than baked in, so it must stay the last step.

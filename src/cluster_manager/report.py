@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from cluster_manager.core import sandboxing
 from cluster_manager.core.models import BenchmarkOutcome, Mode, RunResult, Verdict
 from cluster_manager.core.sandboxing import SANDBOX_KEY
+from cluster_manager.core.telemetry import summary_line
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
@@ -94,9 +95,13 @@ def format_report(result: RunResult, *, title: str = "") -> str:
                 lines += ["", f"Profile of {b.spec}", b.report.rstrip()]
         elif phase.benchmarks:
             lines += ["", f"Benchmarks ({phase.name} phase)", *_benchmark_table(phase.benchmarks)]
+        if phase.profiler is not None:  # an ncu report attached, or why the torch profiler
+            lines += ["", phase.profiler.summary()]
         if phase.verdict is not Verdict.PASSED and phase.stderr.strip():
             lines += ["", f"stderr ({phase.name} phase, last lines):"]
             lines += ["  " + ln for ln in phase.stderr.strip().splitlines()[-15:]]
+    if gpu_line := summary_line(result.telemetry):
+        lines += ["", gpu_line]
     if result.score is not None:
         lines += ["", f"Score: {format_duration_ns(result.score * 1e9)}"]
     if result.review:

@@ -56,6 +56,7 @@ class SchedulerConfig:
     limits: Limits = field(default_factory=Limits)
     # Rank scores of runs that were not fully sandboxed (core.sandboxing); off by default.
     allow_unsandboxed_ranking: bool = False
+    throttle_threshold: float = run_store.DEFAULT_THROTTLE_THRESHOLD  # storage.throttling
 
 
 IN_FLIGHT = (JobState.CLAIMED, JobState.DISPATCHED)  # states a lease covers
@@ -386,6 +387,7 @@ class Scheduler:
                 owner=self.owner,
                 result=result,
                 allow_unsandboxed=self.config.allow_unsandboxed_ranking,
+                throttle_threshold=self.config.throttle_threshold,
             )
         if written:
             # A secret run's message may quote its seed's inputs: subscribers get the verdict.

@@ -10,6 +10,7 @@ from typing import Any
 
 from cluster_manager.core.models import Limits
 from cluster_manager.core.sealed import KEY_ENV, SealError, parse_key
+from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD
 from cluster_manager.errors import ClusterManagerError
 
 
@@ -53,6 +54,9 @@ class Settings:
     # Rank scores of runs the runner could not fully sandbox (core.sandboxing). Off: such a
     # score is stored and shown to its owner and admins, but kept out of the rankings.
     allow_unsandboxed_ranking: bool = False
+    # A ranked run whose GPU throttled (heat, power) in more than this share of the samples
+    # taken while it was timed is stored but not ranked, and retried once (core.telemetry).
+    throttle_threshold: float = DEFAULT_THROTTLE_THRESHOLD
     # HTTP API: where clients reach it (our CLI as a client uses it with `api_token`), the
     # admin token (None: admin API off; kept out of repr), requests per token per minute.
     api_url: str | None = None
@@ -113,6 +117,19 @@ def _positive_int(raw: str | None, name: str, default: int | None) -> int | None
         value = 0
     if value <= 0:
         raise ClusterManagerError(f"{name} must be a positive whole number, got {raw!r}")
+    return value
+
+
+def _share(raw: str | None, name: str, default: float) -> float:
+    """A share between 0 and 1 (0.05 is 5 %)."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 1:
+        raise ClusterManagerError(f"{name} must be a share between 0 and 1, got {raw!r}")
     return value
 
 
@@ -184,6 +201,11 @@ def load_settings(
         allow_unsandboxed_ranking=_flag(
             values.get("CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"),
             "CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING",
+        ),
+        throttle_threshold=_share(
+            values.get("CLUSTER_MANAGER_THROTTLE_THRESHOLD"),
+            "CLUSTER_MANAGER_THROTTLE_THRESHOLD",
+            defaults.throttle_threshold,
         ),
         **_api_settings(values, defaults),
     )

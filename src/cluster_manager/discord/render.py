@@ -16,6 +16,7 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
 )
+from cluster_manager.core.telemetry import summary_line
 from cluster_manager.discord.replies import code_block, truncate
 from cluster_manager.report import (
     format_duration_ns,
@@ -140,8 +141,15 @@ def _run_lines(result: RunResult) -> list[str]:
             lines.append(f"⏭️ {b.spec}: {b.error}")
         elif not b.passed:
             lines.append(f"❌ {b.spec}: {_last_line(b.error) or 'failed'}")
+    for phase in result.phases:
+        if phase.profiler is not None:  # an ncu report, or why the torch profiler was used
+            lines.append(f"🔬 {phase.profiler.summary()}")
+    if gpu_line := summary_line(result.telemetry):
+        lines.append(f"🌡️ {gpu_line}")
     if result.score is not None:
         lines.append(f"🏁 Score: **{seconds(result.score)}**")
+    if result.review:
+        lines.append(f"⚠️ {result.review}")
     if not result.passed and result.message:
         lines.append(_last_line(result.message))
     return lines

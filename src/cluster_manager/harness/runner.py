@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import shutil
@@ -62,6 +63,9 @@ from cluster_manager.sandbox.plan import (
     share,
     unsandboxed,
 )
+from cluster_manager.telemetry.choice import chosen_factory
+from cluster_manager.telemetry.probes import ProbeFactory, visible_device
+from cluster_manager.telemetry.recorder import RunTelemetry
 
 BUILTIN_HARNESS = ("-m", "cluster_manager.harness.evaluate")
 CUDA_BINARY = "eval.out"
@@ -206,12 +210,17 @@ def _run_directory() -> Iterator[Path]:
 
 
 def run(
-    request: RunRequest, *, progress: Progress | None = None, isolate: bool = False
+    request: RunRequest,
+    *,
+    progress: Progress | None = None,
+    isolate: bool = False,
+    gpu_probe: ProbeFactory | None = None,
 ) -> RunResult:
     """Runs the request to the end. Never raises: our own failures become `internal_error`.
 
     `isolate` sandboxes the task's main as far as this machine allows (the entrypoint always
     asks for it); without it the main runs as this process's user, with its network.
+    `gpu_probe` samples the GPU during timed phases (default: CLUSTER_MANAGER_GPU_PROBE's).
     """
     notify = progress or (lambda event: None)
     began = time.monotonic()
@@ -234,10 +243,13 @@ def run(
                         durations=results.total(durations, began),
                     )
             planned = plan_phases(request)
-            phases = _run_phases(request, planned, workdir, env, sandbox, notify, durations)
+            telemetry = RunTelemetry(gpu_probe or chosen_factory(), visible_device(env))
+            phases = _run_phases(
+                request, planned, workdir, env, sandbox, notify, durations, telemetry
+            )
     except Exception as exc:
         return results.internal_error(request, exc, durations=results.total(durations, began))
-    return results.of_phases(
+    result = results.of_phases(
         request,
         phases,
         len(planned),
@@ -245,6 +257,7 @@ def run(
         system=system,
         durations=results.total(durations, began),
     )
+    return dataclasses.replace(result, telemetry=telemetry.phases)
 
 
 def _prepare(
@@ -268,17 +281,23 @@ def _run_phases(
     sandbox: Sandbox,
     notify: Progress,
     durations: dict[str, float],
+    telemetry: RunTelemetry,
 ) -> list[PhaseOutcome]:
-    """The planned phases in order, up to the first that does not pass."""
+    """The planned phases in order, up to the first that does not pass; the timed ones with
+    their GPU sampled from this process (never from the task's)."""
     phases: list[PhaseOutcome] = []
-    for phase in planned:
-        notify({"event": "phase", "phase": phase.mode, "cases": len(phase.cases)})
-        outcome = run_phase(request, phase, workdir, env, sandbox)
-        durations[phase.mode] = outcome.duration_s
-        phases.append(outcome)
-        notify({"event": "phase_done", "phase": phase.mode, "verdict": outcome.verdict})
-        if outcome.verdict is not Verdict.PASSED:
-            break
+    try:
+        for phase in planned:
+            notify({"event": "phase", "phase": phase.mode, "cases": len(phase.cases)})
+            with telemetry.phase(phase.mode):
+                outcome = run_phase(request, phase, workdir, env, sandbox)
+            durations[phase.mode] = outcome.duration_s
+            phases.append(outcome)
+            notify({"event": "phase_done", "phase": phase.mode, "verdict": outcome.verdict})
+            if outcome.verdict is not Verdict.PASSED:
+                break
+    finally:
+        telemetry.close()
     return phases
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement
+from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
 from cluster_manager.errors import ClusterManagerError
@@ -124,9 +124,13 @@ class Submissions:
 
     async def ranking_holds(self, submission_id: int) -> dict[str, str]:
         """Per GPU of a ranked submission, why its passing score does not count in the ranking
-        (held for review, not fully sandboxed, no score); a GPU absent from it counts."""
+        (held for review, not fully sandboxed, throttled, no score); a GPU absent from it
+        counts. Only the latest public and secret run count (a throttle retry's, say)."""
         holds: dict[str, str] = {}
+        latest: dict[tuple[str, bool], RunRecord] = {}
         for run in await run_store.runs_of_submission(self.pool, submission_id):
+            latest[run.gpu, run.secret] = run
+        for run in latest.values():
             if run.mode is not Mode.LEADERBOARD or not run.passed:
                 continue
             reason = ranking_hold(

@@ -71,23 +71,32 @@ async def enqueue(
 RERUN_PRIORITY = 1  # behind every submission's own jobs
 
 
-async def enqueue_rerun(conn: Connection, submission_id: int, gpu: str) -> list[Job]:
+async def enqueue_rerun(
+    conn: Connection,
+    submission_id: int,
+    gpu: str,
+    *,
+    priority: int = RERUN_PRIORITY,
+    retry_of: int | None = None,
+) -> list[Job]:
     """The ranked pair (public run, secret re-run) of a submission on `gpu` once more, as a
-    new generation queued behind everyone's own jobs. Call in a transaction."""
+    new generation queued behind everyone's own jobs (at `priority`); `retry_of` marks it as
+    the throttle retry of that generation. Call in a transaction."""
     rows = await conn.fetch(
         f"""
         WITH generation AS (
             SELECT coalesce(max(rerun), 0) + 1 AS n FROM jobs
             WHERE submission_id = $1 AND gpu = $2
         )
-        INSERT INTO jobs (submission_id, gpu, mode, secret, rerun, priority)
-        SELECT $1, $2, 'leaderboard', s.secret, generation.n, $3
+        INSERT INTO jobs (submission_id, gpu, mode, secret, rerun, priority, retry_of)
+        SELECT $1, $2, 'leaderboard', s.secret, generation.n, $3, $4
         FROM generation, unnest(ARRAY[false, true]) AS s(secret)
         RETURNING {_JOB_COLUMNS}
         """,
         submission_id,
         gpu,
-        RERUN_PRIORITY,
+        priority,
+        retry_of,
     )
     await conn.execute("SELECT pg_notify($1, '')", NEW_JOBS_CHANNEL)
     return [_job(r) for r in rows]

@@ -9,7 +9,9 @@ import asyncpg
 from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
+from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD as DEFAULT_THROTTLE_THRESHOLD
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import throttling
 from cluster_manager.storage.controls import (
     NOT_BANNED_E,
     NOT_BANNED_O,
@@ -26,11 +28,14 @@ async def record_run(
     owner: str,
     result: RunResult,
     allow_unsandboxed: bool = False,
+    throttle_threshold: float | None = DEFAULT_THROTTLE_THRESHOLD,
 ) -> bool:
     """Stores the job's result and updates the ranking, all or nothing.
 
     A ranked pair whose runs were not both fully sandboxed is stored but not ranked, unless
-    the operator allows it (`allow_unsandboxed`).
+    the operator allows it (`allow_unsandboxed`); so is a ranked run whose GPU throttled in
+    more than `throttle_threshold` of its samples, and its pair is retried once
+    (storage.throttling).
 
     Returns False (and writes nothing) when this owner no longer holds the job, e.g. because
     another worker took it over and already recorded it: results are written exactly once.
@@ -47,6 +52,7 @@ async def record_run(
             return False
         if not await job_store.finish(conn, job_id=job.id, owner=owner):
             return False
+        result, retry = await throttling.hold_if_throttled(conn, job, result, throttle_threshold)
         inserted = await conn.fetchval(
             """
             INSERT INTO runs (job_id, submission_id, leaderboard_id, user_id, gpu, mode, secret,
@@ -70,6 +76,8 @@ async def record_run(
         )
         if inserted is None:
             return False
+        if retry:
+            await throttling.retry_pair(conn, job)
         if job.mode is Mode.LEADERBOARD:
             await _rank_after(conn, job, submission, allow_unsandboxed)
     return True
@@ -78,12 +86,20 @@ async def record_run(
 async def _rank_after(
     conn: Connection, job: Job, submission: asyncpg.Record, allow_unsandboxed: bool
 ) -> None:
-    """The ranking once a ranked job's run is stored: its pair ranked if it improves the
-    user's best; a rerun's complete pair replaces the old score, better or worse."""
-    generation = await conn.fetchval("SELECT rerun FROM jobs WHERE id = $1", job.id)
-    if generation == 0:
-        await _rank_pair(conn, job.submission_id, job.gpu, submission, allow_unsandboxed)
-    elif await _pair_complete(conn, job.submission_id, job.gpu, generation):
+    """The ranking once a ranked job's run is stored: its pair (or its throttle retry's)
+    ranked if it improves the user's best; a rerun's complete pair replaces the old score,
+    better or worse."""
+    generation = await throttling.generation_of(conn, job.id)
+    if generation.stands_for_own_run:
+        await _rank_pair(
+            conn,
+            job.submission_id,
+            job.gpu,
+            submission,
+            allow_unsandboxed,
+            generation=generation.number,
+        )
+    elif await _pair_complete(conn, job.submission_id, job.gpu, generation.number):
         await rerank_user(
             conn,
             leaderboard_id=submission["leaderboard_id"],
