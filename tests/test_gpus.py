@@ -141,3 +141,25 @@ def test_devices_default_to_one_and_to_the_cores_for_the_local_launcher():
     )
     assert registry.get("B").devices == 1 and registry.get("B8").devices == 8
     assert registry.get("CPU").devices == (os.cpu_count() or 1)
+
+
+def test_every_shipped_gpu_type_names_its_exact_compiler_target():
+    registry = load_registry(DEFAULT_REGISTRY_FILE)
+    arches = {name: registry.get(name).arch for name in registry.names}
+    assert arches == {
+        "B200": "sm_100a",
+        "H100": "sm_90a",
+        "A100": "sm_80",
+        "L4": "sm_89",
+        "T4": "sm_75",
+        "MI300X": "gfx942",
+        "MI250": "gfx90a",
+        "CPU": None,
+    }
+    assert all("arch" not in registry.get(name).params for name in registry.names)
+
+
+@pytest.mark.parametrize("arch", ["sm90", "compute_90a", "H100", 90, ["sm_90a"]])
+def test_an_arch_that_is_no_target_is_refused(arch):
+    with pytest.raises(InvalidRegistryError, match=r"gpus\.X\.arch: must be a GPU target"):
+        parse_registry({"gpus": {"X": {"launcher": "local", "arch": arch}}})

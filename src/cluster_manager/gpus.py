@@ -3,7 +3,8 @@
 Read from one YAML file (the shipped `cluster_manager/data/gpus.yml` unless
 CLUSTER_MANAGER_GPUS names another): a mapping of GPU type name to its `launcher`
 (local | github | modal | slurm), `max_concurrent` jobs, optional resource `limits` for its
-runs, and the launcher's own parameters (workflow and runner labels, Modal GPU, Slurm
+runs, the compiler target `arch` (sm_90a, gfx942) and `devices` one machine has, and the
+launcher's own parameters (workflow and runner labels, Modal GPU, Slurm
 partition/account/gres).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from cluster_manager.core.arch import valid_arch
 from cluster_manager.core.models import Limits
 from cluster_manager.data import GPUS_FILE
 from cluster_manager.errors import ClusterManagerError
@@ -74,6 +76,9 @@ class GpuType:
     # Ranked submissions one user may run on this type per hour, across leaderboards (for
     # scarce GPUs); None: only the leaderboards' own limits.
     ranked_per_user_per_hour: int | None = None
+    # The exact compiler target of its GPUs (sm_90a, sm_100a, gfx942): CUDA sources and torch
+    # extensions are built for it. None: the toolchain's default (CPU types).
+    arch: str | None = None
 
     @property
     def max_run_s(self) -> float | None:
@@ -175,7 +180,12 @@ def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
         ranked_cap = params.pop("ranked_per_user_per_hour", None)
         if ranked_cap is not None and not _positive(ranked_cap):
             raise bad(f"{key}.ranked_per_user_per_hour", "must be a positive whole number")
-        types[name] = GpuType(name, launcher, max_concurrent, params, limits, devices, ranked_cap)
+        arch = params.pop("arch", None)
+        if arch is not None and not (isinstance(arch, str) and valid_arch(arch)):
+            raise bad(f"{key}.arch", "must be a GPU target such as sm_90a or gfx942")
+        types[name] = GpuType(
+            name, launcher, max_concurrent, params, limits, devices, ranked_cap, arch
+        )
     return GpuRegistry(types)
 
 

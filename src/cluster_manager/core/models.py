@@ -11,6 +11,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_manager.core.profiling import ProfileOptions, ProfilerOutcome
 from cluster_manager.core.telemetry import PhaseTelemetry, telemetry_from_json
 
 RUN_RESULT_VERSION = 1
@@ -192,6 +193,10 @@ class RunRequest:
     secret_seed: int | None = None
     limits: Limits = field(default_factory=Limits)
     gpu_count: int = 1
+    # The GPU type's compiler target from the registry (sm_90a, gfx942); None: the toolchain's
+    # default (CPU, or a type without `arch:`).
+    arch: str | None = None
+    profile: ProfileOptions = field(default_factory=ProfileOptions)  # profile mode only
 
     @classmethod
     def of_submission(
@@ -201,6 +206,9 @@ class RunRequest:
         mode: Mode,
         limits: Limits,
         secret_seed: int | None = None,
+        *,
+        arch: str | None = None,
+        profile: ProfileOptions | None = None,
     ) -> RunRequest:
         """A submission's run: it fills the task's slot, only a ranked run gets a seed, and a
         multi-GPU task gets one device per rank of its largest case (POPCORN_GPUS)."""
@@ -212,6 +220,8 @@ class RunRequest:
             secret_seed=secret_seed if mode is Mode.LEADERBOARD else None,
             limits=limits,
             gpu_count=task.processes,
+            arch=arch,
+            profile=profile or ProfileOptions(),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -232,6 +242,8 @@ class RunRequest:
             secret_seed=data.get("secret_seed"),
             limits=Limits(**data.get("limits", {})),
             gpu_count=int(data.get("gpu_count", 1)),
+            arch=data.get("arch"),
+            profile=ProfileOptions.from_json(data.get("profile")),
         )
 
 
@@ -285,6 +297,7 @@ class PhaseOutcome:
     message: str
     tests: tuple[TestOutcome, ...] = ()
     benchmarks: tuple[BenchmarkOutcome, ...] = ()
+    profiler: ProfilerOutcome | None = None  # profile mode: which profiler, and its report
 
 
 @dataclass(frozen=True)
@@ -333,6 +346,7 @@ class RunResult:
                         "verdict": Verdict(p["verdict"]),
                         "tests": tuple(TestOutcome(**t) for t in p.get("tests", ())),
                         "benchmarks": tuple(BenchmarkOutcome(**b) for b in p.get("benchmarks", ())),
+                        "profiler": _profiler(p.get("profiler")),
                     }
                 )
                 for p in data.get("phases", ())
@@ -347,6 +361,10 @@ class RunResult:
             telemetry=telemetry_from_json(data.get("telemetry")),
             version=version,
         )
+
+
+def _profiler(data: dict[str, Any] | None) -> ProfilerOutcome | None:
+    return None if data is None else ProfilerOutcome.from_json(data)
 
 
 def _to_json(obj: Any) -> Any:
