@@ -39,11 +39,12 @@ IDENTITY = EXAMPLES_DIR / "identity_py"
 
 
 def identity_request(
-    mode: Mode, *, padding: str = "", seed: int | None = None
+    mode: Mode, *, padding: str = "", seed: int | None = None, prelude: str = ""
 ) -> tuple[RunRequest, str]:
-    """The identity example's request, its code marked so the log can be searched for it."""
+    """The identity example's request, its code marked so the log can be searched for it;
+    `prelude` runs first, at import."""
     marker = f"cm-act-marker-{secrets.token_hex(8)}"
-    code = (IDENTITY / "submission.py").read_text() + f"\n# {marker}\n{padding}"
+    code = prelude + (IDENTITY / "submission.py").read_text() + f"\n# {marker}\n{padding}"
     task = load_task(IDENTITY)
     return RunRequest.of_submission(task, code, mode, Limits(), secret_seed=seed), marker
 

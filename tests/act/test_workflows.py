@@ -134,3 +134,60 @@ def test_run_name_is_what_the_launcher_looks_for(workflow: str) -> None:
     rendered = re.sub(r"\$\{\{\s*inputs\.job_id\s*\}\}", key, spec["run-name"])
     assert "${{" not in rendered
     assert rendered == RUN_NAME.format(key=key)
+
+
+PLANTER = r"""
+import glob, json, os, sys
+import torch
+
+def _attempt(path):
+    try:
+        with open(path, "w") as out:
+            out.write("import os  # planted by a submission\n")
+        return "written"
+    except OSError as exc:
+        return "error: " + exc.strerror
+
+def _read(pattern):
+    found = {}
+    for path in glob.glob(pattern):
+        try:
+            found[path] = open(path).read(100)
+        except OSError as exc:
+            found[path] = "error: " + exc.strerror
+    return found
+
+print("PLANTED " + json.dumps({
+    "writes": {
+        target: _attempt(target)
+        for target in (
+            os.path.join(os.path.dirname(torch.__file__), "cm_planted.py"),
+            os.path.join(os.path.dirname(os.path.dirname(torch.__file__)), "cm_planted.pth"),
+            os.path.join(sys.prefix, "cm_planted.txt"),
+        )
+    },
+    "payloads": _read(__CACHE__ + "/*/tmp/payload.txt"),
+    "environment": sorted(
+        k for k in os.environ if "KEY" in k or k.startswith(("GITHUB_", "RUNNER_"))
+    ),
+}), flush=True)
+"""
+
+
+@pytest.mark.adversarial
+def test_a_submission_cannot_change_the_environment_later_jobs_reuse(act: Act) -> None:
+    planter = PLANTER.replace("__CACHE__", repr(str(act.cache)))
+    request, marker = identity_request(Mode.TEST, prelude=planter)
+    job, inputs, payload_key = act.dispatch(*NVIDIA, request)
+    result = _result(job, payload_key)
+    lines = [line for p in result.phases for line in p.stdout.splitlines()]
+    found = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("PLANTED ")]
+    assert found, [p.stdout[-500:] for p in result.phases]
+    for report in found:
+        assert all(v.startswith("error") for v in report["writes"].values()), report["writes"]
+        assert report["payloads"] == {}
+        assert report["environment"] == []
+    venvs = act.cache / "tool_cache" / "cluster-manager" / "venvs"
+    assert not list(venvs.glob("*/lib/python3*/site-packages/**/cm_planted*"))
+    assert not list(venvs.glob("*/cm_planted*"))
+    _assert_nothing_leaked(job, inputs, marker, None)
