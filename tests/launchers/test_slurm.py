@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import math
 import os
 import subprocess
@@ -145,6 +146,26 @@ def test_sbatch_options_come_from_the_registry_params(task: Task, tmp_path: Path
     ):
         assert option in command
     assert command[-1] == str(tmp_path / "job-1-attempt-1" / "job.sh")
+
+
+@pytest.mark.parametrize(
+    ("gres", "gpu_count", "asked"),
+    [
+        ("gpu:h100:1", 1, "--gres=gpu:h100:1"),
+        ("gpu:h100:1", 4, "--gres=gpu:h100:4"),
+        ("gpu:h100", 2, "--gres=gpu:h100:2"),
+        ("gpu", 8, "--gres=gpu:8"),
+        ("gpu:2", 1, "--gres=gpu:1"),
+        ("gpu:a100:1,shard:1", 2, "--gres=gpu:a100:2,shard:1"),
+    ],
+)
+def test_a_run_asks_slurm_for_its_own_gpu_count(
+    task: Task, tmp_path: Path, gres: str, gpu_count: int, asked: str
+):
+    """Slurm pins the job to the GPUs of its GRES (CUDA_VISIBLE_DEVICES): one per rank."""
+    request = dataclasses.replace(_request(task), gpu_count=gpu_count)
+    gpu = GpuType("LAB", "slurm", params={"gres": gres})
+    assert asked in sbatch_command(request, "k", gpu, tmp_path / "k")
 
 
 def test_time_is_rounded_up_to_whole_minutes(tmp_path: Path):

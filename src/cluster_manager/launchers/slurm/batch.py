@@ -23,7 +23,9 @@ from cluster_manager.launchers.slurm.shared_dir import (
 )
 
 # Registry parameter -> sbatch option. A parameter left out (or empty) is not passed at all,
-# so a GPU type without `gres` asks for no generic resource.
+# so a GPU type without `gres` asks for no generic resource. The count of its `gpu` resource
+# is each run's own (a multi-GPU task's world_size): Slurm then pins the job to that many GPUs
+# (CUDA_VISIBLE_DEVICES), which the runner passes on to the task.
 SBATCH_PARAMS = {
     "partition": "--partition",
     "account": "--account",
@@ -61,12 +63,25 @@ def sbatch_command(request: RunRequest, key: str, gpu: GpuType | None, run_dir: 
         f"--output={run_dir / OUTPUT_FILE}",
         f"--chdir={run_dir}",
     ]
-    command += _param_options(gpu)
+    command += _param_options(gpu, request.gpu_count)
     command.append(str(run_dir / SCRIPT_FILE))
     return command
 
 
-def _param_options(gpu: GpuType | None) -> list[str]:
+def gres_for(gres: str, gpu_count: int) -> str:
+    """`gres` asking for `gpu_count` GPUs: `gpu:a100` and `gpu:a100:1` become `gpu:a100:2`
+    for two; other resources in the list (`shard:1`) stay as they are."""
+    entries = []
+    for entry in gres.split(","):
+        parts = entry.strip().split(":")
+        if parts[0] == "gpu":
+            parts = parts[:-1] if len(parts) > 1 and parts[-1].isdigit() else parts
+            entry = ":".join([*parts, str(gpu_count)])
+        entries.append(entry.strip())
+    return ",".join(entries)
+
+
+def _param_options(gpu: GpuType | None, gpu_count: int = 1) -> list[str]:
     if gpu is None:
         return []
     params = dict(gpu.params)
@@ -86,6 +101,8 @@ def _param_options(gpu: GpuType | None) -> list[str]:
             raise LauncherError(
                 f"GPU type {gpu.name}: Slurm parameter {param} must be a string or a number"
             )
+        if param == "gres":
+            value = gres_for(str(value), gpu_count)
         options.append(f"{option}={value}")
     return options
 
