@@ -7,6 +7,7 @@ service (`Service.run_script`) for a slot of the GPU type's concurrency and a pe
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
@@ -62,10 +63,13 @@ async def run_script(
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
     """Runs it and waits for the result. Front ends go through `Service.run_script`, which
-    holds a slot of the GPU type's concurrency and applies the per-user limit."""
+    holds a slot of the GPU type's concurrency and applies the per-user limit. Torch
+    extensions the script builds aim at the type's arch."""
     launcher = launcher_for(registry, launchers, gpu)
     key = key or f"script-{uuid.uuid4().hex}"
-    handle = await launcher.submit(request, key, gpu=registry.get(gpu))
+    gpu_type = registry.get(gpu)
+    request = dataclasses.replace(request, arch=gpu_type.arch)
+    handle = await launcher.submit(request, key, gpu=gpu_type)
     result = await launcher.follow(handle, timeout=run_timeout(request), on_progress=on_progress)
     if result is None:
         raise LauncherError(f"the run on {gpu} was lost before it reported a result")

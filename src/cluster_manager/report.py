@@ -95,6 +95,8 @@ def format_report(result: RunResult, *, title: str = "") -> str:
                 lines += ["", f"Profile of {b.spec}", b.report.rstrip()]
         elif phase.benchmarks:
             lines += ["", f"Benchmarks ({phase.name} phase)", *_benchmark_table(phase.benchmarks)]
+        if phase.profiler is not None:  # an ncu report attached, or why the torch profiler
+            lines += ["", phase.profiler.summary()]
         if phase.verdict is not Verdict.PASSED and phase.stderr.strip():
             lines += ["", f"stderr ({phase.name} phase, last lines):"]
             lines += ["  " + ln for ln in phase.stderr.strip().splitlines()[-15:]]

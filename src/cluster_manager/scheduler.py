@@ -231,11 +231,12 @@ class Scheduler:
         if board is None:
             raise LauncherError(f"leaderboard of submission {job.submission_id} disappeared")
         seed = await lb_store.secret_seed(self.pool, board.id) if job.secret else None
-        limits = self.registry.get(job.gpu).run_limits(self.config.limits)
+        gpu = self.registry.get(job.gpu)
+        limits, arch = gpu.run_limits(self.config.limits), gpu.arch
         task = board.task
         if submission.profile_benchmark is not None:
             task = only_benchmark(task, submission.profile_benchmark)
-        return RunRequest.of_submission(task, submission.code, job.mode, limits, seed)
+        return RunRequest.of_submission(task, submission.code, job.mode, limits, seed, arch=arch)
 
     async def _publish(
         self, job: Job, state: EventState, *, detail: str = "", verdict: str | None = None

@@ -66,7 +66,7 @@ async def verify_launchers(app: App, example: Path = VERIFY_EXAMPLE) -> list[Lau
 async def _verify(app: App, task: Task, code: str, gpu: GpuType) -> LauncherCheck:
     launcher = app.launchers[gpu.launcher]
     limits = gpu.run_limits(local_limits(app.settings))
-    request = RunRequest.of_submission(task, code, Mode.TEST, limits)
+    request = RunRequest.of_submission(task, code, Mode.TEST, limits, arch=gpu.arch)
     started = time.perf_counter()
     try:
         handle = await launcher.submit(request, f"verify-{uuid.uuid4().hex}", gpu=gpu)

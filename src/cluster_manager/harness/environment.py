@@ -8,7 +8,10 @@ import os
 from pathlib import Path
 
 from cluster_manager.core import protocol
+from cluster_manager.core.arch import torch_arch_env
 from cluster_manager.core.models import RunRequest
+from cluster_manager.core.plan import Phase
+from cluster_manager.harness import devices
 from cluster_manager.sandbox import process
 from cluster_manager.sandbox.plan import HOME_DIR, TMP_DIR, Sandbox
 
@@ -22,6 +25,7 @@ ENV_ALLOWLIST = (
     "CUDA_HOME",
     "CUDA_PATH",
     "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
     "HIP_VISIBLE_DEVICES",
     "ROCR_VISIBLE_DEVICES",
     "ROCM_PATH",
@@ -34,7 +38,8 @@ ENV_ALLOWLIST = (
 
 def child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str, str]:
     """What a phase's processes see: the allowlisted part of ours, a HOME and TMPDIR of their
-    own."""
+    own, torch extension builds aimed at the GPU type's target, and last, the GPUs this runner
+    was given (nothing before it can widen them)."""
     env = {k: os.environ[k] for k in ENV_ALLOWLIST if k in os.environ}
     env.update(
         HOME=str(workdir / HOME_DIR),
@@ -51,7 +56,19 @@ def child_env(workdir: Path, request: RunRequest, sandbox: Sandbox) -> dict[str,
     if sandbox.user is not None:
         # The sandbox user may have no passwd entry; getpass.getuser() reads these first.
         env.update(USER="sandbox", LOGNAME="sandbox")
-    return env
+    env.update(torch_arch_env(request.arch))
+    return devices.assigned(os.environ).pin(env)
+
+
+def phase_env(
+    request: RunRequest, phase: Phase, env: dict[str, str], timeout: float, extra: dict[str, str]
+) -> dict[str, str]:
+    """A phase's environment: the run's, `extra` (a profiler's), the time budget the task's
+    main plans its benchmarks by, and in the secret phase only, the secret seed."""
+    phase_env = {**env, **extra, protocol.ENV_TIME_BUDGET: f"{timeout * 0.8:g}"}
+    if phase.secret and request.secret_seed is not None:
+        phase_env[protocol.ENV_SEED] = str(request.secret_seed)
+    return phase_env
 
 
 def limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.ResourceLimits:

@@ -65,6 +65,21 @@ def compile_failed(
     )
 
 
+def refused(
+    request: RunRequest, reason: str, system: dict[str, Any], durations: dict[str, float]
+) -> RunResult:
+    """A run this runner must not start (it was given fewer GPUs than the run needs): the
+    runner's configuration is at fault, not the submission."""
+    return RunResult(
+        passed=False,
+        verdict=Verdict.INTERNAL_ERROR,
+        mode=request.mode,
+        message=f"the runner refused the run: {reason}",
+        system=system,
+        durations=durations,
+    )
+
+
 def internal_error(
     request: RunRequest, exc: Exception, *, durations: dict[str, float]
 ) -> RunResult:

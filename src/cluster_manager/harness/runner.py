@@ -37,9 +37,11 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cluster_manager.core import protocol
+from cluster_manager.core.arch import target_flags
 from cluster_manager.core.models import (
     CompileOutcome,
     Language,
+    Mode,
     PhaseOutcome,
     RunMode,
     RunRequest,
@@ -51,7 +53,7 @@ from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import judge_phase
-from cluster_manager.harness import environment, results
+from cluster_manager.harness import capture, devices, environment, results
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
 from cluster_manager.sandbox.plan import (
@@ -91,7 +93,8 @@ def materialise(request: RunRequest, workdir: Path) -> None:
 def compile_cuda(
     request: RunRequest, workdir: Path, env: dict[str, str], sandbox: Sandbox | None = None
 ) -> CompileOutcome:
-    """Compiles as the sandbox user into its TMPDIR; the binary then becomes root's, read-only."""
+    """Compiles as the sandbox user into its TMPDIR; the binary then becomes root's, read-only.
+    The target is the GPU type's exact arch, unless the task's own flags choose one."""
     sandbox = sandbox or unsandboxed()
     cuda = request.task.cuda
     assert cuda is not None
@@ -99,6 +102,7 @@ def compile_cuda(
     command = [
         os.environ.get("CLUSTER_MANAGER_NVCC", "nvcc"),
         *cuda.compile_flags,
+        *target_flags(request.arch, cuda.compile_flags),
         *(f"-I{d}" for d in cuda.include_dirs),
         *(f"-D{k}={v}" for k, v in cuda.defines.items()),
         *cuda.sources,
@@ -156,14 +160,12 @@ def run_phase(
         share(workdir / tests_file)
     fresh_private_dirs(workdir, sandbox)
     timeout = request.task.timeout_for(phase.mode)
-    phase_env = dict(env)
-    phase_env[protocol.ENV_TIME_BUDGET] = f"{timeout * 0.8:g}"
-    if phase.secret and request.secret_seed is not None:
-        phase_env[protocol.ENV_SEED] = str(request.secret_seed)
+    command = _main_command(request, phase.mode, tests_file)
+    profiling = capture.plan(request, phase.mode, command, env, workdir)
     result = process.run_tree(
-        sandbox.wrap(_main_command(request, phase.mode, tests_file)),
+        sandbox.wrap(profiling.command if profiling else command),
         cwd=workdir,
-        env=phase_env,
+        env=environment.phase_env(request, phase, env, timeout, profiling.env if profiling else {}),
         timeout=timeout + request.limits.grace,
         output_cap=request.limits.output_bytes,
         limits=environment.limits(request, timeout + request.limits.grace, sandbox),
@@ -182,6 +184,10 @@ def run_phase(
     message = judgement.message
     if judgement.verdict is Verdict.RUNTIME_ERROR and result.stderr.strip():
         message += f" ({result.stderr.strip().splitlines()[-1][:300]})"
+    profiler = None
+    if profiling is not None:
+        output = result.stdout + result.stderr
+        profiler = capture.collect(profiling, request, workdir, env, sandbox, output)
     return PhaseOutcome(
         name=phase.mode,
         exit_code=result.exit_code,
@@ -193,6 +199,7 @@ def run_phase(
         message=message,
         tests=judgement.tests,
         benchmarks=judgement.benchmarks,
+        profiler=profiler,
     )
 
 
@@ -227,6 +234,9 @@ def run(
     durations: dict[str, float] = {}
     try:
         system = system_info()
+        short = devices.check(request.gpu_count, system)
+        if short is not None:
+            return results.refused(request, short, system, results.total(durations, began))
         with _run_directory() as workdir:
             sandbox, env = _prepare(request, workdir, system, isolate=isolate)
             durations["materialise"] = round(time.monotonic() - began, 3)
@@ -268,7 +278,8 @@ def _prepare(
     materialise(request, workdir)
     for name in (HOME_DIR, TMP_DIR):
         (workdir / name).mkdir(mode=0o700)
-    sandbox = plan_sandbox(workdir) if isolate else unsandboxed()
+    tools = capture.tool_dirs(dict(os.environ)) if request.mode is Mode.PROFILE else []
+    sandbox = plan_sandbox(workdir, tools) if isolate else unsandboxed()
     system.update(sandbox.info)
     return sandbox, environment.child_env(workdir, request, sandbox)
 

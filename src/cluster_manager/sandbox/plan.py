@@ -73,8 +73,9 @@ def unsandboxed() -> Sandbox:
     return Sandbox(info=_info(PARTIAL, _user_name(), "not asked for"))
 
 
-def plan_sandbox(workdir: Path) -> Sandbox:
-    """As much of the sandbox as this machine allows; `info` says what it got, and why not."""
+def plan_sandbox(workdir: Path, tools: Sequence[str] = ()) -> Sandbox:
+    """As much of the sandbox as this machine allows; `info` says what it got, and why not.
+    `tools`: directories of tools outside the system's (a profiler) the tree may run."""
     as_root = os.geteuid() == 0
     identity = _sandbox_user() if as_root else None
     if as_root and identity is None:
@@ -82,7 +83,7 @@ def plan_sandbox(workdir: Path) -> Sandbox:
     problem = full_sandbox_problem()
     if problem is not None:
         return _partial(workdir, identity, problem)
-    return _full(workdir, identity)
+    return _full(workdir, identity, tools)
 
 
 def full_sandbox_problem() -> str | None:
@@ -94,9 +95,11 @@ def full_sandbox_problem() -> str | None:
     return problem
 
 
-def _full(workdir: Path, identity: tuple[int, int, bool] | None) -> Sandbox:
+def _full(
+    workdir: Path, identity: tuple[int, int, bool] | None, tools: Sequence[str] = ()
+) -> Sandbox:
     _write_etc(workdir, identity)
-    spec = SandboxSpec(view=_view(workdir))
+    spec = SandboxSpec(view=_view(workdir, tools))
     isolation = Isolation()
     user_name = _user_name()
     if identity is not None:
@@ -116,8 +119,8 @@ def _full(workdir: Path, identity: tuple[int, int, bool] | None) -> Sandbox:
     return Sandbox(isolation, tuple(prefix), _info(FULL, user_name, ""))
 
 
-def _view(workdir: Path) -> View:
-    read_only: set[str] = {str(workdir)}
+def _view(workdir: Path, tools: Sequence[str] = ()) -> View:
+    read_only: set[str] = {str(workdir), *(t for t in tools if Path(t).is_dir())}
     symlinks: list[tuple[str, str]] = []
     for path in SYSTEM_DIRS:
         host = Path(path)
