@@ -22,6 +22,7 @@ from sse_starlette import EventSourceResponse
 
 from cluster_manager.api.views import client_status, key_form, run_view
 from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.profiling import ProfilerOutcome
 from cluster_manager.core.records import RunRecord
 from cluster_manager.report import format_event, format_submission_report
 from cluster_manager.service import Service, SubmissionReport
@@ -147,11 +148,18 @@ def _runs_of(report: SubmissionReport) -> dict[str, Any]:
 
 def profile_runs(result: RunResult) -> dict[str, Any]:
     """`profile.N` per benchmark, as popcorn-cli's profile view reads it: the profiler's table
-    in the run's result (base64, as `benchmark.0.report`) and a zip of it as the trace."""
+    in the run's result (base64, as `benchmark.0.report`) and a zip of it as the trace. An ncu
+    report covers the whole phase: it is in the first case's zip, with its details."""
     runs: dict[str, Any] = {}
     phase = result.phases[-1] if result.phases else None
-    for b in result.benchmarks:
+    profiler = phase.profiler if phase else None
+    for n, b in enumerate(result.benchmarks):
         report = b.report or b.error
+        if profiler is not None:
+            report = f"{report.rstrip()}\n\n{profiler.summary()}\n"
+        files = _profile_files(b.index, report, b.trace)
+        if profiler is not None and n == 0:
+            files.update(_ncu_files(profiler))
         runs[f"profile.{b.index}"] = {
             "run": {
                 "success": b.passed,
@@ -165,8 +173,8 @@ def profile_runs(result: RunResult) -> dict[str, Any]:
                 },
             },
             "profile": {
-                "profiler": "torch",
-                "trace": _b64(_zip(_profile_files(b.index, report, b.trace))),
+                "profiler": profiler.tool if profiler is not None else "torch",
+                "trace": _b64(_zip(files)),
             },
         }
     return runs
@@ -176,7 +184,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _zip(files: dict[str, str]) -> bytes:
+def _zip(files: dict[str, str | bytes]) -> bytes:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for name, text in files.items():
@@ -184,9 +192,20 @@ def _zip(files: dict[str, str]) -> bytes:
     return buffer.getvalue()
 
 
-def _profile_files(index: int, table: str, trace: str) -> dict[str, str]:
+def _ncu_files(profiler: ProfilerOutcome) -> dict[str, str | bytes]:
+    """Nsight Compute's report (open it in Nsight Compute's UI) and its details as CSV."""
+    files: dict[str, str | bytes] = {}
+    with contextlib.suppress(ValueError):
+        if profiler.report:
+            files["profile.ncu-rep"] = base64.b64decode(profiler.report, validate=True)
+    if profiler.details:
+        files["profile.ncu-details.csv"] = profiler.details
+    return files
+
+
+def _profile_files(index: int, table: str, trace: str) -> dict[str, str | bytes]:
     """The profiler's table, and its Chrome trace (open it in Perfetto or chrome://tracing)."""
-    files = {f"profile.{index}.txt": table}
+    files: dict[str, str | bytes] = {f"profile.{index}.txt": table}
     if trace:
         with contextlib.suppress(ValueError, OSError):
             raw = gzip.decompress(base64.b64decode(trace, validate=True))

@@ -141,6 +141,9 @@ def _run_lines(result: RunResult) -> list[str]:
             lines.append(f"⏭️ {b.spec}: {b.error}")
         elif not b.passed:
             lines.append(f"❌ {b.spec}: {_last_line(b.error) or 'failed'}")
+    for phase in result.phases:
+        if phase.profiler is not None:  # an ncu report, or why the torch profiler was used
+            lines.append(f"🔬 {phase.profiler.summary()}")
     if gpu_line := summary_line(result.telemetry):
         lines.append(f"🌡️ {gpu_line}")
     if result.score is not None:

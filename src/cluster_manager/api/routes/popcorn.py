@@ -91,12 +91,13 @@ NCU_FIELDS = ("ncu_kernel_name", "ncu_kernel_name_base", "ncu_launch_count")
 
 def profile_options(fields: dict[str, str]) -> int | None:
     """The benchmark case a profile asks for (`benchmark_index`), if any. Nsight Compute's
-    options are refused rather than ignored: these runners profile with torch's profiler."""
+    filters are refused rather than ignored: a submission cannot carry them to its run yet."""
     asked = [name for name in NCU_FIELDS if fields.get(name, "").strip()]
     if asked:
         raise BadRequestError(
-            f"{', '.join(asked)}: Nsight Compute profiling is not available on this server's "
-            "runners; profiles are taken with the torch profiler"
+            f"{', '.join(asked)}: Nsight Compute filters cannot be chosen on this server; a "
+            "profile captures the submission's own kernels with ncu where the runner has it, "
+            "else with the torch profiler"
         )
     raw = fields.get("benchmark_index", "").strip()
     if not raw:
