@@ -72,6 +72,8 @@ class Act:
     cache: Path
     repo: Path = REPO
     extra_path: Sequence[str] = ()
+    # Root only: the runner service runs as this ordinary user (tests.security.runners).
+    plain_user: bool = False
 
     def dispatch(
         self, workflow: str, labels: list[str], request: RunRequest
@@ -121,8 +123,23 @@ class Act:
         for name in [k for k in env if k.startswith(("GITHUB_", "RUNNER_", "CLUSTER_MANAGER_"))]:
             del env[name]  # the job sees act's values, not ours
         env["ACT_DISABLE_VERSION_CHECK"] = "1"  # else act asks api.nektosact.com for notices
+        if self.plain_user:
+            command = self._as_plain_user(command, work, env)
         returncode, log, setup_s = _stream(command, self.repo, env, timeout)
         return ActJob(returncode, log, artifacts, setup_s)
+
+    def _as_plain_user(self, command: list[str], work: Path, env: dict[str, str]) -> list[str]:
+        """The command as the plain user, owning the job's files and its own cache; the
+        machine's Python first on PATH (root's pyenv shims are not reachable)."""
+        from tests.security.runners import ensure_plain_user, plain_user_command
+
+        user = ensure_plain_user()
+        self.cache.mkdir(parents=True, exist_ok=True)
+        for path in [self.cache, work, *work.rglob("*")]:
+            os.chown(path, user.pw_uid, user.pw_gid)
+        machine = [str(Path(sys.base_prefix, "bin")), "/usr/local/bin", "/usr/bin", "/bin"]
+        env["PATH"] = os.pathsep.join([*self.extra_path, *machine])
+        return plain_user_command(command, user.pw_dir)
 
 
 def _stream(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import secrets
 import tempfile
@@ -17,6 +18,7 @@ import yaml
 from cluster_manager.core.models import Mode, RunRequest, RunResult
 from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, open_result
 from cluster_manager.core.records import dispatch_key
+from cluster_manager.core.sandboxing import FULL, SANDBOX_KEY
 from cluster_manager.core.sealed import as_key, generate_key
 from cluster_manager.errors import LauncherError
 from cluster_manager.launchers.base import RunState
@@ -175,11 +177,21 @@ print("PLANTED " + json.dumps({
 
 
 @pytest.mark.adversarial
-def test_a_submission_cannot_change_the_environment_later_jobs_reuse(act: Act) -> None:
+@pytest.mark.parametrize("plain_user", [False, True], ids=["root runner", "ordinary user's runner"])
+def test_a_submission_cannot_change_the_environment_later_jobs_reuse(
+    act: Act, plain_user: bool
+) -> None:
+    """As root the submission runs as a user of its own; as an ordinary user it is that same
+    user, and only the sandbox's read-only view keeps it out of the environment it owns."""
+    if not plain_user and os.geteuid() != 0:
+        pytest.skip("a root runner needs root")
+    if plain_user and os.geteuid() == 0:
+        act = Act(cache=SHARED / "act-cache-plain-user", plain_user=True)
     planter = PLANTER.replace("__CACHE__", repr(str(act.cache)))
     request, marker = identity_request(Mode.TEST, prelude=planter)
     job, inputs, payload_key = act.dispatch(*NVIDIA, request)
     result = _result(job, payload_key)
+    assert result.system.get(SANDBOX_KEY) == FULL, result.system
     lines = [line for p in result.phases for line in p.stdout.splitlines()]
     found = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("PLANTED ")]
     assert found, [p.stdout[-500:] for p in result.phases]
