@@ -74,6 +74,12 @@ def _assert_nothing_leaked(job: ActJob, inputs: dict, marker: str, seed: int | N
         assert str(seed) not in job.log
 
 
+@pytest.mark.reliability(
+    "Sandbox",
+    "a ranked run through the NVIDIA workflow (act): the log searched for the code, the "
+    "payload and the secret seed; RUNNER_TEMP listed after the run",
+    "none of them in the log; the payload file gone; the verdicts those of a local run",
+)
 def test_nvidia_workflow_runs_a_ranked_request_like_the_local_launcher(
     act: Act, tmp_path: Path
 ) -> None:
@@ -177,6 +183,13 @@ print("PLANTED " + json.dumps({
 
 
 @pytest.mark.adversarial
+@pytest.mark.reliability(
+    "Sandbox",
+    "a submission run through the NVIDIA workflow (act) writing into the runner environment "
+    "that later jobs reuse, looking for the payload file and the runner's variables",
+    "every write fails; no payload file, no runner variable or key; the run passes, fully "
+    "sandboxed",
+)
 @pytest.mark.parametrize("plain_user", [False, True], ids=["root runner", "ordinary user's runner"])
 def test_a_submission_cannot_change_the_environment_later_jobs_reuse(
     act: Act, plain_user: bool
