@@ -57,7 +57,10 @@ def test_a_built_environment_works_where_it_was_renamed_to_and_is_reused(
     assert first == root / spec.digest()
     assert not list(root.glob(f"{BUILDING_PREFIX}*"))
     # The scripts point at the final folder, not the temporary one they were built in.
-    assert (first / "bin" / "pip").read_text().startswith(f"#!{first}/bin/python")
+    # (A long path gets pip's `#!/bin/sh` + `exec` form of the shebang: the same holds.)
+    script = (first / "bin" / "pip").read_text()
+    assert f"{first}/bin/python" in script.splitlines()[0] + script.splitlines()[1]
+    assert BUILDING_PREFIX not in script
     pip = subprocess.run([str(first / "bin" / "pip"), "--version"], capture_output=True, text=True)
     assert pip.returncode == 0 and str(first) in pip.stdout
     built = (first / "bin" / "python").lstat().st_ino
