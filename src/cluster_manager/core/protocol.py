@@ -30,6 +30,8 @@ ENV_SEED = "POPCORN_SEED"
 ENV_GPUS = "POPCORN_GPUS"
 # Not popcorn: how long the built-in harness may spend timing benchmarks; the runner sets it.
 ENV_TIME_BUDGET = "CLUSTER_MANAGER_TIME_BUDGET"
+# The vendors' variables that pin a process to GPUs (NVIDIA's, then AMD's two).
+VISIBLE_DEVICE_ENVS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 # Public C++ harnesses read POPCORN_SEED with stoi: secret seeds stay below 2**31.
 SECRET_SEED_BITS = 31

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from cluster_manager.core.protocol import VISIBLE_DEVICE_ENVS
+
 DEVICES_ENV = "CLUSTER_MANAGER_DEVICES"
-VISIBLE_ENVS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Assignment:
         too; vendor variables the runner inherited are passed on as they came."""
         pinned = {k: v for k, v in env.items() if k != DEVICES_ENV}
         if self.source == DEVICES_ENV and self.devices is not None:
-            for name in VISIBLE_ENVS:
+            for name in VISIBLE_DEVICE_ENVS:
                 pinned.pop(name, None)
             ids = ",".join(self.devices)
             pinned.update(CUDA_VISIBLE_DEVICES=ids, HIP_VISIBLE_DEVICES=ids)
@@ -48,7 +49,7 @@ class Assignment:
 
 def assigned(environ: Mapping[str, str]) -> Assignment:
     """The runner's devices, from the first of DEVICES_ENV and the vendor variables set."""
-    for name in (DEVICES_ENV, *VISIBLE_ENVS):
+    for name in (DEVICES_ENV, *VISIBLE_DEVICE_ENVS):
         if name in environ:
             ids = tuple(part.strip() for part in environ[name].split(",") if part.strip())
             return Assignment(ids, name)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from cluster_manager.core.protocol import VISIBLE_DEVICE_ENVS
 from cluster_manager.core.telemetry import NO_PROBE
 
 
@@ -66,13 +67,10 @@ def no_probe(_device: str | None = None) -> GpuProbe:
     return NoProbe("GPU telemetry is turned off (CLUSTER_MANAGER_GPU_PROBE=none)")
 
 
-VISIBLE_ENVS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
-
-
 def visible_device(env: Mapping[str, str]) -> str | None:
     """The device the task's processes see first (their index 0), as the pinning in their
     environment `env` names it; None when nothing is pinned (the machine's first)."""
-    for name in VISIBLE_ENVS:
+    for name in VISIBLE_DEVICE_ENVS:
         first = env.get(name, "").split(",")[0].strip()
         if first:
             return first
