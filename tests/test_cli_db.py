@@ -16,6 +16,7 @@ import pytest
 
 from tests import database
 from tests.conftest import EXAMPLES, write_task
+from tests.telemetry.fakes import HOT_ONCE_ENV
 
 IDENTITY = EXAMPLES / "identity_py"
 FUTURE = "2099-01-01T00:00:00+00:00"
@@ -23,19 +24,19 @@ FUTURE = "2099-01-01T00:00:00+00:00"
 
 @pytest.fixture
 def cm(db_url: str, tmp_path: Path):
-    env = {
+    base = {
         **os.environ,
         "DATABASE_URL": db_url,
         "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data"),
     }
 
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "cluster_manager", *args],
             capture_output=True,
             text=True,
             timeout=300,
-            env=env,
+            env={**base, **(env or {})},
             cwd=tmp_path,
         )
 
@@ -419,3 +420,43 @@ def test_leaderboard_sync_plans_applies_and_holds(cm, tmp_path: Path):
     season.write_text("name: Season\nproblems: []\n")
     broken = cm("leaderboard", "sync", str(season))
     assert broken.returncode == 2 and "problems: must be a non-empty list" in broken.stderr
+
+
+def test_a_ranked_run_on_a_throttling_gpu_is_retried_and_then_ranked(cm, tmp_path: Path):
+    """The first ranked run's GPU throttles (a probe injected the way an operator names one):
+    the submit follows the retry its result queued, and ranks the clean retry."""
+    created = cm(
+        "leaderboard",
+        "create",
+        "identity",
+        "--task",
+        str(IDENTITY),
+        "--deadline",
+        FUTURE,
+        "--gpu",
+        "CPU",
+    )
+    assert created.returncode == 0, created.stderr
+    hot = tmp_path / "hot-once"
+    submitted = cm(
+        "submit",
+        "identity",
+        str(IDENTITY / "submission.py"),
+        "--user",
+        "alice",
+        env={
+            "CLUSTER_MANAGER_GPU_PROBE": "tests.telemetry.fakes:hot_once_probe",
+            HOT_ONCE_ENV: str(hot),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        },
+    )
+    assert hot.exists()
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    # Its own pair and the retry's, each followed to the end.
+    assert submitted.stderr.count("[CPU] ✅ passed") == 2, submitted.stderr
+    assert submitted.stderr.count("[CPU secret] ✅ passed") == 2, submitted.stderr
+    # Whichever of the pair throttled, the user reads why the pair ran twice.
+    assert "not ranked: the GPU throttled in 100 % of the samples" in submitted.stdout
+    assert "the run is retried once" in submitted.stdout
+    assert "🏆 rank #1" in submitted.stdout
+    assert "GPU: SM clock 1980 MHz, 61 °C, 412 W (fake" in submitted.stdout

@@ -122,7 +122,8 @@ def format_submission_report(report: SubmissionReport, *, with_output: bool = Fa
     for run in report.runs:
         if run.secret or not run.result:
             icon = "✅" if run.passed else "❌"
-            parts.append(f"[{run.gpu} secret] {icon} secret re-run: {run.verdict.value}")
+            held = f" — {run.result['throttled']}" if run.result.get("throttled") else ""
+            parts.append(f"[{run.gpu} secret] {icon} secret re-run: {run.verdict.value}{held}")
             continue
         result = RunResult.from_json(run.result)
         section = [f"[{run.gpu}]", format_report(result, title=run.file_name)]

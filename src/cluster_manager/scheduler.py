@@ -132,7 +132,7 @@ class Scheduler:
                 if job_ids is None:
                     if not self._tasks and await self._queue_empty():
                         break
-                elif not self._adopted(job_ids) and await self._all_terminal(job_ids):
+                elif not self._busy(job_ids) and await self._all_terminal(job_ids):
                     break
             stop.set()
 
@@ -206,20 +206,20 @@ class Scheduler:
                     log.warning("job %s: lease lost; leaving it to its new owner", job_id)
                     self._tasks[job_id].cancel()
 
-    def _adopted(self, job_ids: set[int]) -> bool:
-        """Whether orphans taken over besides `job_ids` are still driven here: they are
-        finished before a CLI's scheduler stops, or they would be orphaned again."""
-        return bool((self._tasks.keys() & self._taken_over) - job_ids)
+    def _busy(self, job_ids: set[int]) -> bool:
+        """Whether a CLI's scheduler must drive jobs on before it stops: `job_ids` (stored,
+        their run not yet released), orphans taken over (else orphaned again), and with a
+        submission filter any job of those submissions (a throttle retry)."""
+        driven = self._tasks.keys()
+        return bool(driven if self.submission_ids else driven & (job_ids | self._taken_over))
 
     async def _queue_empty(self) -> bool:
         return await job_store.queued_count(self.pool, self.gpus) == 0
 
     async def _all_terminal(self, job_ids: set[int]) -> bool:
-        for job_id in job_ids:
-            job = await job_store.get_job(self.pool, job_id)
-            if job is not None and job.state not in (JobState.FINISHED, JobState.FAILED):
-                return False
-        return True
+        # A served submission's jobs queued meanwhile (a throttle retry) are waited for too.
+        served = self.submission_ids or ()
+        return await job_store.open_count(self.pool, job_ids, served) == 0
 
     # --- one job ----------------------------------------------------------------------------
 

@@ -4,12 +4,14 @@ stored-not-ranked and is not retried again."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+from collections.abc import AsyncIterator
 
 import asyncpg
 
 from cluster_manager.core.models import RunResult
-from cluster_manager.core.records import Job, JobState
+from cluster_manager.core.records import Job, JobEvent, JobState
 from cluster_manager.core.telemetry import PhaseTelemetry, Spread
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
@@ -115,3 +117,41 @@ async def test_throttling_up_to_the_threshold_is_ranked_without_a_retry(service,
     await finish(pool, first[True], sampled(1.0, 0.0))
     assert await standing(service) == [("alice", 1.0)]
     assert len(await job_store.jobs_of_submission(pool, receipt.submission_id)) == 2
+
+
+async def test_a_watch_follows_the_retry_to_its_end(service, pool):
+    """Discord's live message and the CLI follow a submission with `watch`: the retry queued
+    by the pair's last result is followed too, and the report then says passed."""
+    await make_board(service)
+    receipt = await submit(service, user=ALICE, gpus=["CPU"])
+    first = await pair(pool, receipt.submission_id)
+    watch = service.watch(receipt.submission_id)
+    try:
+        assert [(await anext(watch)).state for _ in range(2)] == ["queued", "queued"]
+        for job, share in ((first[False], 0.12), (first[True], 0.0)):
+            await finish(pool, job, sampled(1.0, share))
+            await job_store.publish(pool, finished(job))
+            assert await asyncio.wait_for(anext(watch), 10) == finished(job)
+        retry = await pair(pool, receipt.submission_id)
+        queued = [await asyncio.wait_for(anext(watch), 10) for _ in range(2)]
+        assert {(e.job_id, e.state) for e in queued} == {(j.id, "queued") for j in retry.values()}
+        report = await service.report(receipt.submission_id)
+        assert not report.done
+
+        for job in retry.values():
+            await finish(pool, job, sampled(1.5, 0.0))
+            await job_store.publish(pool, finished(job))
+        rest = await asyncio.wait_for(_drain(watch), 15)
+        assert {e.job_id for e in rest if e.state == "finished"} == {j.id for j in retry.values()}
+    finally:
+        await watch.aclose()
+    report = await service.report(receipt.submission_id)
+    assert report.done and report.passed
+
+
+async def _drain(watch: AsyncIterator[JobEvent]) -> list[JobEvent]:
+    return [event async for event in watch]
+
+
+def finished(job: Job) -> JobEvent:
+    return JobEvent(job.id, job.submission_id, job.gpu, job.secret, "finished", verdict="passed")

@@ -4,6 +4,7 @@ its own process, CLUSTER_MANAGER_GPU_PROBE=tests.telemetry.fakes:<factory>."""
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Sequence
 
 from cluster_manager.telemetry.probes import Sample
@@ -56,4 +57,16 @@ def clean_probe(device: str | None) -> FakeProbe:
 
 
 def throttled_probe(device: str | None) -> FakeProbe:
+    return FakeProbe([HOT], device)
+
+
+HOT_ONCE_ENV = "CM_TEST_HOT_ONCE"  # a path: the first probe opened creates it and runs hot
+
+
+def hot_once_probe(device: str | None) -> FakeProbe:
+    """Hot for the first run on the machine (across runner processes), clean after it."""
+    try:
+        os.close(os.open(os.environ[HOT_ONCE_ENV], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return FakeProbe([CLEAN], device)
     return FakeProbe([HOT], device)

@@ -314,6 +314,10 @@ class RunResult:
     durations: dict[str, float] = field(default_factory=dict)
     # Per timed phase, what its GPU did (core.telemetry); absent in older runners' results.
     telemetry: dict[str, PhaseTelemetry] = field(default_factory=dict)
+    # Set by the bot when it stores a ranked run whose GPU throttled (storage.throttling): why
+    # it is not ranked. Unlike `review`, it says nothing of the run's inputs or timings, so
+    # a secret run keeps it.
+    throttled: str = ""
     version: int = RUN_RESULT_VERSION
 
     @property
@@ -359,6 +363,7 @@ class RunResult:
             review=str(data.get("review", "")),
             durations=dict(data.get("durations", {})),
             telemetry=telemetry_from_json(data.get("telemetry")),
+            throttled=str(data.get("throttled", "")),
             version=version,
         )
 

@@ -27,7 +27,8 @@ class LiveEvents:
 
     async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
         """Live transitions of these submissions' jobs, from their current state until all
-        are done. Every watch of a process shares one listening connection (`EventHub`)."""
+        are done, jobs queued meanwhile included. Every watch of a process shares one
+        listening connection (`EventHub`)."""
         wanted = set(submission_ids)
         async with self.event_hub.subscription(wanted) as events:
             # Subscribed first, then read the state: nothing happens unseen in between.
@@ -48,10 +49,17 @@ class LiveEvents:
                         if job.id in open_jobs and job.state in TERMINAL_STATES:
                             open_jobs.discard(job.id)
                             yield await _snapshot_event(self.pool, job)
-                    continue
-                if event.state in TERMINAL_EVENTS and event.job_id in open_jobs:
-                    open_jobs.discard(event.job_id)
-                yield event
+                else:
+                    if event.state in TERMINAL_EVENTS and event.job_id in open_jobs:
+                        open_jobs.discard(event.job_id)
+                    yield event
+                if not open_jobs:
+                    # A result can queue more of the submission's jobs in its transaction (a
+                    # throttled ranked pair's retry): those are followed to their end too.
+                    for snapshot in await _consistent_snapshots(self.pool, wanted):
+                        if snapshot.state not in TERMINAL_EVENTS:
+                            open_jobs.add(snapshot.job_id)
+                            yield snapshot
 
 
 async def _current_jobs(db: Executor, submission_ids: Collection[int]) -> list[Job]:

@@ -71,7 +71,9 @@ def check_devices(task: Task, gpu: GpuType) -> None:
 
 def redact(run: RunRecord) -> RunRecord:
     """Secret runs show their verdict only: their inputs derive from the secret seed, and so
-    do their score, timings and messages (the ranking shows the public run's score)."""
+    do their score, timings and messages (the ranking shows the public run's score). Why a
+    throttling GPU kept it out of the ranking is kept: it tells nothing of the inputs."""
     if not run.secret:
         return run
-    return replace(run, result={}, score=None)
+    throttled = run.result.get("throttled")
+    return replace(run, result={"throttled": throttled} if throttled else {}, score=None)

@@ -290,6 +290,21 @@ async def queued_count(db: Executor, gpus: Sequence[str]) -> int:
     return count
 
 
+async def open_count(
+    db: Executor, job_ids: Collection[int], submission_ids: Collection[int] = ()
+) -> int:
+    """The jobs not yet finished or failed among `job_ids` and the jobs of `submission_ids`
+    (which a result may have added to, e.g. a throttled ranked pair's retry)."""
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM jobs"
+        " WHERE (id = ANY($1::bigint[]) OR submission_id = ANY($2::bigint[]))"
+        " AND state NOT IN ('finished', 'failed')",
+        list(job_ids),
+        list(submission_ids),
+    )
+    return count
+
+
 async def queue_position(db: Executor, job_id: int) -> int | None:
     """1 for the next job its GPU will start; None once it has left the queue."""
     position: int | None = await db.fetchval(

@@ -61,7 +61,7 @@ async def hold_if_throttled(
         note = f"not ranked: {reason}; the run is retried once"
         retry = not await _retried(conn, job, generation.number)
     review = f"{result.review}; {note}" if result.review else note
-    return dataclasses.replace(result, review=review), retry
+    return dataclasses.replace(result, review=review, throttled=note), retry
 
 
 async def retry_pair(conn: Connection, job: Job) -> list[Job]:
