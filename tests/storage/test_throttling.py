@@ -13,6 +13,7 @@ import asyncpg
 from cluster_manager.core.models import RunResult
 from cluster_manager.core.records import Job, JobEvent, JobState
 from cluster_manager.core.telemetry import PhaseTelemetry, Spread
+from cluster_manager.storage import history as history_store
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
 from tests.storage.helpers import (
@@ -84,7 +85,7 @@ async def test_a_throttled_run_is_stored_not_ranked_and_its_pair_retried_once(se
     assert await standing(service) == [("alice", 1.5)]
     assert await service.ranking_holds(receipt.submission_id) == {}
     # The retry stands for the submission's own run: its score is in the ranking's history.
-    history = await run_store.score_history(pool, leaderboard_id=board.id, gpu="CPU")
+    history = await history_store.score_history(pool, leaderboard_id=board.id, gpu="CPU")
     assert [(user, score) for user, score, _ in history] == [("alice", 1.5)]
 
 

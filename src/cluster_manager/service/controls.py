@@ -19,6 +19,7 @@ from cluster_manager.service.errors import (
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.records import Submitter
 from cluster_manager.storage import controls as control_store
+from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import quotas as quota_store
 from cluster_manager.storage import runs as run_store
@@ -79,7 +80,7 @@ class Controls:
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await control_store.ban(conn, found.id, _reason(reason), actor, self.clock())
-            await run_store.bump_history_of_user(conn, found.id)  # their chart lines go
+            await history_store.bump_history_of_user(conn, found.id)  # their chart lines go
             ban = await control_store.ban_of(conn, found.id)
         assert ban is not None
         return ban
@@ -90,7 +91,7 @@ class Controls:
             raise NotFoundError(f"there is no user {external_id!r}")
         async with self.pool.acquire() as conn, conn.transaction():
             lifted = await control_store.unban(conn, found.id)
-            await run_store.bump_history_of_user(conn, found.id)
+            await history_store.bump_history_of_user(conn, found.id)
         return lifted
 
     async def bans(self) -> list[Ban]:
@@ -114,7 +115,7 @@ class Controls:
         now = self.clock() if reason is not None else None
         async with self.pool.acquire() as conn, conn.transaction():
             await sub_store.set_invalidated(conn, submission_id, reason, actor, now)
-            await run_store.bump_history(conn, found.leaderboard_id)
+            await history_store.bump_history(conn, found.leaderboard_id)
             await run_store.rerank_user(
                 conn,
                 leaderboard_id=found.leaderboard_id,

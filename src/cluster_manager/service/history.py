@@ -12,6 +12,7 @@ from cluster_manager.service.errors import NotFoundError, StillRunningError
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.records import SubmissionReport, Submitter
 from cluster_manager.service.submissions import load_report
+from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
@@ -75,7 +76,7 @@ class History:
         stored = report.submission
         async with self.pool.acquire() as conn, conn.transaction():
             await sub_store.delete_submission(conn, submission_id)
-            await run_store.bump_history(conn, stored.leaderboard_id)  # its points go too
+            await history_store.bump_history(conn, stored.leaderboard_id)  # its points go too
             await run_store.rerank_user(
                 conn,
                 leaderboard_id=stored.leaderboard_id,

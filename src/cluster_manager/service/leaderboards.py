@@ -34,6 +34,7 @@ from cluster_manager.service.rules import (
     check_run_fits,
     redact,
 )
+from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage.database import Connection
@@ -178,14 +179,14 @@ class Leaderboards:
         if isinstance(board, str):
             board = await self.leaderboard(board)
         _check_gpu(board, gpu)
-        return HistoryKey(board.name, gpu, await run_store.history_version(self.pool, board.id))
+        return HistoryKey(board.name, gpu, await history_store.history_version(self.pool, board.id))
 
     async def score_history(self, name: str, gpu: str) -> ScoreHistory:
         """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
         board = await self.leaderboard(name)
         _check_gpu(board, gpu)
-        version = await run_store.history_version(self.pool, board.id)
-        rows = await run_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
+        version = await history_store.history_version(self.pool, board.id)
+        rows = await history_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
         points = tuple(ScorePoint(user, score, at) for user, score, at in rows)
         return ScoreHistory(board.name, gpu, points, version)
 
