@@ -43,6 +43,14 @@ def cm(db_url: str, tmp_path: Path):
     return run
 
 
+def create_identity(cm) -> subprocess.CompletedProcess[str]:
+    """`leaderboard create identity` on CPU, open until 2099."""
+    return cm(
+        "leaderboard", "create", "identity", "--task", str(IDENTITY), "--deadline", FUTURE,
+        "--gpu", "CPU",
+    )  # fmt: skip
+
+
 def test_db_migrate_applies_once(pg_server: str, tmp_path: Path):
     name = "cm_migrate_" + os.urandom(4).hex()
     with database._admin(pg_server) as conn:
@@ -79,17 +87,7 @@ def test_commands_refuse_an_unmigrated_database(pg_server: str, tmp_path: Path):
 
 
 def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
-    created = cm(
-        "leaderboard",
-        "create",
-        "identity",
-        "--task",
-        str(IDENTITY),
-        "--deadline",
-        FUTURE,
-        "--gpu",
-        "CPU",
-    )
+    created = create_identity(cm)
     assert created.returncode == 0, created.stderr
     assert "created identity on CPU" in created.stdout
 
@@ -328,17 +326,7 @@ def test_a_submit_finishes_the_job_a_dead_submit_left_on_its_gpu(
 
 
 def test_task_files_and_template_from_the_database(cm, tmp_path: Path):
-    created = cm(
-        "leaderboard",
-        "create",
-        "identity",
-        "--task",
-        str(IDENTITY),
-        "--deadline",
-        FUTURE,
-        "--gpu",
-        "CPU",
-    )
+    created = create_identity(cm)
     assert created.returncode == 0, created.stderr
     listed = cm("leaderboard", "task", "identity")
     assert listed.returncode == 0 and "reference.py" in listed.stdout
@@ -425,17 +413,7 @@ def test_leaderboard_sync_plans_applies_and_holds(cm, tmp_path: Path):
 def test_a_ranked_run_on_a_throttling_gpu_is_retried_and_then_ranked(cm, tmp_path: Path):
     """The first ranked run's GPU throttles (a probe injected the way an operator names one):
     the submit follows the retry its result queued, and ranks the clean retry."""
-    created = cm(
-        "leaderboard",
-        "create",
-        "identity",
-        "--task",
-        str(IDENTITY),
-        "--deadline",
-        FUTURE,
-        "--gpu",
-        "CPU",
-    )
+    created = create_identity(cm)
     assert created.returncode == 0, created.stderr
     hot = tmp_path / "hot-once"
     submitted = cm(
