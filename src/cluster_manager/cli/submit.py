@@ -77,11 +77,22 @@ def submit_command(
             submission_ids={receipt.submission_id}, gpus={j.gpu for j in receipt.jobs}
         )
 
-        async def follow() -> None:
-            async for event in app.service.watch(receipt.submission_id):
-                click.echo(format_event(event), err=True)
+        watching = asyncio.Event()
 
-        await asyncio.gather(scheduler.run_until_idle({j.id for j in receipt.jobs}), follow())
+        async def follow() -> None:
+            try:
+                async for event in app.service.watch(receipt.submission_id):
+                    click.echo(format_event(event), err=True)
+                    watching.set()
+            finally:
+                watching.set()
+
+        async def serve() -> None:
+            # Once the watch has read the jobs as queued: else a fast claim hides that state.
+            await watching.wait()
+            await scheduler.run_until_idle({j.id for j in receipt.jobs})
+
+        await asyncio.gather(serve(), follow())
         report = await app.service.report(receipt.submission_id)
         click.echo(format_submission_report(report))
         if receipt.mode is Mode.LEADERBOARD:
