@@ -18,7 +18,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.submission import read_source_file
 from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.report import format_event, format_placement, format_submission_report
-from cluster_manager.service import Submitter
+from cluster_manager.service import SubmissionReceipt, Submitter
 from cluster_manager.settings import Settings
 
 
@@ -72,27 +72,7 @@ def submit_command(
         )
         if no_wait:
             return True
-        # Serves its own jobs, and adopts orphans of their GPU types (a dead submit's).
-        scheduler = app.scheduler(
-            submission_ids={receipt.submission_id}, gpus={j.gpu for j in receipt.jobs}
-        )
-
-        watching = asyncio.Event()
-
-        async def follow() -> None:
-            try:
-                async for event in app.service.watch(receipt.submission_id):
-                    click.echo(format_event(event), err=True)
-                    watching.set()
-            finally:
-                watching.set()
-
-        async def serve() -> None:
-            # Once the watch has read the jobs as queued: else a fast claim hides that state.
-            await watching.wait()
-            await scheduler.run_until_idle({j.id for j in receipt.jobs})
-
-        await asyncio.gather(serve(), follow())
+        await _serve_and_follow(app, receipt)
         report = await app.service.report(receipt.submission_id)
         click.echo(format_submission_report(report))
         if receipt.mode is Mode.LEADERBOARD:
@@ -103,6 +83,30 @@ def submit_command(
 
     passed = with_app(settings, body)
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
+
+
+async def _serve_and_follow(app: App, receipt: SubmissionReceipt) -> None:
+    """Runs the submission's jobs here, printing their progress, until all have ended. Serves
+    its own jobs, and adopts orphans of their GPU types (a dead submit's)."""
+    scheduler = app.scheduler(
+        submission_ids={receipt.submission_id}, gpus={j.gpu for j in receipt.jobs}
+    )
+    watching = asyncio.Event()
+
+    async def follow() -> None:
+        try:
+            async for event in app.service.watch(receipt.submission_id):
+                click.echo(format_event(event), err=True)
+                watching.set()
+        finally:
+            watching.set()
+
+    async def serve() -> None:
+        # Once the watch has read the jobs as queued: else a fast claim hides that state.
+        await watching.wait()
+        await scheduler.run_until_idle({j.id for j in receipt.jobs})
+
+    await asyncio.gather(serve(), follow())
 
 
 def _submit_remotely(
