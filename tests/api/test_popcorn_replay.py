@@ -198,7 +198,7 @@ async def test_streaming_refusals_come_before_the_stream(popcorn: Popcorn):
 async def test_a_client_that_goes_away_mid_stream_loses_nothing(
     app: App, popcorn: Popcorn, live_url: str
 ):
-    async with httpx.AsyncClient(headers={"X-Popcorn-Cli-Id": popcorn.cli_id}) as http:
+    async with popcorn.client() as http:
         url = f"{live_url}/{BOARD}/CPU/leaderboard"
         async with http.stream("POST", url, files={"file": ("submission.py", source())}) as answer:
             async for chunk in answer.aiter_text():
@@ -219,7 +219,8 @@ async def test_our_event_stream_follows_a_submission_to_its_end(
 ):
     from httpx_sse import aconnect_sse
 
-    async with httpx.AsyncClient(headers={"X-Popcorn-Cli-Id": popcorn.cli_id}) as http:
+    # The client's long read timeout: between two job events a run may be quiet for seconds.
+    async with popcorn.client() as http:
         accepted = await http.post(
             f"{live_url}/submission/{BOARD}/CPU/test", files={"file": ("s.py", source())}
         )
