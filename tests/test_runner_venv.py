@@ -3,6 +3,7 @@ temporary folder, renamed into place, never used half-built, reused by later job
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
@@ -12,7 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.runner_venv import BUILDING_PREFIX, EnvSpec, ensure
+from cluster_manager.runner_venv import (
+    BUILDING_PREFIX,
+    COMPLETE_MARKER,
+    LAST_USED_MARKER,
+    EnvSpec,
+    ensure,
+    prune,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -104,3 +112,69 @@ def test_a_job_killed_while_building_leaves_nothing_that_is_used(tmp_path: Path)
         text=True,
     )
     assert check.stdout.strip() == str(final)
+
+
+def _age(env: Path, days: float) -> None:
+    """As if no job used `env` for `days`."""
+    then = time.time() - days * 86400
+    for marker in (LAST_USED_MARKER, COMPLETE_MARKER):
+        os.utime(env / marker, (then, then))
+
+
+def test_an_environment_no_job_used_for_the_kept_days_is_removed(tmp_path: Path) -> None:
+    root, said = tmp_path / "venvs", []
+    old = ensure(EnvSpec(()), root, log=said.append)
+    _age(old, 15)
+    (root / "site-data").mkdir()  # not an environment's name: never touched
+
+    new = ensure(EnvSpec(("# another requirement set",)), root, log=said.append)
+    assert new != old and (new / "bin" / "python").exists()
+    assert not old.exists() and not list(root.glob(".removing-*"))
+    assert (root / "site-data").is_dir()
+    assert f"runner environment {old} removed: no job used it for 14 days" in said
+
+    # Used recently, it stays; and the removed one is built again when a job needs it.
+    _age(new, 13)
+    assert ensure(EnvSpec(()), root, log=said.append) == old and new.exists()
+    assert sum(line.startswith(f"runner environment {old}: building") for line in said) == 2
+
+
+def test_an_environment_in_use_or_being_built_is_not_removed(tmp_path: Path) -> None:
+    root = tmp_path / "venvs"
+    env = ensure(EnvSpec(()), root, log=lambda _: None)
+    _age(env, 30)
+    lock = root / f"{env.name}.lock"
+    with lock.open("a+b") as handle:  # a job marking it as used, or building it, holds this
+        fcntl.flock(handle, fcntl.LOCK_SH)
+        assert prune(root) == []
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    assert env.exists()
+    assert prune(root, keep=env.name) == [] and env.exists()
+    assert prune(root) == [env] and not env.exists()
+
+
+def test_a_reused_environment_is_marked_as_used(tmp_path: Path) -> None:
+    root = tmp_path / "venvs"
+    env = ensure(EnvSpec(()), root, log=lambda _: None)
+    _age(env, 30)
+    assert ensure(EnvSpec(()), root, log=lambda _: None) == env
+    assert time.time() - (env / LAST_USED_MARKER).stat().st_mtime < 60
+    assert prune(root) == [] and env.exists()
+
+
+@pytest.mark.parametrize(
+    ("value", "error"), [("-2", "must be 0 or more"), ("two", "invalid float value: 'two'")]
+)
+def test_a_wrong_keep_days_is_refused_before_anything_is_built(
+    tmp_path: Path, value: str, error: str
+) -> None:
+    requirements, root = _requirements(tmp_path, ""), tmp_path / "venvs"
+    command = [sys.executable, "-m", "cluster_manager.runner_venv", "--requirements"]
+    refused = subprocess.run(
+        [*command, str(requirements), "--root", str(root)],
+        env={**os.environ, "CLUSTER_MANAGER_VENV_KEEP_DAYS": value},
+        capture_output=True,
+        text=True,
+    )
+    assert refused.returncode == 2 and error in refused.stderr and "--keep-days" in refused.stderr
+    assert not root.exists()

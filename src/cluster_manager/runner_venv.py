@@ -8,6 +8,11 @@ environment or a whole one, whether another job builds it at the same time or a 
 killed halfway. This package itself is not installed there; each job runs it from its own
 checkout (PYTHONPATH), so a new commit never rebuilds the environment.
 
+Every job marks the environment it uses; environments no job used for `--keep-days` (or
+$CLUSTER_MANAGER_VENV_KEEP_DAYS, 14 by default) are removed, so a machine whose requirements
+changed does not keep every torch it ever installed. A job that uses one marks it under a
+shared lock, which removal cannot take.
+
 Runs before anything is installed: the standard library only.
 
     python3 -m cluster_manager.runner_venv --requirements requirements-runner.txt
@@ -17,6 +22,7 @@ Runs before anything is installed: the standard library only.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import fcntl
 import hashlib
 import os
@@ -33,10 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT_ENV = "CLUSTER_MANAGER_VENV_ROOT"
+KEEP_DAYS_ENV = "CLUSTER_MANAGER_VENV_KEEP_DAYS"  # in the runner's .env, as the workflows pass none
 # Bumped when the way environments are built changes: older ones are then left unused.
 LAYOUT = "1"
 COMPLETE_MARKER = ".complete"
+LAST_USED_MARKER = ".last-used"  # its mtime: when a job last used the environment
 BUILDING_PREFIX = ".building-"
+REMOVING_PREFIX = ".removing-"
+KEEP_DAYS = 14.0
+_ENV_NAME = re.compile(r"^[0-9a-f]{16}$")  # what `EnvSpec.digest` names; nothing else is removed
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
@@ -83,18 +94,34 @@ def default_root() -> Path:
     return Path(base) / "cluster-manager" / "venvs"
 
 
-def ensure(spec: EnvSpec, root: Path | None = None, *, log: Callable[[str], None] = print) -> Path:
-    """The environment's directory, built first if no job on this machine built it yet."""
+def ensure(
+    spec: EnvSpec,
+    root: Path | None = None,
+    *,
+    keep_days: float = KEEP_DAYS,
+    log: Callable[[str], None] = print,
+) -> Path:
+    """The environment's directory, built first if no job on this machine built it yet;
+    then the environments no job used for `keep_days` are removed."""
     root = root or default_root()
     final = root / spec.digest()
-    if _is_complete(final):
-        log(f"runner environment {final} reused")
-        return final
     root.mkdir(parents=True, exist_ok=True)
-    with _locked(root / f"{final.name}.lock"):
+    if _mark_used(final):
+        log(f"runner environment {final} reused")
+    else:
+        _build_once(spec, final, log)
+    for removed in prune(root, keep_days=keep_days, keep=final.name):
+        log(f"runner environment {removed} removed: no job used it for {keep_days:g} days")
+    return final
+
+
+def _build_once(spec: EnvSpec, final: Path, log: Callable[[str], None]) -> None:
+    root = final.parent
+    with _locked(_lock_path(final)):
         if _is_complete(final):  # another job built it while this one waited
+            (final / LAST_USED_MARKER).touch()
             log(f"runner environment {final} reused (built by another job)")
-            return final
+            return
         _remove_leftovers(root, final.name)
         started = time.monotonic()
         log(f"runner environment {final}: building (once per machine and requirements)")
@@ -103,13 +130,66 @@ def ensure(spec: EnvSpec, root: Path | None = None, *, log: Callable[[str], None
             building.chmod(0o755)  # mkdtemp's 0700 would hide it from the sandbox's user
             _build(building, spec)
             _relocate(building, final)
+            (building / LAST_USED_MARKER).touch()
             (building / COMPLETE_MARKER).write_text(f"{time.time():.0f}\n", encoding="utf-8")
             building.rename(final)
         except BaseException:
             shutil.rmtree(building, ignore_errors=True)
             raise
         log(f"runner environment {final} built in {time.monotonic() - started:.1f} s")
-        return final
+
+
+def _mark_used(final: Path) -> bool:
+    """Whether the environment is there whole; if so it is marked as used now, under a shared
+    lock so that no removal can be halfway through it meanwhile."""
+    if not _is_complete(final):
+        return False
+    with _locked(_lock_path(final), shared=True):
+        if not _is_complete(final):  # removed between the look and the lock
+            return False
+        (final / LAST_USED_MARKER).touch()
+        return True
+
+
+def prune(root: Path, *, keep_days: float = KEEP_DAYS, keep: str = "") -> list[Path]:
+    """Removes the environments under `root` that no job used for `keep_days` (but `keep`),
+    each under its lock taken without waiting: one in use or being built stays. Returns the
+    removed ones. One job prunes at a time; the others go on without waiting."""
+    cutoff = time.time() - keep_days * 86400
+    removed: list[Path] = []
+    with _try_locked(root / ".prune.lock") as pruning:
+        if not pruning:
+            return removed
+        for leftover in root.glob(f"{REMOVING_PREFIX}*"):  # of a pruning job that was killed
+            shutil.rmtree(leftover, ignore_errors=True)
+        for env in sorted(root.iterdir()):
+            if env.name == keep or not _ENV_NAME.match(env.name) or not env.is_dir():
+                continue
+            if _last_used(env) < cutoff and _remove_unused(env, cutoff):
+                removed.append(env)
+    return removed
+
+
+def _remove_unused(env: Path, cutoff: float) -> bool:
+    with _try_locked(_lock_path(env)) as locked:
+        # Under the lock, looked at again: a job may have marked it since.
+        if not locked or _last_used(env) >= cutoff:
+            return False
+        trash = Path(tempfile.mkdtemp(prefix=f"{REMOVING_PREFIX}{env.name}-", dir=env.parent))
+        env.rename(trash / env.name)  # at once: the environment is gone for every later job
+    shutil.rmtree(trash, ignore_errors=True)
+    return True
+
+
+def _last_used(env: Path) -> float:
+    for marker in (env / LAST_USED_MARKER, env / COMPLETE_MARKER, env):
+        with contextlib.suppress(OSError):
+            return marker.stat().st_mtime
+    return time.time()
+
+
+def _lock_path(env: Path) -> Path:
+    return env.parent / f"{env.name}.lock"
 
 
 def _is_complete(path: Path) -> bool:
@@ -117,12 +197,27 @@ def _is_complete(path: Path) -> bool:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive lock the kernel releases when its holder dies, however it dies."""
+def _locked(path: Path, *, shared: bool = False) -> Iterator[None]:
+    """A lock the kernel releases when its holder dies, however it dies."""
     with path.open("a+b") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        fcntl.flock(handle, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextmanager
+def _try_locked(path: Path) -> Iterator[bool]:
+    """An exclusive lock if nobody holds it: yields whether it was taken."""
+    with path.open("a+b") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
@@ -176,13 +271,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         "environment sees the machine's site-packages",
     )
     parser.add_argument("--root", type=Path, help=f"default: ${ROOT_ENV} or the tool cache")
+    parser.add_argument(
+        "--keep-days",
+        type=float,
+        default=os.environ.get(KEEP_DAYS_ENV, str(KEEP_DAYS)),
+        help=f"remove the environments no job used for this many days (default: ${KEEP_DAYS_ENV} "
+        f"or {KEEP_DAYS:g})",
+    )
     args = parser.parse_args(argv)
+    if args.keep_days < 0:
+        parser.error(f"--keep-days (or ${KEEP_DAYS_ENV}) must be 0 or more, not {args.keep_days:g}")
     spec = EnvSpec.from_file(args.requirements, system_packages=args.system_package)
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
-    print(ensure(spec, args.root, log=log))
+    print(ensure(spec, args.root, keep_days=args.keep_days, log=log))
     return 0
 
 
