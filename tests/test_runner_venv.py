@@ -86,7 +86,8 @@ def test_two_jobs_at_once_build_it_once(tmp_path: Path) -> None:
     paths = {out.strip() for out, _ in outputs}
     assert len(paths) == 1
     logs = "".join(err for _, err in outputs)
-    assert logs.count("building") == 1 and "built by another job" in logs
+    # Built once; the other job waited for it, or (started late) found it built.
+    assert logs.count("building") == 1 and "reused" in logs
     assert Path(paths.pop(), "bin", "python").exists()
 
 

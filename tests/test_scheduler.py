@@ -9,7 +9,7 @@ import pytest
 
 import cluster_manager.core.plan as plan
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
-from cluster_manager.core.records import JobEvent, JobState
+from cluster_manager.core.records import Job, JobEvent, JobState
 from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.scheduler import Scheduler, SchedulerConfig
 from cluster_manager.service import Service, Submitter
@@ -193,17 +193,16 @@ async def test_orphaned_jobs_are_taken_over_and_recorded_once(
     # A scheduler claims and dispatches, then "dies" (stops without finishing).
     launcher = FakeLauncher(polls=10**9)
     receipt = await submit(board, "alice", Mode.TEST)
-    config = SchedulerConfig(lease_s=0.5, heartbeat_s=10, poll_s=0.05)
+    config = SchedulerConfig(lease_s=30, heartbeat_s=10, poll_s=0.05)
     dead = Scheduler(pool, fake_registry, {"fake": launcher}, config=config, owner="dead")
     await dead.step()
-    await asyncio.sleep(0.3)
+    job = await _until_dispatched(pool, receipt.submission_id)
     for task in list(dead._tasks.values()):
         task.cancel()
-    (job,) = await job_store.jobs_of_submission(pool, receipt.submission_id)
-    assert job.state is JobState.DISPATCHED and job.lease_owner == "dead"
+    assert job.lease_owner == "dead"
 
     # Its successor adopts the job once the lease has expired, and re-attaches to the run.
-    await asyncio.sleep(0.6)
+    await pool.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 second'")
     launcher.polls = 1
     for run in launcher.runs.values():
         run.polls_left = 1
@@ -219,6 +218,17 @@ async def test_orphaned_jobs_are_taken_over_and_recorded_once(
     assert job.state is JobState.FINISHED
     assert sum(launcher.submits.values()) == 1  # never dispatched twice
     assert runs == 1
+
+
+async def _until_dispatched(pool, submission_id: int, timeout: float = 30) -> Job:
+    """The submission's one job once dispatched: the dispatch runs in a task of its own."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        (job,) = await job_store.jobs_of_submission(pool, submission_id)
+        if job.state is JobState.DISPATCHED or asyncio.get_running_loop().time() > deadline:
+            assert job.state is JobState.DISPATCHED, job.state
+            return job
+        await asyncio.sleep(0.05)
 
 
 async def test_result_of_a_failed_run_is_recorded_with_its_verdict(pool, board, fake_registry):

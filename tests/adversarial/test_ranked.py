@@ -87,7 +87,7 @@ def test_output_filled_by_a_thread_after_returning(identity, record_property):
         out = torch.zeros_like(data)
 
         def fill():
-            time.sleep(0.2)
+            time.sleep(1.0)  # long after the check, even on a busy machine
             out.copy_(data)
 
         threading.Thread(target=fill, daemon=True).start()
@@ -114,7 +114,7 @@ def test_output_filled_by_a_background_process(identity, record_property):
         buffer = mmap.mmap(-1, data.numel() * data.element_size())
         out = torch.frombuffer(buffer, dtype=data.dtype).view(data.shape)
         if os.fork() == 0:
-            time.sleep(0.2)
+            time.sleep(1.0)  # long after the check, even on a busy machine
             out.copy_(data)
             os._exit(0)
         return out

@@ -119,7 +119,7 @@ def test_kernel_that_never_ends_in_its_own_session(tmp_path: Path, record_proper
     record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.TIMEOUT, result.message
     assert result.phases[0].duration_s < 4 + 5
-    assert elapsed < 4 + 5 + 10
+    assert elapsed < 4 + 5 + 30  # the runner process itself starts on a busy machine
     time.sleep(0.2)
     leftovers = _leftovers(result, marker)
     record_property(

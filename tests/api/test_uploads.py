@@ -152,7 +152,7 @@ async def test_a_chunked_body_is_cut_off_at_the_limit(
             yield b"#" * (64 << 10)
 
     headers = {**alice, "Content-Type": f"multipart/form-data; boundary={boundary}"}
-    async with httpx.AsyncClient(base_url=live_url) as http:
+    async with httpx.AsyncClient(base_url=live_url, timeout=60) as http:
         answer = await http.post(URL, headers=headers, content=chunks())
     assert answer.status_code == 413 and "over the limit" in answer.json()["detail"]
     assert await stored(app) == 0

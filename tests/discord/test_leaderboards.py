@@ -81,7 +81,7 @@ async def rank_users(app, fake_launcher, count: int) -> None:
         receipt = await app.service.submit("identity", user, "s.py", code.encode())
         job_ids |= {j.id for j in receipt.jobs}
     scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
-    await asyncio.wait_for(scheduler.run_until_idle(job_ids), 30)
+    await asyncio.wait_for(scheduler.run_until_idle(job_ids), 120)
 
 
 async def test_show_pages_through_a_long_ranking(harness, app, clock, fake_launcher):

@@ -18,7 +18,7 @@ async def test_run_shows_the_output_and_attaches_all_of_it(harness):
     script = harness.upload(
         "hello.py", b"import sys\nprint('hi from the GPU')\nprint('x' * 5000)\n"
     )
-    reply = await harness.command("run", script=script, gpu="CPU", time_limit=30.0)
+    reply = await harness.command("run", script=script, gpu="CPU", time_limit=30.0, timeout=120)
     message = reply.only
     assert message.ephemeral
     assert message.history[0] == "⚙️ Running `hello.py` on **CPU**…"
@@ -32,7 +32,7 @@ async def test_run_shows_the_output_and_attaches_all_of_it(harness):
 
 async def test_run_shows_the_error_of_a_failing_script(harness):
     script = harness.upload("boom.py", b"raise SystemExit('it broke')\n")
-    reply = await harness.command("run", script=script, gpu="CPU")
+    reply = await harness.command("run", script=script, gpu="CPU", timeout=120)
     (embed,) = reply.only.embeds
     assert embed["title"].startswith("❌ boom.py on CPU:")
     stderr = next(f["value"] for f in embed["fields"] if f["name"] == "stderr")
@@ -134,7 +134,9 @@ async def test_run_waits_for_a_slot_taken_by_a_job(
 
     reply, tasks = harness.start("run", script=_hello(harness), gpu="H100")
     try:
-        await asyncio.sleep(2)  # two of the script's polls for a slot
+        waiting = "⏳ Waiting for a free slot on **H100** for `hello.py`…"
+        await _wait_for(lambda: any(waiting in m.history for m in reply.messages), timeout=60)
+        await asyncio.sleep(1)  # a poll or two for a slot, which must not take the job's
         dispatched_early = len(fake_launcher.runs) > 1
     finally:
         fake_launcher.polls = 1
@@ -147,7 +149,7 @@ async def test_run_waits_for_a_slot_taken_by_a_job(
         f"{reply.only.embeds[0]['title'] if reply.only.embeds else reply.only.text()}",
     )
     assert not dispatched_early
-    assert reply.only.history[0] == "⏳ Waiting for a free slot on **H100** for `hello.py`…"
+    assert reply.only.history[0] == waiting
     assert len(fake_launcher.runs) == 2
     assert reply.only.embeds[0]["title"].startswith("✅ hello.py on H100: passed")
 

@@ -167,19 +167,23 @@ async def test_the_bots_scheduler_resumes_jobs_left_in_flight(
         "identity", Submitter("9", "nine"), "s.py", SOLUTION, mode=Mode.TEST
     )
     fake_launcher.polls = 10**9
-    config = SchedulerConfig(lease_s=0.5, heartbeat_s=10, poll_s=0.05)
+    config = SchedulerConfig(lease_s=30, heartbeat_s=10, poll_s=0.05)
     dead = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=config, owner="dead")
     await dead.step()
-    await asyncio.sleep(0.2)
+    for _ in range(600):  # the dispatch runs in a task of its own
+        (job,) = await job_store.jobs_of_submission(app.pool, receipt.submission_id)
+        if job.state is JobState.DISPATCHED:
+            break
+        await asyncio.sleep(0.05)
     for task in list(dead._tasks.values()):
         task.cancel()
-    (job,) = await job_store.jobs_of_submission(app.pool, receipt.submission_id)
     assert job.state is JobState.DISPATCHED and job.lease_owner == "dead"
     for run in fake_launcher.runs.values():
         run.polls_left = 1
+    await app.pool.execute("UPDATE jobs SET lease_expires_at = now() - interval '1 second'")
 
     await make_harness(scheduler=True)
-    for _ in range(200):
+    for _ in range(1200):
         (job,) = await job_store.jobs_of_submission(app.pool, receipt.submission_id)
         if job.state is JobState.FINISHED:
             break

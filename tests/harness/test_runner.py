@@ -327,7 +327,7 @@ def test_kernel_that_never_returns_times_out_and_leaves_nothing_behind(
     # The phase is killed within timeout + 5 s; the whole entrypoint process adds only its
     # own start-up and clean-up (generous: a loaded 2-core machine starts Python slowly).
     assert result.phases[0].duration_s < 4 + 5, result.phases[0].duration_s
-    assert elapsed < 4 + 5 + 10, elapsed
+    assert elapsed < 4 + 5 + 30, elapsed
     time.sleep(0.2)
     leftovers = processes_with(marker)
     record_property(

@@ -285,7 +285,7 @@ async def test_a_dispatch_answered_after_the_timeout_starts_one_run(
     monkeypatch: pytest.MonkeyPatch,
     record_property,
 ):
-    delay = 4.0
+    delay = 10.0
     answer = canned.handle
     slowed: list[str] = []
 
@@ -301,7 +301,7 @@ async def test_a_dispatch_answered_after_the_timeout_starts_one_run(
     # the test has ended.
     assert canned._server is not None
     canned._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    launcher = launcher_for(request_timeout=1.0)
+    launcher = launcher_for(request_timeout=3.0)
     began = time.monotonic()
     handle = await launcher.submit(request_, "job-late", gpu=NVIDIA)
     submitted = time.monotonic() - began

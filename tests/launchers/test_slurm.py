@@ -392,13 +392,13 @@ async def test_follow_timeout_cancels_a_spinning_job_and_its_whole_tree(
     marker = f"cm-slurm-spin-{uuid.uuid4().hex}"
     key = _key()
     handle = await launcher.submit(_request(task, _spinner(marker)), key, gpu=CPU_GPU)
-    assert await _until(lambda: bool(processes_with(marker)), 30), "the kernel never started"
+    assert await _until(lambda: bool(processes_with(marker)), 120), "the kernel never started"
     with pytest.raises(RunTimedOutError, match="no result within 2 s") as raised:
         await launcher.follow(handle, timeout=2)
     job_id = handle.external_id
-    assert await _until(lambda: squeue_active(job_id) == "", 20), squeue_active(job_id)
+    assert await _until(lambda: squeue_active(job_id) == "", 60), squeue_active(job_id)
     state = (await launcher.states([handle]))[job_id]
-    gone = await _until(lambda: not processes_with(marker), 10)
+    gone = await _until(lambda: not processes_with(marker), 30)
     left = _processes_in(launcher.shared_dir / key)
     record_property(
         "observed",
@@ -515,7 +515,7 @@ async def test_a_node_that_goes_down_requeues_the_job_and_follow_still_ends(
     node = ""
     seen: list[str] = []
     try:
-        assert await _until(lambda: bool(processes_with(marker)), 30), "the kernel never started"
+        assert await _until(lambda: bool(processes_with(marker)), 120), "the kernel never started"
         node = _job_field(job_id, "NodeList")
         assert node and node != "(null)", node
         seen.append((await launcher.states([handle]))[job_id].value)
@@ -532,7 +532,7 @@ async def test_a_node_that_goes_down_requeues_the_job_and_follow_still_ends(
         with pytest.raises(RunTimedOutError, match="no result within 3 s") as raised:
             await launcher.follow(handle, timeout=3)
         followed = time.monotonic() - began
-        ended = await _until(lambda: squeue_active(job_id) == "", 20)
+        ended = await _until(lambda: squeue_active(job_id) == "", 60)
         seen.append((await launcher.states([handle]))[job_id].value)
     finally:
         try:  # the node first: the tests after this one need it
@@ -599,13 +599,13 @@ async def test_the_sweep_removes_only_stale_runs_nobody_collects(launcher: Slurm
 async def test_a_slow_shared_directory_never_blocks_the_event_loop(
     launcher: SlurmLauncher, monkeypatch: pytest.MonkeyPatch
 ):
-    """A network file system that takes 0.3 s per read: leases are renewed meanwhile."""
+    """A network file system that takes a second per read: leases are renewed meanwhile."""
     (launcher.shared_dir / "by-id").mkdir(parents=True)
     (launcher.shared_dir / "by-id" / "123").symlink_to("../some-run")
     real = shared_dir._read_job_id
 
     def slow(run_dir: Path) -> str | None:
-        time.sleep(0.3)
+        time.sleep(1.0)
         return real(run_dir)
 
     monkeypatch.setattr(shared_dir, "_read_job_id", slow)
@@ -625,4 +625,4 @@ async def test_a_slow_shared_directory_never_blocks_the_event_loop(
         await launcher.result(handle)
     assert await launcher.states([handle]) == {"123": RunState.LOST}
     ticking.cancel()
-    assert gaps and max(gaps) < 0.2, max(gaps)
+    assert gaps and max(gaps) < 0.8, max(gaps)  # well under one read: never waited for one

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from cluster_manager.core.records import JobEvent, JobState
-from cluster_manager.service import NotFoundError, Submitter
+from cluster_manager.service import NotFoundError, Submitter, events
 from cluster_manager.storage import jobs as job_store
 from tests.storage.helpers import (
     BOB,
@@ -23,7 +23,7 @@ from tests.storage.helpers import (
 )
 
 
-async def next_event(watch: AsyncIterator[JobEvent], timeout: float = 10) -> JobEvent:
+async def next_event(watch: AsyncIterator[JobEvent], timeout: float = 30) -> JobEvent:
     return await asyncio.wait_for(anext(watch), timeout)
 
 
@@ -34,11 +34,18 @@ async def rest_of(watch: AsyncIterator[JobEvent], timeout: float = 15) -> list[J
     return await asyncio.wait_for(drain(), timeout)
 
 
+@pytest.fixture
+def no_rereads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Watches re-read the database only after a minute: a test ending well within that was
+    ended by the notifications, however slowly a busy machine delivers them."""
+    monkeypatch.setattr(events, "RECHECK_S", 60)
+
+
 def finished(job, verdict: str | None = "passed") -> JobEvent:
     return JobEvent(job.id, job.submission_id, job.gpu, job.secret, "finished", verdict=verdict)
 
 
-async def test_watch_yields_the_state_then_own_events_until_done(service, pool):
+async def test_watch_yields_the_state_then_own_events_until_done(service, pool, no_rereads):
     await make_board(service)
     other = await submit(service, user=BOB)  # two CPU jobs ahead of ours
     receipt = await submit(service)
@@ -69,10 +76,8 @@ async def test_watch_yields_the_state_then_own_events_until_done(service, pool):
 
         # The last job ends: the watch ends with it, without waiting for a re-read.
         assert await finish_job(pool, secret, True, 1.0)
-        began = time.monotonic()
         await job_store.publish(pool, finished(secret))
-        assert await rest_of(watch) == [finished(secret)]
-        assert time.monotonic() - began < 4
+        assert await rest_of(watch, timeout=30) == [finished(secret)]
     finally:
         await watch.aclose()
 
@@ -123,12 +128,10 @@ async def test_watch_ends_by_rereading_when_the_notification_is_missed(
     ]
 
 
-async def test_watch_of_a_finished_submission_ends_at_once(service, pool):
+async def test_watch_of_a_finished_submission_ends_at_once(service, pool, no_rereads):
     _, receipt = await board_with_submission(service)
     await finish_submission(pool, receipt, 1.0, secret_passed=False)
-    began = time.monotonic()
-    events = await rest_of(service.watch(receipt.submission_id), timeout=4)
-    assert time.monotonic() - began < 3
+    events = await rest_of(service.watch(receipt.submission_id), timeout=30)
     by_secret = {e.secret: e for e in events}
     assert len(events) == 2
     assert (by_secret[False].state, by_secret[False].verdict) == ("finished", "passed")
@@ -212,7 +215,7 @@ async def listener_pids(pool) -> list[int]:
     return [r["pid"] for r in rows]
 
 
-async def test_many_watches_share_one_listening_connection(db_url, registry, clock):
+async def test_many_watches_share_one_listening_connection(db_url, registry, clock, no_rereads):
     """50 followers on a pool of 3 connections: each watch holds none while it waits."""
     from cluster_manager.service import Service
     from cluster_manager.storage.database import create_pool
@@ -223,16 +226,14 @@ async def test_many_watches_share_one_listening_connection(db_url, registry, clo
         await make_board(service)
         receipts = [await submit(service, user=Submitter(f"u{i}", f"u{i}")) for i in range(50)]
         watches = [service.watch(r.submission_id) for r in receipts]
-        firsts = await asyncio.wait_for(asyncio.gather(*(anext(w) for w in watches)), 10)
+        firsts = await asyncio.wait_for(asyncio.gather(*(anext(w) for w in watches)), 30)
         assert {e.state for e in firsts} == {"queued"}
         assert len(await listener_pids(pool)) == 1
         for receipt in receipts:
             await finish_submission(pool, receipt, 1.0)
             for job in receipt.jobs:
                 await job_store.publish(pool, finished(job))
-        began = time.monotonic()
-        rests = await asyncio.gather(*(rest_of(w, timeout=15) for w in watches))
-        assert time.monotonic() - began < 4  # by the notifications, not the 5 s re-reads
+        rests = await asyncio.gather(*(rest_of(w, timeout=30) for w in watches))
         for events, receipt in zip(rests, receipts, strict=True):
             ended = {e.job_id for e in events if e.state == "finished"}
             assert ended == {j.id for j in receipt.jobs}

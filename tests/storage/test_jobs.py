@@ -197,11 +197,14 @@ async def test_concurrent_claims_never_claim_a_job_twice(service, pool, board, r
 )
 async def test_expired_lease_is_taken_over_by_another_owner(service, pool, board, record_property):
     await queue_test_jobs(service, 2, gpus=("CPU", "H100"))
-    [job] = await claim(pool, max_active=1, lease_s=0.5)
+    [job] = await claim(pool, max_active=1, lease_s=30)
     assert await take_over(pool, "CPU") == []  # not expired yet
     job = await dispatch(pool, job)
     [kept] = await claim(pool, "H100", max_active=1, lease_s=60)
-    await asyncio.sleep(0.6)
+    # The worker dies: its lease runs out.
+    await pool.execute(
+        "UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1", job.id
+    )
     # Only the GPUs asked for, and only expired leases.
     assert await take_over(pool, "H100") == []
     [adopted] = await job_store.take_over_expired(

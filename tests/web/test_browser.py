@@ -21,6 +21,8 @@ from tests.web.browser import DESKTOP, PHONE, chromium, screenshot_path
 from tests.web.helpers import close, rank
 
 pytestmark = pytest.mark.timeout(240)
+# Assertions wait up to 30 s, not Playwright's 5: the server runs submissions beside the pages.
+expect.set_options(timeout=30_000)
 
 # Progress lines survive the page's reload at the end of a run: the test reads them after.
 RECORD_PROGRESS = """

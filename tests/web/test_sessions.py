@@ -115,7 +115,7 @@ async def test_the_admin_token_signs_in_as_admin(client: httpx.AsyncClient):
 
 async def test_behind_a_local_tls_proxy_the_cookie_is_secure(app: App, live_url: str):
     token = await app.service.issue_token(Submitter("alice", "Alice"))
-    async with httpx.AsyncClient(base_url=live_url) as http:
+    async with httpx.AsyncClient(base_url=live_url, timeout=60) as http:
         proxied = await http.post(
             "/login", data={"token": token}, headers={"X-Forwarded-Proto": "https"}
         )
