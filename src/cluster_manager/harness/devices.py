@@ -41,6 +41,11 @@ class Assignment:
             pinned.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
         return pinned
 
+    def explicit(self) -> tuple[str, ...] | None:
+        """The devices when named in the machine's own numbering (DEVICES_ENV): the sandbox
+        then shows only their nodes. Slurm's indices count what its cgroup left instead."""
+        return self.devices if self.source == DEVICES_ENV else None
+
     def describe(self) -> str:
         if self.devices is None:
             return "not pinned"

@@ -279,7 +279,8 @@ def _prepare(
     for name in (HOME_DIR, TMP_DIR):
         (workdir / name).mkdir(mode=0o700)
     tools = capture.tool_dirs(dict(os.environ)) if request.mode is Mode.PROFILE else []
-    sandbox = plan_sandbox(workdir, tools) if isolate else unsandboxed()
+    pinned = devices.assigned(os.environ).explicit()
+    sandbox = plan_sandbox(workdir, tools, pinned) if isolate else unsandboxed()
     system.update(sandbox.info)
     return sandbox, environment.child_env(workdir, request, sandbox)
 

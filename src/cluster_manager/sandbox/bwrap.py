@@ -56,6 +56,18 @@ def _ancestors(view: View) -> list[str]:
     return sorted(found, key=lambda p: (_depth(p), p))
 
 
+def _device_dirs(view: View) -> list[str]:
+    """Directories under /dev holding bound nodes, which bubblewrap would create closed: the
+    runtimes list /dev/dri to find their render nodes."""
+    found = {
+        str(parent)
+        for target, _ in view.devices
+        for parent in PurePosixPath(target).parents
+        if _within(str(parent), "/dev") and str(parent) != "/dev"
+    }
+    return sorted(found, key=lambda p: (_depth(p), p))
+
+
 def _within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
@@ -84,8 +96,10 @@ def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -
         args += [how, path, path]
     for target, source in view.files:
         args += ["--ro-bind", source, target]
-    for device in view.devices:
-        args += ["--dev-bind", device, device]
+    for directory in _device_dirs(view):  # /dev/dri: open to the user, as on the host
+        args += ["--perms", "0755", "--dir", directory]
+    for target, device in view.devices:
+        args += ["--dev-bind", device, target]
     args.append("--")
     if as_root and spec.user is not None:
         if setpriv is None:

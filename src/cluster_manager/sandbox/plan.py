@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cluster_manager.core.sandboxing import FULL, PARTIAL, SANDBOX_KEY, SANDBOX_REASON_KEY
 from cluster_manager.sandbox import bwrap
+from cluster_manager.sandbox.gpu_nodes import GpuNodes, gpu_nodes
 from cluster_manager.sandbox.namespaces import Isolation, Mask
 from cluster_manager.sandbox.namespaces import probe as probe_isolation
 from cluster_manager.sandbox.process import ResourceLimits
@@ -46,8 +47,8 @@ ETC_WRITTEN = ("passwd", "group", "hosts")
 # one, so `kill(-1)` as it reaches only this run.
 SANDBOX_UID_BASE = 0x7000_0000
 SANDBOX_SLOTS = 64
-GPU_DEVICES = (("/dev", "nvidia*"), ("/dev", "kfd"), ("/dev/dri", "*"))
 NO_USER = "no unprivileged user id is mapped in this user namespace"
+GPU_NODES_KEY = "gpu_nodes"  # RunResult.system: which GPUs' device nodes the sandbox shows
 _slots = itertools.count()
 
 
@@ -73,17 +74,21 @@ def unsandboxed() -> Sandbox:
     return Sandbox(info=_info(PARTIAL, _user_name(), "not asked for"))
 
 
-def plan_sandbox(workdir: Path, tools: Sequence[str] = ()) -> Sandbox:
+def plan_sandbox(
+    workdir: Path, tools: Sequence[str] = (), devices: Sequence[str] | None = None
+) -> Sandbox:
     """As much of the sandbox as this machine allows; `info` says what it got, and why not.
-    `tools`: directories of tools outside the system's (a profiler) the tree may run."""
+    `tools`: directories of tools outside the system's (a profiler) the tree may run.
+    `devices`: the GPUs this runner was given explicitly (only their nodes are shown)."""
     as_root = os.geteuid() == 0
+    nodes = gpu_nodes(devices)
     identity = _sandbox_user() if as_root else None
     if as_root and identity is None:
-        return _partial(workdir, None, NO_USER)
+        return _partial(workdir, None, nodes, NO_USER)
     problem = full_sandbox_problem()
     if problem is not None:
-        return _partial(workdir, identity, problem)
-    return _full(workdir, identity, tools)
+        return _partial(workdir, identity, nodes, problem)
+    return _full(workdir, identity, nodes, tools)
 
 
 def full_sandbox_problem() -> str | None:
@@ -96,16 +101,19 @@ def full_sandbox_problem() -> str | None:
 
 
 def _full(
-    workdir: Path, identity: tuple[int, int, bool] | None, tools: Sequence[str] = ()
+    workdir: Path,
+    identity: tuple[int, int, bool] | None,
+    nodes: GpuNodes,
+    tools: Sequence[str] = (),
 ) -> Sandbox:
     _write_etc(workdir, identity)
-    spec = SandboxSpec(view=_view(workdir, tools))
+    spec = SandboxSpec(view=_view(workdir, nodes, tools))
     isolation = Isolation()
     user_name = _user_name()
     if identity is not None:
         uid, gid, private_user = identity
         _hand_over(workdir, uid, gid)
-        spec = SandboxSpec(view=spec.view, user=(uid, gid), groups=_device_groups())
+        spec = SandboxSpec(view=spec.view, user=(uid, gid), groups=_device_groups(nodes))
         # The user switch happens inside the sandbox (setpriv); the runner only needs to know
         # the id to kill what is left of it.
         isolation = Isolation(user=(uid, gid), private_user=private_user, switch_user=False)
@@ -116,10 +124,13 @@ def _full(
         setpriv=bwrap.setpriv_path(),
         as_root=identity is not None,
     )
-    return Sandbox(isolation, tuple(prefix), _info(FULL, user_name, ""))
+    info = _info(FULL, user_name, "")
+    if nodes.nodes or nodes.hidden:
+        info[GPU_NODES_KEY] = nodes.describe()
+    return Sandbox(isolation, tuple(prefix), info)
 
 
-def _view(workdir: Path, tools: Sequence[str] = ()) -> View:
+def _view(workdir: Path, nodes: GpuNodes, tools: Sequence[str] = ()) -> View:
     read_only: set[str] = {str(workdir), *(t for t in tools if Path(t).is_dir())}
     symlinks: list[tuple[str, str]] = []
     for path in SYSTEM_DIRS:
@@ -134,7 +145,7 @@ def _view(workdir: Path, tools: Sequence[str] = ()) -> View:
     return View(
         read_only=_outermost(read_only),
         writable=(str(workdir / HOME_DIR), str(workdir / TMP_DIR)),
-        devices=tuple(str(d) for d in _gpu_devices()),
+        devices=nodes.binds(),
         symlinks=tuple(symlinks),
         files=files,
         private_bytes=ResourceLimits().file_bytes,
@@ -169,11 +180,9 @@ def _interpreter_paths() -> list[str]:
     return sorted({str(Path(p).resolve()) for p in paths if Path(p).exists()})
 
 
-def _gpu_devices() -> list[Path]:
-    return [d for directory, pattern in GPU_DEVICES for d in sorted(Path(directory).glob(pattern))]
-
-
-def _partial(workdir: Path, identity: tuple[int, int, bool] | None, problem: str) -> Sandbox:
+def _partial(
+    workdir: Path, identity: tuple[int, int, bool] | None, nodes: GpuNodes, problem: str
+) -> Sandbox:
     """The in-process isolation: a network namespace, and as root a user of the run's own with
     private /tmp and a limited /proc. The host's other files stay visible."""
     network_error = probe_isolation(Isolation(network=True))
@@ -194,14 +203,17 @@ def _partial(workdir: Path, identity: tuple[int, int, bool] | None, problem: str
     user = (uid, gid) if mounts or _reachable(paths, uid, gid) else None
     isolation = Isolation(
         user=user,
-        groups=_device_groups() if user is not None else (),
+        groups=_device_groups(nodes) if user is not None else (),
         private_user=private_user and user is not None,
         network=network_error is None,
         masks=(masks or ()) if mounts else (),
         hide_processes=mounts,
     )
     name = "root" if user is None else f"uid {uid}" if private_user else "nobody"
-    return Sandbox(isolation, (), _info(PARTIAL, name, *reasons, mounts_error))
+    info = _info(PARTIAL, name, *reasons, mounts_error)
+    if nodes.hidden:  # the host's /dev is the tree's: nothing hides the other GPUs' nodes
+        info[GPU_NODES_KEY] = "all (a partial sandbox shows the host's /dev)"
+    return Sandbox(isolation, (), info)
 
 
 def _info(level: str, user: str, *reasons: str | None) -> dict[str, str]:
@@ -302,11 +314,11 @@ def _plan_masks(
     )
 
 
-def _device_groups() -> tuple[int, ...]:
+def _device_groups(nodes: GpuNodes) -> tuple[int, ...]:
     """Groups that open GPU device nodes closed to others (ROCm's `render`, say): the sandbox
     user joins those, and no other group."""
     groups = set()
-    for device in _gpu_devices():
+    for device in nodes.nodes:
         mode = device.stat().st_mode
         if mode & 0o006 != 0o006 and mode & 0o060 == 0o060:
             groups.add(device.stat().st_gid)

@@ -36,7 +36,7 @@ class View:
 
     read_only: tuple[str, ...] = ()
     writable: tuple[str, ...] = ()
-    devices: tuple[str, ...] = ()
+    devices: tuple[tuple[str, str], ...] = ()  # (path in the sandbox, host node shown there)
     private: tuple[str, ...] = PRIVATE_DIRS
     symlinks: tuple[tuple[str, str], ...] = ()  # (path, what it points to)
     files: tuple[tuple[str, str], ...] = ()  # (path in the sandbox, host file shown there)
