@@ -17,7 +17,7 @@ import discord
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, JobEvent, JobState
-from cluster_manager.discord import render
+from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.replies import answer, text_file, truncate
 from cluster_manager.report import format_submission_report
 from cluster_manager.service import TERMINAL_EVENTS, Service, SubmissionReceipt
@@ -181,14 +181,15 @@ async def follow_submission(
     embed = render.report_embed(report, placements)
     log_text = format_submission_report(report, with_output=True) + "\n"
     name = f"submission-{receipt.submission_id}.txt"
+
+    def files() -> list[discord.File]:  # a file can be sent once only: each try gets its own
+        return [text_file(name, log_text), *profile_files.report_files(report)]
+
     if not live.moved:
         try:
-            await answer(interaction, embed=embed, file=text_file(name, log_text))
+            await answer(interaction, embed=embed, files=files())
             return
         except discord.HTTPException as exc:
             if exc.status not in (401, 404):
                 raise
-    # A file can be sent once only: the fallback gets a fresh one.
-    await live.fallback(
-        content=interaction.user.mention, embed=embed, file=text_file(name, log_text)
-    )
+    await live.fallback(content=interaction.user.mention, embed=embed, files=files())
