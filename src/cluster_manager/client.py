@@ -61,9 +61,19 @@ class ApiClient:
     def text(self, path: str) -> str:
         return self._request("GET", path).text
 
-    def submit(self, leaderboard: str, gpu: str, mode: str, file_name: str, data: bytes) -> Any:
+    def submit(
+        self,
+        leaderboard: str,
+        gpu: str,
+        mode: str,
+        file_name: str,
+        data: bytes,
+        fields: dict[str, str] | None = None,
+    ) -> Any:
+        """`fields`: the form's other fields (a profile's `ncu_*` filter, say)."""
         files = {"file": (file_name, data)}
-        return self._request("POST", f"/submission/{leaderboard}/{gpu}/{mode}", files=files).json()
+        path = f"/submission/{leaderboard}/{gpu}/{mode}"
+        return self._request("POST", path, files=files, data=fields or {}).json()
 
     def events(self, submission_id: int) -> Iterator[tuple[str, Any]]:
         """(event, data) of a submission's live stream until it ends."""

@@ -233,10 +233,10 @@ class Scheduler:
         seed = await lb_store.secret_seed(self.pool, board.id) if job.secret else None
         gpu = self.registry.get(job.gpu)
         limits, arch = gpu.run_limits(self.config.limits), gpu.arch
-        task = board.task
-        if submission.profile_benchmark is not None:
-            task = only_benchmark(task, submission.profile_benchmark)
-        return RunRequest.of_submission(task, submission.code, job.mode, limits, seed, arch=arch)
+        task = only_benchmark(board.task, submission.profile_benchmark)  # profile mode's choice
+        return RunRequest.of_submission(
+            task, submission.code, job.mode, limits, seed, arch=arch, profile=submission.profile
+        )
 
     async def _publish(
         self, job: Job, state: EventState, *, detail: str = "", verdict: str | None = None

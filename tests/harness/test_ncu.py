@@ -1,16 +1,13 @@
 """Profile mode with Nsight Compute: the command that wraps the harness, the report it leaves,
 and the torch profiler where the machine has no ncu. The real capture needs an NVIDIA GPU; a
-fake `ncu` here stands in for it so the plumbing runs end to end, in the sandbox too."""
+fake `ncu` (tests/fake_ncu.py) stands in for it so the plumbing runs end to end, in the sandbox
+too."""
 
 from __future__ import annotations
 
 import base64
 import os
-import stat
 import sys
-import tempfile
-import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +18,9 @@ from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.harness import ncu, runner
 from cluster_manager.report import format_report
 from tests.conftest import CORRECT, make_request
+from tests.fake_ncu import first_line, recorded_argv
 
 HARNESS = [sys.executable, "-m", "cluster_manager.harness.evaluate", "profile", ".cases.txt"]
-# Stands in for ncu: writes a report naming who ran it, answers --import with a CSV, and
-# otherwise runs the command after `--`, as ncu does.
-FAKE_NCU = f"""#!{sys.executable}
-import os, sys
-args = sys.argv[1:]
-if "--import" in args:
-    print('"ID","Kernel Name","Section Name","Metric Name","Metric Value"')
-    print('"0","custom_kernel","SOL","Duration","1.5"')
-    sys.exit(0)
-report = args[args.index("--export") + 1]
-profiler = os.environ.get("{ncu.PROFILER_ENV}")
-with open(report, "wb") as f:
-    f.write(f"fake report uid={{os.getuid()}} profiler={{profiler}}".encode())
-command = args[args.index("--") + 1:]
-os.execv(command[0], command)
-"""
 
 
 def test_ncu_wraps_the_harness_and_captures_only_the_submissions_range() -> None:
@@ -135,21 +117,6 @@ def test_only_a_profile_phase_gets_a_profiler(identity_task: Any) -> None:
     assert result.passed and result.phases[0].profiler is None
 
 
-@pytest.fixture
-def fake_ncu(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A fake ncu first on PATH, in a directory the sandbox user may read."""
-    with tempfile.TemporaryDirectory(prefix="cm-fake-ncu-") as tmp:
-        home = Path(tmp)
-        home.chmod(0o755)
-        (home / "bin").mkdir(mode=0o755)
-        script = home / "bin" / "ncu"
-        script.write_text(textwrap.dedent(FAKE_NCU), encoding="utf-8")
-        script.chmod(stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-        monkeypatch.delenv(ncu.NCU_ENV, raising=False)
-        monkeypatch.setenv("PATH", f"{home / 'bin'}{os.pathsep}{os.environ['PATH']}")
-        yield script
-
-
 def _profiled(result: RunResult) -> tuple[bytes, str, tuple[str, ...]]:
     assert result.passed, result.message
     profiler = result.phases[-1].profiler
@@ -160,7 +127,8 @@ def _profiled(result: RunResult) -> tuple[bytes, str, tuple[str, ...]]:
 def test_with_ncu_its_report_and_details_come_back(identity_task: Any, fake_ncu: Path) -> None:
     result = runner.run(make_request(identity_task, CORRECT, Mode.PROFILE))
     report, details, command = _profiled(result)
-    assert report == f"fake report uid={os.getuid()} profiler=ncu".encode()
+    assert first_line(report) == f"fake report uid={os.getuid()} profiler=ncu"
+    assert recorded_argv(report) == list(command[1:])  # what the harness says it ran, it ran
     assert '"custom_kernel","SOL","Duration"' in details
     assert command[0] == str(fake_ncu) and "submission/" in command
     assert command[command.index("--") + 1 :][:3] == (

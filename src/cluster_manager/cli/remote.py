@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from cluster_manager.client import ApiClient, ApiError
+from cluster_manager.core.profiling import ProfileOptions, form_fields
 from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.report import (
@@ -76,6 +77,7 @@ def submit(
     gpus: tuple[str, ...],
     mode: str,
     *,
+    profile: ProfileOptions | None = None,
     wait: bool = True,
 ) -> bool:
     """Submits, follows the live events, prints the report; True when it passed (or, without
@@ -86,7 +88,7 @@ def submit(
             "/token in Discord (or from an admin: cluster-manager user token NAME)"
         )
     gpu = _one_gpu(client, leaderboard, gpus)
-    accepted = client.submit(leaderboard, gpu, mode, file.name, data)
+    accepted = client.submit(leaderboard, gpu, mode, file.name, data, form_fields(profile))
     submission_id = accepted["details"]["id"]
     click.echo(f"submission {submission_id}: {file.name} to {leaderboard} ({mode} mode)", err=True)
     if not wait:

@@ -6,15 +6,17 @@ import asyncio
 import getpass
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 
 from cluster_manager.app import App
 from cluster_manager.cli import remote
 from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.cli.profiling import chosen_filter, ncu_options
 from cluster_manager.client import ApiClient
 from cluster_manager.core.models import Mode
+from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.submission import read_source_file
 from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.report import format_event, format_placement, format_submission_report
@@ -34,18 +36,22 @@ from cluster_manager.settings import Settings
 )
 @click.option("--user", default=None, help="Submit as this user (default: your login name).")
 @click.option("--no-wait", is_flag=True, help="Only enqueue; a worker runs it.")
+@ncu_options
 @click.pass_obj
 def submit_command(
     settings: Settings,
+    /,
     leaderboard: str,
     file: Path,
     gpus: tuple[str, ...],
     mode: str,
     user: str | None,
     no_wait: bool,
+    **ncu: Any,
 ) -> None:
     """Submit FILE to LEADERBOARD and follow it live (through the API when
     CLUSTER_MANAGER_API_URL is set, else on the database)."""
+    profile = chosen_filter(Mode(mode), ncu)
     try:
         data = read_source_file(file)
     except InvalidSubmissionError as exc:
@@ -53,7 +59,7 @@ def submit_command(
     if (client := remote.api_client(settings)) is not None:
         if user is not None:
             fail("--user is for the database: through the API you submit as your token's user")
-        _submit_remotely(client, leaderboard, file, data, gpus, mode, wait=not no_wait)
+        _submit_remotely(client, leaderboard, file, data, gpus, mode, profile, wait=not no_wait)
     name = user or getpass.getuser()
 
     async def body(app: App) -> bool:
@@ -64,6 +70,7 @@ def submit_command(
             data,
             gpus=list(gpus) or None,
             mode=Mode(mode),
+            profile=profile,
         )
         click.echo(
             f"submission {receipt.submission_id}: {receipt.file_name} to {receipt.leaderboard} "
@@ -116,12 +123,15 @@ def _submit_remotely(
     data: bytes,
     gpus: tuple[str, ...],
     mode: str,
+    profile: ProfileOptions | None,
     *,
     wait: bool,
 ) -> NoReturn:
     try:
         with client:
-            passed = remote.submit(client, leaderboard, file, data, gpus, mode, wait=wait)
+            passed = remote.submit(
+                client, leaderboard, file, data, gpus, mode, profile=profile, wait=wait
+            )
     except ClusterManagerError as exc:
         fail(str(exc))
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)

@@ -71,7 +71,10 @@ def script_task(file_name: str, timeout_s: float) -> Task:
     )
 
 
-def only_benchmark(task: Task, index: int) -> Task:
-    """The task with one of its benchmark cases: what a profile of that case runs."""
+def only_benchmark(task: Task, index: int | None) -> Task:
+    """The task with one of its benchmark cases: what a profile of that case runs (the whole
+    task when no case was chosen)."""
+    if index is None:
+        return task
     floors = task.floors_us[index : index + 1] if task.floors_us else ()
     return dataclasses.replace(task, benchmarks=(task.benchmarks[index],), floors_us=floors)

@@ -9,9 +9,12 @@ Elsewhere the torch profiler is used, and the result says why.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from cluster_manager.errors import ClusterManagerError
 
 NCU = "ncu"
 TORCH = "torch"  # the built-in harness's fallback
@@ -22,11 +25,25 @@ NAME_BASES = ("function", "demangled", "mangled")
 # well inside the phase's timeout with at most this many.
 MAX_LAUNCH_COUNT = 50
 DEFAULT_LAUNCH_COUNT = 10
+MAX_LAUNCH_SKIP = 10_000
 MAX_KERNEL_NAME_CHARS = 200
+# The HTTP API's multipart fields that carry a filter (ours: popcorn-cli sends only
+# benchmark_index), each with the ProfileOptions field it sets.
+FORM_FIELDS = {
+    "ncu_kernel_name": "kernel_name",
+    "ncu_kernel_name_base": "kernel_name_base",
+    "ncu_launch_skip": "launch_skip",
+    "ncu_launch_count": "launch_count",
+}
 
 
-class InvalidProfileOptions(ValueError):
-    pass
+class InvalidProfileOptions(ClusterManagerError, ValueError):
+    """A filter Nsight Compute cannot be given; `option` names the ProfileOptions field, so a
+    front end can say which of its own inputs was wrong."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(message)
+        self.option = option
 
 
 @dataclass(frozen=True)
@@ -43,20 +60,29 @@ class ProfileOptions:
         if self.kernel_name is not None:
             if not self.kernel_name or len(self.kernel_name) > MAX_KERNEL_NAME_CHARS:
                 raise InvalidProfileOptions(
-                    f"kernel name filter: 1 to {MAX_KERNEL_NAME_CHARS} characters"
+                    "kernel_name", f"kernel name filter: 1 to {MAX_KERNEL_NAME_CHARS} characters"
                 )
             try:
                 re.compile(self.kernel_name)
             except re.error as exc:
-                raise InvalidProfileOptions(f"kernel name filter: not a regex ({exc})") from None
+                raise InvalidProfileOptions(
+                    "kernel_name", f"kernel name filter: not a regex ({exc})"
+                ) from None
         if self.kernel_name_base not in NAME_BASES:
-            raise InvalidProfileOptions(f"kernel name base: one of {', '.join(NAME_BASES)}")
-        if not _whole(self.launch_skip, 0, 10_000):
-            raise InvalidProfileOptions("launch skip: a whole number from 0 to 10000")
+            raise InvalidProfileOptions(
+                "kernel_name_base", f"kernel name base: one of {', '.join(NAME_BASES)}"
+            )
+        if not _whole(self.launch_skip, 0, MAX_LAUNCH_SKIP):
+            raise InvalidProfileOptions(
+                "launch_skip", f"launch skip: a whole number from 0 to {MAX_LAUNCH_SKIP}"
+            )
         if not _whole(self.launch_count, 1, MAX_LAUNCH_COUNT):
             raise InvalidProfileOptions(
-                f"launch count: a whole number from 1 to {MAX_LAUNCH_COUNT}"
+                "launch_count", f"launch count: a whole number from 1 to {MAX_LAUNCH_COUNT}"
             )
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> ProfileOptions:
@@ -67,6 +93,39 @@ class ProfileOptions:
             launch_skip=data.get("launch_skip", 0),
             launch_count=data.get("launch_count", DEFAULT_LAUNCH_COUNT),
         )
+
+
+def chosen_options(
+    *,
+    kernel_name: str | None = None,
+    kernel_name_base: str | None = None,
+    launch_skip: int | None = None,
+    launch_count: int | None = None,
+) -> ProfileOptions | None:
+    """The filter a front end's user chose (the defaults for what they left out), or None when
+    they chose nothing. A name base alone is refused: ncu would have no name to match."""
+    if kernel_name is None and kernel_name_base is not None:
+        raise InvalidProfileOptions(
+            "kernel_name_base", "kernel name base: only with a kernel name filter"
+        )
+    if (kernel_name, launch_skip, launch_count) == (None, None, None):
+        return None
+    return ProfileOptions(
+        kernel_name=kernel_name,
+        kernel_name_base="function" if kernel_name_base is None else kernel_name_base,
+        launch_skip=0 if launch_skip is None else launch_skip,
+        launch_count=DEFAULT_LAUNCH_COUNT if launch_count is None else launch_count,
+    )
+
+
+def form_fields(options: ProfileOptions | None) -> dict[str, str]:
+    """A filter as the HTTP API's fields: what a client sends for the server to read back."""
+    if options is None:
+        return {}
+    fields = {name: str(getattr(options, option)) for name, option in FORM_FIELDS.items()}
+    if options.kernel_name is None:  # no name: no name base either
+        del fields["ncu_kernel_name"], fields["ncu_kernel_name_base"]
+    return fields
 
 
 @dataclass(frozen=True)

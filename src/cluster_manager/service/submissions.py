@@ -9,6 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.core.models import Mode
+from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
@@ -60,9 +61,11 @@ class Submissions:
         gpus: Sequence[str] | None = None,
         mode: Mode = Mode.LEADERBOARD,
         profile_benchmark: int | None = None,
+        profile: ProfileOptions | None = None,
     ) -> SubmissionReceipt:
         board = await find_leaderboard(self.pool, leaderboard)
         check_profile_benchmark(board, mode, profile_benchmark)
+        check_profile_options(mode, profile)
         now = self.clock()
         if not board.is_open(now):
             raise DeadlinePassedError(
@@ -95,6 +98,7 @@ class Submissions:
                 mode=mode,
                 submitted_at=now,  # the rate limit counts on the same clock
                 profile_benchmark=profile_benchmark,
+                profile=profile,
             )
             jobs = await job_store.enqueue(conn, submission_id, job_specs(chosen, mode))
         await self._announce(jobs)
@@ -203,6 +207,15 @@ def check_profile_benchmark(board: Leaderboard, mode: Mode, index: int | None) -
     if not 0 <= index < count:
         raise ClusterManagerError(
             f"benchmark index {index} is out of range: {board.name!r} has {count} benchmark(s)"
+        )
+
+
+def check_profile_options(mode: Mode, profile: ProfileOptions | None) -> None:
+    """Nsight Compute's filter: only in profile mode, where ncu runs (never silently dropped)."""
+    if profile is not None and mode is not Mode.PROFILE:
+        raise ClusterManagerError(
+            "Nsight Compute filters (kernel name, name base, launch skip and count) are for "
+            f"profile mode only, not {mode.value} mode"
         )
 
 

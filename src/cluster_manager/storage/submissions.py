@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from cluster_manager.core.models import Mode
+from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.storage.database import Connection, Executor
 
 
@@ -22,6 +23,7 @@ class StoredSubmission:
     mode: Mode
     submitted_at: datetime
     profile_benchmark: int | None = None  # profile mode: only this benchmark case
+    profile: ProfileOptions | None = None  # profile mode: Nsight Compute's filter; None: default
     invalidated: str | None = None  # why an organiser took it out of the rankings, and who
 
 
@@ -35,6 +37,7 @@ async def insert_submission(
     mode: Mode,
     submitted_at: datetime,
     profile_benchmark: int | None = None,
+    profile: ProfileOptions | None = None,
 ) -> tuple[int, datetime]:
     digest = hashlib.sha256(code.encode("utf-8")).hexdigest()
     # DO UPDATE (a no-op) rather than DO NOTHING so RETURNING yields the existing row's id.
@@ -50,8 +53,8 @@ async def insert_submission(
     row = await conn.fetchrow(
         """
         INSERT INTO submissions (leaderboard_id, user_id, file_name, code_id, mode, submitted_at,
-                                 profile_benchmark)
-        VALUES ($1, $2, $3, $4, $5, $6, $7)
+                                 profile_benchmark, profile_options)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
         RETURNING id, submitted_at
         """,
         leaderboard_id,
@@ -61,6 +64,7 @@ async def insert_submission(
         mode.value,
         submitted_at,
         profile_benchmark,
+        None if profile is None else profile.to_json(),
     )
     assert row is not None
     return int(row["id"]), row["submitted_at"]
@@ -71,7 +75,7 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         """
         SELECT s.id, s.leaderboard_id, l.name AS leaderboard, s.user_id,
                u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at,
-               s.profile_benchmark, s.invalidation_reason, s.invalidated_by
+               s.profile_benchmark, s.profile_options, s.invalidation_reason, s.invalidated_by
         FROM submissions s
         JOIN leaderboards l ON l.id = s.leaderboard_id
         JOIN users u ON u.id = s.user_id
@@ -93,6 +97,9 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         mode=Mode(row["mode"]),
         submitted_at=row["submitted_at"],
         profile_benchmark=row["profile_benchmark"],
+        profile=None
+        if row["profile_options"] is None
+        else ProfileOptions.from_json(row["profile_options"]),
         invalidated=None
         if row["invalidation_reason"] is None
         else f"{row['invalidation_reason']} ({row['invalidated_by']})",

@@ -16,6 +16,12 @@ from cluster_manager.api.errors import BadRequestError
 from cluster_manager.api.streams import event_response, submission_stream
 from cluster_manager.api.uploads import read_upload
 from cluster_manager.core.models import Mode
+from cluster_manager.core.profiling import (
+    FORM_FIELDS,
+    InvalidProfileOptions,
+    ProfileOptions,
+    chosen_options,
+)
 from cluster_manager.core.records import JobState
 from cluster_manager.service import Service, SubmissionReceipt
 
@@ -82,29 +88,43 @@ async def _submit(
         upload.data,
         gpus=[gpu],
         mode=chosen,
-        profile_benchmark=profile_options(upload.fields) if chosen is Mode.PROFILE else None,
+        profile_benchmark=benchmark_index(upload.fields) if chosen is Mode.PROFILE else None,
+        profile=ncu_filter(upload.fields),
     )
 
 
-NCU_FIELDS = ("ncu_kernel_name", "ncu_kernel_name_base", "ncu_launch_count")
+NCU_NUMBERS = ("ncu_launch_skip", "ncu_launch_count")
 
 
-def profile_options(fields: dict[str, str]) -> int | None:
-    """The benchmark case a profile asks for (`benchmark_index`), if any. Nsight Compute's
-    filters are refused rather than ignored: a submission cannot carry them to its run yet."""
-    asked = [name for name in NCU_FIELDS if fields.get(name, "").strip()]
-    if asked:
-        raise BadRequestError(
-            f"{', '.join(asked)}: Nsight Compute filters cannot be chosen on this server; a "
-            "profile captures the submission's own kernels with ncu where the runner has it, "
-            "else with the torch profiler"
-        )
+def benchmark_index(fields: dict[str, str]) -> int | None:
+    """The benchmark case a profile asks for (`benchmark_index`), if any."""
     raw = fields.get("benchmark_index", "").strip()
     if not raw:
         return None
     if not raw.isdigit():
         raise BadRequestError(f"benchmark_index must be a whole number from 0, got {raw!r}")
     return int(raw)
+
+
+def ncu_filter(fields: dict[str, str]) -> ProfileOptions | None:
+    """Nsight Compute's filter from the `ncu_*` fields (core.profiling.FORM_FIELDS), or None
+    when none is given. Read in every mode: the service refuses a filter outside profile mode
+    rather than drop it."""
+    given = {name: raw for name in FORM_FIELDS if (raw := fields.get(name, "").strip())}
+    chosen: dict[str, Any] = {}
+    for name, raw in given.items():
+        if name in NCU_NUMBERS:
+            try:
+                chosen[FORM_FIELDS[name]] = int(raw)
+            except ValueError:
+                raise BadRequestError(f"{name} must be a whole number, got {raw!r}") from None
+        else:
+            chosen[FORM_FIELDS[name]] = raw
+    try:
+        return chosen_options(**chosen)
+    except InvalidProfileOptions as exc:
+        field = next(name for name, option in FORM_FIELDS.items() if option == exc.option)
+        raise BadRequestError(f"{field}: {exc}") from None
 
 
 @router.post("/submission/{leaderboard}/{gpu}/{mode}", status_code=202)

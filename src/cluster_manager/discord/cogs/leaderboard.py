@@ -13,7 +13,14 @@ from discord.ext import commands
 
 from cluster_manager.charts import ChartCache
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import check_leaderboard_name
+from cluster_manager.core.profiling import (
+    DEFAULT_LAUNCH_COUNT,
+    MAX_LAUNCH_COUNT,
+    InvalidProfileOptions,
+    ProfileOptions,
+    chosen_options,
+)
+from cluster_manager.core.records import Leaderboard, check_leaderboard_name
 from cluster_manager.core.submission import EXTENSIONS, parse_headers
 from cluster_manager.core.task import load_task_zip_bytes
 from cluster_manager.core.task_sources import DEFAULT_LIMITS
@@ -42,6 +49,14 @@ MODES = [
 ]
 # Template languages and the file each is handed out as.
 LANGUAGES = {"Python": ".py", "Triton": ".py", "CUDA": ".cu", "HIP": ".cpp"}
+
+
+def _ncu_filter(kernel_name: str | None, launch_count: int | None) -> ProfileOptions | None:
+    """The Nsight Compute filter the options chose; a bad one names its option."""
+    try:
+        return chosen_options(kernel_name=kernel_name, launch_count=launch_count)
+    except InvalidProfileOptions as exc:
+        raise UsageError(f"`ncu_{exc.option}`: {exc}") from None
 
 
 def _with_header(code: str, leaderboard: str, suffix: str) -> str:
@@ -75,6 +90,8 @@ class LeaderboardCog(
         leaderboard="Leaderboard to submit to (default: the file's #!POPCORN leaderboard line)",
         mode="What to run (default: ranked)",
         gpu="GPU to run on (default: the leaderboard's only GPU, or a menu)",
+        ncu_kernel_name="Profile mode: Nsight Compute captures only kernels matching this regex",
+        ncu_launch_count=f"Profile mode: launches captured (default: {DEFAULT_LAUNCH_COUNT})",
     )
     @app_commands.choices(mode=MODES)
     @app_commands.autocomplete(leaderboard=leaderboard_names, gpu=leaderboard_gpus)
@@ -85,14 +102,51 @@ class LeaderboardCog(
         leaderboard: str | None = None,
         mode: app_commands.Choice[str] | None = None,
         gpu: str | None = None,
+        ncu_kernel_name: str | None = None,
+        ncu_launch_count: app_commands.Range[int, 1, MAX_LAUNCH_COUNT] | None = None,
     ) -> None:
         await defer(interaction, ephemeral=True)
+        profile = _ncu_filter(ncu_kernel_name, ncu_launch_count)
         data = await read_attachment(
             script,
             max_bytes=self.service.max_submission_bytes,
             suffixes=SUBMISSION_SUFFIXES,
             what="a submission",
         )
+        chosen = await self._board_and_gpus(interaction, script.filename, data, leaderboard, gpu)
+        if chosen is None:
+            return
+        board, gpus = chosen
+        receipt = await self.service.submit(
+            board.name,
+            submitter(interaction.user),
+            script.filename,
+            data,
+            gpus=gpus,
+            mode=Mode(mode.value if mode else Mode.LEADERBOARD.value),
+            profile=profile,
+        )
+        await interaction.edit_original_response(
+            content=f"📨 Submission #{receipt.submission_id} accepted: follow it below.", view=None
+        )
+        await follow_submission(
+            interaction,
+            self.service,
+            receipt,
+            watchers=self.bot.watchers,
+            edit_interval=self.bot.config.edit_interval,
+        )
+
+    async def _board_and_gpus(
+        self,
+        interaction: discord.Interaction,
+        file_name: str,
+        data: bytes,
+        leaderboard: str | None,
+        gpu: str | None,
+    ) -> tuple[Leaderboard, list[str] | None] | None:
+        """The board (the option, else the file's header) and the GPUs (the option, else the
+        header's or the board's only one, else a menu); None when the menu went unanswered."""
         headers = parse_headers(data.decode("utf-8", errors="replace"))
         name = leaderboard or headers.get("leaderboard")
         if not name:
@@ -105,32 +159,15 @@ class LeaderboardCog(
         if gpus is None and "gpu" not in headers and len(board.gpus) > 1:
             gpus = await choose(
                 interaction,
-                f"**{board.name}** runs on several GPUs: where should `{script.filename}` run?",
+                f"**{board.name}** runs on several GPUs: where should `{file_name}` run?",
                 board.gpus,
                 placeholder="Choose one or more GPUs",
                 multiple=True,
                 timeout=self.bot.config.view_timeout,
             )
             if not gpus:
-                return
-        receipt = await self.service.submit(
-            board.name,
-            submitter(interaction.user),
-            script.filename,
-            data,
-            gpus=gpus,
-            mode=Mode(mode.value if mode else Mode.LEADERBOARD.value),
-        )
-        await interaction.edit_original_response(
-            content=f"📨 Submission #{receipt.submission_id} accepted: follow it below.", view=None
-        )
-        await follow_submission(
-            interaction,
-            self.service,
-            receipt,
-            watchers=self.bot.watchers,
-            edit_interval=self.bot.config.edit_interval,
-        )
+                return None
+        return board, gpus
 
     # --- managing ----------------------------------------------------------------------------
 
