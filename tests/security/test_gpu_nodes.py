@@ -167,6 +167,7 @@ def _run_entrypoint(request, machine, *, plain_user: bool, workdir: Path) -> Run
         ("nvidia", {"nvidia0"}, {"nvidia1", "nvidia2"}),
         ("amd", {"dri/renderD129", "dri/card2"}, {"dri/renderD128", "dri/card1"}),
     ],
+    ids=["nvidia", "amd"],
 )
 def test_a_submission_cannot_open_the_other_gpus_nodes(
     fake_root, tmp_path, plain_user, vendor, own, others, record_property
