@@ -40,6 +40,9 @@ class JobState(enum.StrEnum):
     FAILED = "failed"  # gave up (launcher errors, lost run); error says why
 
 
+IN_FLIGHT_STATES = (JobState.CLAIMED, JobState.DISPATCHED)  # the states a lease covers
+
+
 class EventState(enum.StrEnum):
     """What a job event tells: a job's state, or that its run is under way on the runner."""
 
