@@ -24,19 +24,18 @@ FUTURE = "2099-01-01T00:00:00+00:00"
 
 @pytest.fixture
 def cm(db_url: str, tmp_path: Path):
-    base = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data"),
-    }
+    """`cluster-manager` on this test's database, never through an API."""
+    ours = {"DATABASE_URL": db_url, "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data")}
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        # The environment as it is at the call: a fixture may have put a tool on PATH since.
+        base = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_API_URL"}
         return subprocess.run(
             [sys.executable, "-m", "cluster_manager", *args],
             capture_output=True,
             text=True,
             timeout=300,
-            env={**base, **(env or {})},
+            env={**base, **ours, **(env or {})},
             cwd=tmp_path,
         )
 

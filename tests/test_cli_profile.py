@@ -5,9 +5,6 @@ command line (recorded in the report it wrote) shows the filter; bad options are
 from __future__ import annotations
 
 import base64
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import psycopg
@@ -16,35 +13,19 @@ import pytest
 from cluster_manager.core.models import RunResult
 from tests.conftest import EXAMPLES
 from tests.fake_ncu import option_values, recorded_argv
+from tests.test_cli_db import cm as cli_on_database  # noqa: F401 (a fixture)
+from tests.test_cli_db import create_identity
 
 IDENTITY = EXAMPLES / "identity_py"
 SUBMISSION = str(IDENTITY / "submission.py")
 
 
 @pytest.fixture
-def cm(db_url: str, tmp_path: Path):
-    def run(*args: str) -> subprocess.CompletedProcess[str]:
-        env = {
-            **os.environ,  # read at the call: the fake ncu's PATH included
-            "DATABASE_URL": db_url,
-            "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data"),
-        }
-        env.pop("CLUSTER_MANAGER_API_URL", None)
-        return subprocess.run(
-            [sys.executable, "-m", "cluster_manager", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            cwd=tmp_path,
-        )
-
-    created = run(
-        "leaderboard", "create", "identity", "--task", str(IDENTITY),
-        "--deadline", "2099-01-01T00:00:00+00:00", "--gpu", "CPU",
-    )  # fmt: skip
+def cm(cli_on_database):  # noqa: F811 (the fixture imported above)
+    """The CLI on this test's database, with the identity leaderboard created."""
+    created = create_identity(cli_on_database)
     assert created.returncode == 0, created.stderr
-    return run
+    return cli_on_database
 
 
 def stored_submissions(db_url: str) -> list[tuple]:
