@@ -114,25 +114,28 @@ def format_report(result: RunResult, *, title: str = "") -> str:
 
 
 def format_submission_report(report: SubmissionReport, *, with_output: bool = False) -> str:
-    """Every run's report (a secret run shows its verdict only), then the jobs that failed
-    without a run; `with_output` adds each phase's stdout and stderr (the bot's full log)."""
+    """Every run's report (a secret run redacted for its author shows passed or failed only),
+    then the jobs that failed without a run; `with_output` adds each phase's stdout and stderr
+    (the bot's full log)."""
     from cluster_manager.core.records import JobState
 
     parts = []
     for run in report.runs:
-        if run.secret or not run.result:
+        label = f"[{run.gpu}{' secret' if run.secret else ''}]"
+        if not run.result:
             icon = "✅" if run.passed else "❌"
-            held = f" — {run.result['throttled']}" if run.result.get("throttled") else ""
-            parts.append(f"[{run.gpu} secret] {icon} secret re-run: {run.verdict.value}{held}")
+            what = "secret re-run" if run.secret else run.mode.value
+            parts.append(f"{label} {icon} {what}: {run.verdict.value}")
             continue
         result = RunResult.from_json(run.result)
-        section = [f"[{run.gpu}]", format_report(result, title=run.file_name)]
+        section = [label, format_report(result, title=run.file_name)]
         if with_output:
             section += _phase_output(result)
         parts.append("\n".join(section))
     for job in report.jobs:
         if job.state is JobState.FAILED:
-            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed: {job.error}")
+            why = f": {job.error}" if job.error else ""
+            parts.append(f"[{job.gpu}{' secret' if job.secret else ''}] ❌ failed{why}")
     return "\n\n".join(parts)
 
 
@@ -219,17 +222,20 @@ def format_event(event: JobEvent) -> str:
             icon = "✅" if event.verdict == "passed" else "❌"
             return f"{who} {icon} {event.verdict}"
         case EventState.FAILED:
-            return f"{who} ❌ failed: {event.detail}"
+            return f"{who} ❌ failed" + (f": {event.detail}" if event.detail else "")
     return f"{who} {event.state} {event.detail}".rstrip()
 
 
 def format_placement(placement: Placement) -> str:
+    unranked = "not ranked (the public and the secret run must both pass)"
     if placement.rank is None:
-        return f"[{placement.gpu}] not ranked (the public and the secret run must both pass)"
-    score = format_duration_ns((placement.score or 0) * 1e9)
+        return f"[{placement.gpu}] {unranked}"
+    best = format_duration_ns((placement.previous_best or 0) * 1e9)
+    if placement.score is None:  # the user's best is another submission
+        return f"[{placement.gpu}] {unranked}; your best stays {best} at rank #{placement.rank}"
+    score = format_duration_ns(placement.score * 1e9)
     if placement.improved:
         return f"[{placement.gpu}] 🏆 rank #{placement.rank} with {score}: a new personal best"
-    best = format_duration_ns((placement.previous_best or 0) * 1e9)
     return f"[{placement.gpu}] {score}; your best stays {best} at rank #{placement.rank}"
 
 

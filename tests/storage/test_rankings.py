@@ -63,7 +63,7 @@ async def test_public_passed_and_secret_failed_is_not_ranked(service, pool, boar
     assert await ranked(service) == []
     assert await count_rows(pool, "rankings", "runs") == {"rankings": 0, "runs": 2}
     [placement] = await service.placements(receipt.submission_id)
-    assert placement == Placement("CPU", None, 1.0, False, None)
+    assert placement == Placement("CPU", None, None, False, None)
 
 
 async def test_public_passed_and_secret_missing_is_not_ranked(service, pool, board):
@@ -82,10 +82,10 @@ async def test_public_passed_and_secret_missing_is_not_ranked(service, pool, boa
     secret = await dispatch(pool, claimed[("CPU", True)])
     assert await ranked(service) == []
     [placement] = await service.placements(receipt.submission_id)
-    assert (placement.rank, placement.score, placement.improved) == (None, 1.0, False)
-    # The secret run arrives: now ranked.
+    assert (placement.rank, placement.score, placement.improved) == (None, None, False)
+    # The secret run arrives: now ranked, with the worse of the two scores.
     assert await record(pool, secret, True, 9.0)
-    assert await ranked(service) == [("alice", 1.0, receipt.submission_id)]
+    assert await ranked(service) == [("alice", 9.0, receipt.submission_id)]
 
 
 async def test_secret_passed_and_public_failed_is_not_ranked(service, pool, board):
@@ -117,12 +117,11 @@ async def test_both_passed_is_ranked_in_either_order(service, pool, board, secre
         if secret_first
         else (public_job(receipt), secret_job(receipt))
     )
-    # The secret run's own timing never becomes the score: the public one does.
     scores = {False: 2.0, True: 7.0}
     assert await finish_job(pool, first, True, scores[first.secret])
     assert await ranked(service) == []
     assert await finish_job(pool, second, True, scores[second.secret])
-    assert await ranked(service) == [("alice", 2.0, receipt.submission_id)]
+    assert await ranked(service) == [("alice", 7.0, receipt.submission_id)]
     [entry] = (await service.ranking("board", "CPU"))["CPU"]
     submission = await sub_store.get_submission(pool, receipt.submission_id)
     assert entry.rank == 1
@@ -459,8 +458,9 @@ async def test_placements_of_a_submission_still_running(service, pool, board):
     receipt = await submit(service, gpus=["CPU", "H100"])
     assert await service.placements(receipt.submission_id) == []
     assert await finish_job(pool, public_job(receipt, "H100"), True, 1.0)
+    # No score before the secret run is in: the pair's is the worse of the two.
     assert await service.placements(receipt.submission_id) == [
-        Placement("H100", None, 1.0, False, None)
+        Placement("H100", None, None, False, None)
     ]
     with pytest.raises(NotFoundError):
         await service.placements(999_999)

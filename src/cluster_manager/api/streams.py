@@ -105,10 +105,10 @@ def _result_item(run: RunRecord) -> dict[str, Any]:
         "secret": run.secret,
         "passed": run.passed,
         "verdict": run.verdict.value,
-        "score": None if run.secret else run.score,
+        "score": run.score,
         "runs": {},
     }
-    if run.secret or not run.result:
+    if not run.result:  # a secret run's only for an admin: the service redacts it for others
         return item
     result = RunResult.from_json(run.result)
     if run.mode is Mode.PROFILE:

@@ -166,10 +166,10 @@ def run_view(run: RunRecord, job: Job | None) -> Json:
         "runner": run.gpu,
         "gpu_type": run.gpu,
         "verdict": run.verdict.value,
-        "score": None if run.secret else run.score,
+        "score": run.score,
         "passed": run.passed,
     }
-    if not run.secret and run.result:
+    if run.result:  # a secret run's only for an admin: the service redacts it for others
         result = RunResult.from_json(run.result)
         view["result"] = key_form(result)
         view["diagnostics"] = diagnostics(result)

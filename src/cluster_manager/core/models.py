@@ -67,6 +67,8 @@ class Verdict(enum.StrEnum):
     TIMEOUT = "timeout"
     MEMORY_LIMIT = "memory_limit"
     INTERNAL_ERROR = "internal_error"
+    # No run reports it: how a secret run's failure shows to its author, its kind withheld.
+    FAILED = "failed"
 
 
 SUBMISSION_SOURCE = "@SUBMISSION@"
@@ -174,8 +176,12 @@ class Limits:
 
     compile_timeout: float = 120.0
     output_bytes: int = 16 * 1024
-    memory_bytes: int | None = None  # address space; None on GPUs (drivers map huge ranges)
+    # Memory of the run's trees, every kind counted (a cgroup), where the runner can; else
+    # their address space on a machine without GPUs (drivers map huge ranges). None: uncapped.
+    memory_bytes: int | None = None
     file_bytes: int = 1 << 30  # the largest file the task may write
+    # The run's writable space in all (HOME, TMPDIR, /tmp, /var/tmp, /dev/shm; memory, too).
+    disk_bytes: int = 4096 << 20
     open_files: int = 4096
     processes: int | None = None  # threads included; None: the runner's default for the host
     # Extra seconds a phase may take beyond the task's timeout for process start-up.

@@ -51,7 +51,8 @@ def job_line(event: JobEvent) -> str:
         case EventState.FINISHED:
             return f"{render.icon(event.verdict == 'passed')} {label}: {event.verdict}"
         case EventState.FAILED:
-            return f"❌ {label}: failed: {truncate(event.detail, 300)}"
+            why = f": {truncate(event.detail, 300)}" if event.detail else ""
+            return f"❌ {label}: failed{why}"
     return f"{label}: {event.state}"
 
 

@@ -179,12 +179,7 @@ def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> d
         embed.add_field(
             name=f"{icon(run.passed)} {run.gpu}: {run.verdict.value}", value=value, inline=False
         )
-    secret = [
-        f"{icon(r.passed)} {r.gpu}: {r.verdict.value}"
-        + (f" — {r.result['throttled']}" if r.result.get("throttled") else "")
-        for r in report.runs
-        if r.secret
-    ]
+    secret = [f"{icon(r.passed)} {r.gpu}: {r.verdict.value}" for r in report.runs if r.secret]
     if secret:
         embed.add_field(name="Secret re-runs", value="\n".join(secret), inline=False)
     failed = [

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Collection
+import contextlib
+from collections.abc import AsyncGenerator, AsyncIterator, Collection
 
 import asyncpg
 
@@ -11,6 +12,7 @@ from cluster_manager.core.records import Job, JobEvent
 from cluster_manager.service.errors import NotFoundError
 from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.records import TERMINAL_EVENTS, TERMINAL_STATES
+from cluster_manager.service.rules import redact_event
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage.database import Executor
@@ -27,9 +29,16 @@ class LiveEvents:
 
     async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
         """Live transitions of these submissions' jobs, from their current state until all
-        are done, jobs queued meanwhile included. Every watch of a process shares one
-        listening connection (`EventHub`)."""
-        wanted = set(submission_ids)
+        are done, jobs queued meanwhile included; a secret job's as its author may see them
+        (`rules.redact_event`). Every watch of a process shares one listening connection
+        (`EventHub`)."""
+        # Closed with the watch: its subscription ends when a front end stops following.
+        async with contextlib.aclosing(self._transitions(set(submission_ids))) as transitions:
+            async for event in transitions:
+                if (shown := redact_event(event)) is not None:
+                    yield shown
+
+    async def _transitions(self, wanted: set[int]) -> AsyncGenerator[JobEvent]:
         async with self.event_hub.subscription(wanted) as events:
             # Subscribed first, then read the state: nothing happens unseen in between.
             snapshots = await _consistent_snapshots(self.pool, wanted)

@@ -45,8 +45,9 @@ class History:
     async def own_report(
         self, submission_id: int, user: Submitter | None, *, admin: bool = False
     ) -> SubmissionReport:
-        """The submission's report, for its author (or an admin) only."""
-        report = await load_report(self.pool, submission_id)
+        """The submission's report, for its author (secret runs redacted) or an admin (in
+        full) only."""
+        report = await load_report(self.pool, submission_id, admin=admin)
         if not admin and (user is None or report.submission.user != user.external_id):
             raise NotFoundError(f"there is no submission {submission_id}")
         return report
@@ -56,7 +57,7 @@ class History:
     ) -> SubmissionReport:
         """`own_report`, or for anyone a ranked submission (its code included) once its
         leaderboard has closed, as rankings are opened up after a competition; never before."""
-        report = await load_report(self.pool, submission_id)
+        report = await load_report(self.pool, submission_id, admin=admin)
         if admin or (user is not None and report.submission.user == user.external_id):
             return report
         board = await find_leaderboard(self.pool, report.submission.leaderboard)

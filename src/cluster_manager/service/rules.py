@@ -1,14 +1,14 @@
 """Rules every front end shares: deadlines, who may delete, what a launcher allows, what a
-secret run may show."""
+secret run (its record, its job, its live events) may show."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from cluster_manager.core.models import Limits, Task
+from cluster_manager.core.models import Limits, Task, Verdict
 from cluster_manager.core.plan import longest_run_s
-from cluster_manager.core.records import Leaderboard, RunRecord
+from cluster_manager.core.records import EventState, Job, JobEvent, Leaderboard, RunRecord
 from cluster_manager.gpus import GpuType
 from cluster_manager.service.errors import (
     GpuNotAllowedError,
@@ -70,10 +70,29 @@ def check_devices(task: Task, gpu: GpuType) -> None:
 
 
 def redact(run: RunRecord) -> RunRecord:
-    """Secret runs show their verdict only: their inputs derive from the secret seed, and so
-    do their score, timings and messages (the ranking shows the public run's score). Why a
-    throttling GPU kept it out of the ranking is kept: it tells nothing of the inputs."""
+    """A secret run as its author sees it: passed or failed, nothing else. Its inputs derive
+    from the secret seed, and so do its verdict's kind, score, timings, messages and why it
+    was held: each would carry bits of the seed out, a submission at a time. Admins read
+    runs unredacted."""
     if not run.secret:
         return run
-    throttled = run.result.get("throttled")
-    return replace(run, result={"throttled": throttled} if throttled else {}, score=None)
+    verdict = Verdict.PASSED if run.passed else Verdict.FAILED
+    return replace(run, verdict=verdict, result={}, score=None)
+
+
+def redact_job(job: Job) -> Job:
+    """A secret job's error can quote its run's output: its author sees that it failed."""
+    return replace(job, error=None) if job.secret and job.error else job
+
+
+def redact_event(event: JobEvent) -> JobEvent | None:
+    """A secret job's live event as its author sees it: its state, its verdict as passed or
+    failed, no detail (a message, a retry's reason); None for its phases, whose start times
+    would time the secret inputs. Which launcher took it is no secret."""
+    if not event.secret:
+        return event
+    if event.state is EventState.RUNNING:
+        return None
+    verdict = None if event.verdict is None else "passed" if event.verdict == "passed" else "failed"
+    detail = event.detail if event.state is EventState.DISPATCHED else ""
+    return replace(event, verdict=verdict, detail=detail)

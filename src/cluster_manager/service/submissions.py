@@ -10,6 +10,7 @@ import asyncpg
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfileOptions
+from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
@@ -32,13 +33,16 @@ from cluster_manager.service.records import (
     SubmissionReport,
     Submitter,
 )
-from cluster_manager.service.rules import redact
+from cluster_manager.service.rules import redact, redact_job
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import queue as queue_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.submissions import StoredSubmission
+
+# Why a held secret run keeps its pair out of the ranking is for admins to read.
+HELD_RERUN = "not ranked: the secret re-run is held (its reason is for admins)"
 
 
 class Submissions:
@@ -129,7 +133,8 @@ class Submissions:
     async def ranking_holds(self, submission_id: int) -> dict[str, str]:
         """Per GPU of a ranked submission, why its passing score does not count in the ranking
         (held for review, not fully sandboxed, throttled, no score); a GPU absent from it
-        counts. Only the latest public and secret run count (a throttle retry's, say)."""
+        counts. Only the latest public and secret run count (a throttle retry's, say). Why a
+        secret run is held is not told (`HELD_RERUN`): the reason can quote its timings."""
         holds: dict[str, str] = {}
         latest: dict[tuple[str, bool], RunRecord] = {}
         for run in await run_store.runs_of_submission(self.pool, submission_id):
@@ -142,10 +147,10 @@ class Submissions:
                 allow_unsandboxed=self.allow_unsandboxed_ranking,
                 review=str(run.result.get("review") or ""),
             )
-            if reason is None and not run.secret and run.score is None:
+            if reason is None and run.score is None:
                 reason = "not ranked: the run produced no score"
             if reason is not None:
-                holds.setdefault(run.gpu, reason)
+                holds.setdefault(run.gpu, HELD_RERUN if run.secret else reason)
         return holds
 
     async def submission_code(self, submission_id: int, user: Submitter) -> tuple[str, str]:
@@ -155,8 +160,10 @@ class Submissions:
             raise PermissionDeniedError("you can only read your own submissions")
         return found.file_name, found.code
 
-    async def report(self, submission_id: int) -> SubmissionReport:
-        return await load_report(self.pool, submission_id)
+    async def report(self, submission_id: int, *, admin: bool = False) -> SubmissionReport:
+        """The submission's report as its author sees it (secret runs redacted), or in full
+        for an admin."""
+        return await load_report(self.pool, submission_id, admin=admin)
 
     async def placements(self, submission_id: int) -> list[Placement]:
         """Where a ranked submission stands on each GPU, and whether it is the user's best."""
@@ -164,7 +171,6 @@ class Submissions:
         runs = await run_store.runs_of_submission(self.pool, submission_id)
         placements = []
         for gpu in sorted({r.gpu for r in runs if r.mode is Mode.LEADERBOARD}):
-            public = next((r for r in runs if r.gpu == gpu and not r.secret), None)
             standing = await run_store.rank_of(
                 self.pool, leaderboard_id=found.leaderboard_id, gpu=gpu, user_id=found.user_id
             )
@@ -173,7 +179,7 @@ class Submissions:
                 Placement(
                     gpu=gpu,
                     rank=standing[0] if standing else None,
-                    score=public.score if public else None,
+                    score=_pair_score(runs, gpu),
                     improved=improved,
                     previous_best=None if improved or standing is None else standing[1],
                 )
@@ -187,14 +193,29 @@ class Submissions:
         return found
 
 
-async def load_report(pool: asyncpg.Pool, submission_id: int) -> SubmissionReport:
-    """A submission with its jobs and runs (secret runs redacted)."""
+def _pair_score(runs: Sequence[RunRecord], gpu: str) -> float | None:
+    """The score the latest ranked pair on `gpu` ranks with, once both of its runs passed."""
+    latest = {r.secret: r for r in runs if r.gpu == gpu and r.mode is Mode.LEADERBOARD}
+    public, secret = latest.get(False), latest.get(True)
+    if public is None or secret is None or not (public.passed and secret.passed):
+        return None
+    return pair_score(public.score, secret.score)
+
+
+async def load_report(
+    pool: asyncpg.Pool, submission_id: int, *, admin: bool = False
+) -> SubmissionReport:
+    """A submission with its jobs and runs: secret ones redacted, unless for an admin."""
     found = await sub_store.get_submission(pool, submission_id)
     if found is None:
         raise NotFoundError(f"there is no submission {submission_id}")
     jobs = await job_store.jobs_of_submission(pool, submission_id)
     runs = await run_store.runs_of_submission(pool, submission_id)
-    return SubmissionReport(found, tuple(jobs), tuple(redact(r) for r in runs))
+    if admin:
+        return SubmissionReport(found, tuple(jobs), tuple(runs))
+    return SubmissionReport(
+        found, tuple(redact_job(j) for j in jobs), tuple(redact(r) for r in runs)
+    )
 
 
 def check_profile_benchmark(board: Leaderboard, mode: Mode, index: int | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncpg
 
 from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, RankingEntry, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD as DEFAULT_THROTTLE_THRESHOLD
@@ -123,9 +124,10 @@ async def _rank_pair(
     record_history: bool = True,
     generation: int = 0,
 ) -> None:
-    """Ranks the public score once both it and the secret re-run passed on this GPU; an
-    improvement is also kept in the ranking's history (`ranking_events`). An invalidated
-    submission ranks nowhere."""
+    """Ranks the pair's score (core.ranked_pairs: the worse of the two) once both the public
+    run and the secret re-run passed on this GPU and neither is held; an improvement is also
+    kept in the ranking's history (`ranking_events`). An invalidated submission ranks
+    nowhere."""
     if await conn.fetchval(
         "SELECT invalidated_at IS NOT NULL FROM submissions WHERE id = $1", submission_id
     ):
@@ -145,7 +147,8 @@ async def _rank_pair(
     secret = next((r for r in pair if r["secret"]), None)
     if public is None or secret is None or not public["passed"] or not secret["passed"]:
         return
-    if public["score"] is None:
+    score = pair_score(public["score"], secret["score"])
+    if score is None:
         return
     for run in (public, secret):
         if ranking_hold(run["system"], allow_unsandboxed=allow_unsandboxed, review=run["review"]):
@@ -164,11 +167,11 @@ async def _rank_pair(
         gpu,
         submission["user_id"],
         submission_id,
-        public["score"],
+        score,
         submission["submitted_at"],
     )
     if improved is not None and record_history:
-        await _record_improvement(conn, submission, gpu, submission_id, public["score"])
+        await _record_improvement(conn, submission, gpu, submission_id, score)
 
 
 async def _record_improvement(
