@@ -10,6 +10,7 @@ import pytest
 from cluster_manager.core.models import Limits
 from cluster_manager.gpus import (
     DEFAULT_REGISTRY_FILE,
+    GPU_MEMORY_MB,
     InvalidRegistryError,
     UnknownGpuError,
     load_registry,
@@ -96,23 +97,28 @@ def test_unreadable_or_invalid_files(tmp_path: Path):
         load_registry(broken)
 
 
-def test_limits_come_from_the_registry_and_the_memory_cap_stays_local():
+def test_limits_come_from_the_registry_and_every_launcher_has_a_memory_cap():
     registry = parse_registry(
         {
             "gpus": {
                 "CPU": {"launcher": "local"},
                 "H100": {"launcher": "modal", "modal_gpu": "H100"},
-                "LAB": {"launcher": "slurm", "limits": {"memory_mb": 2048, "processes": 99}},
+                "LAB": {
+                    "launcher": "slurm",
+                    "limits": {"memory_mb": 2048, "processes": 99, "disk_mb": 512},
+                },
             }
         }
     )
-    settings = Limits(memory_bytes=8 << 30, compile_timeout=60)
+    settings = Limits(memory_bytes=8 << 30, compile_timeout=60, disk_bytes=1 << 30)
     assert registry.get("CPU").run_limits(settings).memory_bytes == 8 << 30
-    # GPU drivers map more address space than memory: the local cap must not follow the run.
+    # The local cap is this machine's; every other launcher's runs get the GPU default.
     h100 = registry.get("H100").run_limits(settings)
-    assert h100.memory_bytes is None and h100.compile_timeout == 60
+    assert h100.memory_bytes == GPU_MEMORY_MB << 20 and h100.compile_timeout == 60
+    assert h100.disk_bytes == 1 << 30
     lab = registry.get("LAB").run_limits(settings)
     assert (lab.memory_bytes, lab.processes, lab.open_files) == (2048 << 20, 99, 4096)
+    assert lab.disk_bytes == 512 << 20
 
 
 @pytest.mark.parametrize(

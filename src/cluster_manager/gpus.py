@@ -41,6 +41,7 @@ _LOCAL_DEVICES = os.cpu_count() or 1
 # Registry `limits:` keys -> (Limits field, unit).
 LIMIT_KEYS = {
     "memory_mb": ("memory_bytes", MIB),
+    "disk_mb": ("disk_bytes", MIB),
     "file_mb": ("file_bytes", MIB),
     "open_files": ("open_files", 1),
     "processes": ("processes", 1),
@@ -61,6 +62,8 @@ class InvalidRegistryError(ClusterManagerError):
 GITHUB_TIMEOUT_MINUTES = 180
 MODAL_TIMEOUT_S = 3 * 3600
 LAUNCHER_MAX_RUN_S = {"github": GITHUB_TIMEOUT_MINUTES * 60.0, "modal": float(MODAL_TIMEOUT_S)}
+# The memory cap of a run on a GPU machine (every launcher but local) without `memory_mb`.
+GPU_MEMORY_MB = 65536
 
 
 @dataclass(frozen=True)
@@ -89,10 +92,10 @@ class GpuType:
     def run_limits(self, base: Limits) -> Limits:
         """The limits of a run on this type: `base` (the settings), then the registry's own.
 
-        The settings' address-space cap is meant for this machine: off it, GPU drivers map far
-        more address space than memory, so it applies only where the registry asks for one."""
+        The settings' memory cap (CLUSTER_MANAGER_LOCAL_MEMORY_MB) is this machine's: a run on
+        another launcher gets GPU_MEMORY_MB unless the registry names its `memory_mb`."""
         if self.launcher != "local":
-            base = dataclasses.replace(base, memory_bytes=None)
+            base = dataclasses.replace(base, memory_bytes=GPU_MEMORY_MB * MIB)
         return dataclasses.replace(base, **self.limits)
 
 

@@ -48,8 +48,10 @@ class Settings:
     slurm_dir: Path | None = None
     # The Python on the compute nodes that has this package and torch (default: ours).
     slurm_python: str | None = None
-    # Address-space cap for local runs (MiB); None leaves it to the machine.
+    # Memory cap of local runs (MiB): their cgroup's, else their address space; None: none.
     local_memory_limit_mb: int | None = 8192
+    # Writable space of every run (MiB): HOME, TMPDIR, /tmp, /var/tmp, /dev/shm in all.
+    run_disk_mb: int = 4096
     compile_timeout_s: float = 120.0
     # Rank scores of runs the runner could not fully sandbox (core.sandboxing). Off: such a
     # score is stored and shown to its owner and admins, but kept out of the rankings.
@@ -197,6 +199,10 @@ def load_settings(
             "CLUSTER_MANAGER_LOCAL_MEMORY_MB",
             defaults.local_memory_limit_mb,
         ),
+        run_disk_mb=_positive_int(
+            values.get("CLUSTER_MANAGER_RUN_DISK_MB"), "CLUSTER_MANAGER_RUN_DISK_MB", None
+        )
+        or defaults.run_disk_mb,
         compile_timeout_s=_compile_timeout(values, defaults.compile_timeout_s),
         allow_unsandboxed_ranking=_flag(
             values.get("CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"),
@@ -227,11 +233,13 @@ def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[
 
 
 def local_limits(settings: Settings) -> Limits:
-    """Limits for runs on this machine, from the settings."""
+    """Limits for runs on this machine, from the settings (the registry's GPU types add
+    their own: `GpuType.run_limits`)."""
     memory = settings.local_memory_limit_mb
     return Limits(
         compile_timeout=settings.compile_timeout_s,
         memory_bytes=None if memory is None else memory * 1024 * 1024,
+        disk_bytes=settings.run_disk_mb * 1024 * 1024,
     )
 
 

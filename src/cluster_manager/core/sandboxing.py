@@ -1,7 +1,8 @@
 """How far a run was sandboxed, as its RunResult says, and what that means for its score.
 
 A score is only worth something if the submission could not read the secret seed, other
-runs or the machine's secrets. A run the machine could not fully sandbox still gets its
+runs or the machine's secrets, nor starve the runs beside it. A run the machine could not fully
+sandbox, or could bound only with rlimits (which miss memfd, shmem and tmpfs), still gets its
 verdict, but its score is held back unless the operator accepts the risk by name.
 """
 
@@ -15,6 +16,14 @@ SANDBOX_REASON_KEY = "sandbox_reason"
 FULL = "full"
 PARTIAL = "partial"
 ALLOW_SETTING = "CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING"
+LIMITS_KEY = "limits"  # what bounds memory and processes: a cgroup, or rlimits only (why)
+DISK_KEY = "disk"  # the run's writable space
+RLIMITS_ONLY = "rlimits only"
+
+
+def rlimits_only(system: Mapping[str, Any]) -> bool:
+    """Only a runner that reports its limits can say they are rlimits only."""
+    return str(system.get(LIMITS_KEY, "")).startswith(RLIMITS_ONLY)
 
 
 def fully_sandboxed(system: Mapping[str, Any]) -> bool:
@@ -24,8 +33,12 @@ def fully_sandboxed(system: Mapping[str, Any]) -> bool:
 def describe(system: Mapping[str, Any]) -> str:
     """One line for reports and health checks: how far the run was sandboxed, and why not."""
     if fully_sandboxed(system):
-        return "sandbox: full"
-    return f"sandbox: partial ({system.get(SANDBOX_REASON_KEY) or 'not reported'})"
+        line = "sandbox: full"
+    else:
+        line = f"sandbox: partial ({system.get(SANDBOX_REASON_KEY) or 'not reported'})"
+    if LIMITS_KEY in system:
+        line += f"; limits: {system[LIMITS_KEY]}"
+    return line
 
 
 def policy(allow_unsandboxed: bool) -> str:
@@ -41,10 +54,17 @@ def ranking_hold(
     """Why a passing ranked run is stored but not ranked; None when it may be ranked."""
     if review:
         return review
-    if allow_unsandboxed or fully_sandboxed(system):
+    if allow_unsandboxed:
         return None
-    reason = system.get(SANDBOX_REASON_KEY) or "the runner did not report its sandbox"
-    return (
-        f"not ranked: the run was not fully sandboxed ({reason}); "
-        f"the operator may accept such runs with {ALLOW_SETTING}=1"
-    )
+    if not fully_sandboxed(system):
+        reason = system.get(SANDBOX_REASON_KEY) or "the runner did not report its sandbox"
+        return (
+            f"not ranked: the run was not fully sandboxed ({reason}); "
+            f"the operator may accept such runs with {ALLOW_SETTING}=1"
+        )
+    if rlimits_only(system):
+        return (
+            f"not ranked: the run's memory and processes were bounded by rlimits only "
+            f"({system[LIMITS_KEY]}); the operator may accept such runs with {ALLOW_SETTING}=1"
+        )
+    return None

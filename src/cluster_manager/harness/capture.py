@@ -59,7 +59,7 @@ def collect(
     details = ""
     if report is not None:
         result = process.run_tree(
-            sandbox.wrap(ncu.details_command(capture.ncu, str(capture.report))),
+            sandbox.wrap(ncu.details_command(capture.ncu, str(capture.report)), keep_files=True),
             cwd=workdir,
             env=env,
             timeout=IMPORT_TIMEOUT_S,

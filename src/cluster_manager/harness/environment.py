@@ -12,7 +12,8 @@ from cluster_manager.core.arch import torch_arch_env
 from cluster_manager.core.models import RunRequest
 from cluster_manager.core.plan import Phase
 from cluster_manager.harness import devices
-from cluster_manager.sandbox import process
+from cluster_manager.sandbox import cgroups, process
+from cluster_manager.sandbox.gpu_nodes import Roots, all_nodes
 from cluster_manager.sandbox.plan import HOME_DIR, TMP_DIR, Sandbox
 
 CPU_MARGIN_S = 10.0
@@ -72,20 +73,51 @@ def phase_env(
 
 
 def limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.ResourceLimits:
-    """The resource limits of a process tree that may run for `timeout` seconds."""
+    """The resource limits of a process tree that may run for `timeout` seconds: its cgroup's
+    where the machine has them, and rlimits for what a cgroup does not cover."""
     cpus = len(os.sched_getaffinity(0))
     # CPU time grows at most `cpus` times as fast as wall time: an honest run under its
     # timeout never reaches this; anything that escaped the timeout still stops.
     cpu_seconds = math.ceil((timeout + CPU_MARGIN_S) * cpus)
-    # RLIMIT_NPROC counts every process of the user: it can only apply to a user of our own.
     # Threads count too: torch starts about one per core in every process.
+    budget = request.limits.processes or 256 + 64 * cpus
+    grouped = not isinstance(cgroups.backend(), str)
+    # RLIMIT_NPROC counts every process of the tree's real user id, also outside its user
+    # namespace: a user of our own counts only the tree; the runner's user, its other
+    # processes too, so they are added to the budget (a concurrent run of the same user
+    # shares the headroom). Not enforced for root.
     processes = None
     if sandbox.user is not None:
-        processes = request.limits.processes or 256 + 64 * cpus
+        processes = budget
+    elif not grouped and os.geteuid() != 0:
+        processes = user_tasks(os.getuid()) + budget
+    # Without a cgroup the address space is all that bounds memory; GPU drivers map far
+    # more of it than they use, so it applies only where there is no GPU.
+    address_space = request.limits.memory_bytes
+    if grouped or all_nodes(Roots()):
+        address_space = None
+    caps = cgroups.Caps(memory_bytes=request.limits.memory_bytes, processes=budget)
     return process.ResourceLimits(
-        memory_bytes=request.limits.memory_bytes,
+        memory_bytes=address_space,
         file_bytes=request.limits.file_bytes,
         open_files=request.limits.open_files,
         cpu_seconds=cpu_seconds,
         processes=processes,
+        group=caps if grouped else None,
     )
+
+
+def user_tasks(uid: int) -> int:
+    """Threads of every process whose real user id is `uid`: what RLIMIT_NPROC counts."""
+    count = 0
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            status = Path(entry.path, "status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count

@@ -53,7 +53,7 @@ from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import judge_phase
-from cluster_manager.harness import capture, devices, environment, results
+from cluster_manager.harness import capture, devices, environment, overrun, results
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
 from cluster_manager.sandbox.plan import (
@@ -112,7 +112,7 @@ def compile_cuda(
     if shutil.which(command[0], path=env.get("PATH")) is None:
         return CompileOutcome(False, tuple(command), f"{command[0]} not found on PATH", 0.0)
     result = process.run_tree(
-        sandbox.wrap(command),
+        sandbox.wrap(command, keep_files=True),  # the binary comes back from its TMPDIR
         cwd=workdir,
         env=env,
         timeout=request.limits.compile_timeout,
@@ -163,7 +163,11 @@ def run_phase(
     command = _main_command(request, phase.mode, tests_file)
     profiling = capture.plan(request, phase.mode, command, env, workdir)
     result = process.run_tree(
-        sandbox.wrap(profiling.command if profiling else command),
+        # Nsight Compute's report comes back from TMPDIR: that phase writes to the host's disk.
+        sandbox.wrap(
+            profiling.command if profiling else command,
+            keep_files=profiling is not None and profiling.report is not None,
+        ),
         cwd=workdir,
         env=environment.phase_env(request, phase, env, timeout, profiling.env if profiling else {}),
         timeout=timeout + request.limits.grace,
@@ -184,6 +188,9 @@ def run_phase(
     message = judgement.message
     if judgement.verdict is Verdict.RUNTIME_ERROR and result.stderr.strip():
         message += f" ({result.stderr.strip().splitlines()[-1][:300]})"
+    verdict, message = overrun.explain(
+        phase.mode, result, request.limits, judgement.verdict, message
+    )
     profiler = None
     if profiling is not None:
         output = result.stdout + result.stderr
@@ -195,7 +202,7 @@ def run_phase(
         duration_s=round(result.duration_s, 3),
         stdout=result.stdout,
         stderr=result.stderr,
-        verdict=judgement.verdict,
+        verdict=verdict,
         message=message,
         tests=judgement.tests,
         benchmarks=judgement.benchmarks,
@@ -280,7 +287,11 @@ def _prepare(
         (workdir / name).mkdir(mode=0o700)
     tools = capture.tool_dirs(dict(os.environ)) if request.mode is Mode.PROFILE else []
     pinned = devices.assigned(os.environ).explicit()
-    sandbox = plan_sandbox(workdir, tools, pinned) if isolate else unsandboxed()
+    sandbox = (
+        plan_sandbox(workdir, tools, pinned, request.limits.disk_bytes)
+        if isolate
+        else unsandboxed()
+    )
     system.update(sandbox.info)
     return sandbox, environment.child_env(workdir, request, sandbox)
 

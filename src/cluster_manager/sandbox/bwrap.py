@@ -96,6 +96,9 @@ def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -
         args += [how, path, path]
     for target, source in view.files:
         args += ["--ro-bind", source, target]
+    # After the binds: HOME and TMPDIR sit inside the read-only run directory.
+    for path in view.scratch:
+        args += ["--perms", "1777", "--size", str(view.private_bytes), "--tmpfs", path]
     for directory in _device_dirs(view):  # /dev/dri: open to the user, as on the host
         args += ["--perms", "0755", "--dir", directory]
     for target, device in view.devices:

@@ -10,6 +10,7 @@ score from such a run is held back (`core.sandboxing`).
 
 from __future__ import annotations
 
+import dataclasses
 import getpass
 import importlib.util
 import itertools
@@ -23,8 +24,16 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cluster_manager.core.sandboxing import FULL, PARTIAL, SANDBOX_KEY, SANDBOX_REASON_KEY
-from cluster_manager.sandbox import bwrap
+from cluster_manager.core.sandboxing import (
+    DISK_KEY,
+    FULL,
+    LIMITS_KEY,
+    PARTIAL,
+    RLIMITS_ONLY,
+    SANDBOX_KEY,
+    SANDBOX_REASON_KEY,
+)
+from cluster_manager.sandbox import bwrap, cgroups
 from cluster_manager.sandbox.gpu_nodes import GpuNodes, gpu_nodes
 from cluster_manager.sandbox.namespaces import Isolation, Mask
 from cluster_manager.sandbox.namespaces import probe as probe_isolation
@@ -48,6 +57,7 @@ ETC_WRITTEN = ("passwd", "group", "hosts")
 SANDBOX_UID_BASE = 0x7000_0000
 SANDBOX_SLOTS = 64
 NO_USER = "no unprivileged user id is mapped in this user namespace"
+PRIVATE_MOUNTS = 5  # HOME, TMPDIR, /tmp, /var/tmp, /dev/shm: each a fifth of the disk cap
 GPU_NODES_KEY = "gpu_nodes"  # RunResult.system: which GPUs' device nodes the sandbox shows
 _slots = itertools.count()
 
@@ -59,36 +69,64 @@ class Sandbox:
     isolation: Isolation = field(default_factory=Isolation)
     prefix: tuple[str, ...] = ()  # the bubblewrap command line, when the sandbox is full
     info: dict[str, str] = field(default_factory=dict)  # goes into RunResult.system
+    # The same, with HOME and TMPDIR the run directory's own on the host instead of a tmpfs:
+    # for the trees whose files the runner reads afterwards (the compiler's, the profiler's).
+    keep_prefix: tuple[str, ...] = ()
 
     @property
     def user(self) -> tuple[int, int] | None:
         """The user id the tree runs as, when it is one of its own (not the runner's)."""
         return self.isolation.user
 
-    def wrap(self, command: Sequence[str]) -> list[str]:
-        return [*self.prefix, *command]
+    def wrap(self, command: Sequence[str], *, keep_files: bool = False) -> list[str]:
+        prefix = self.keep_prefix if keep_files and self.keep_prefix else self.prefix
+        return [*prefix, *command]
 
 
 def unsandboxed() -> Sandbox:
     """The task runs as the caller, with their files and network (`eval` without --sandbox)."""
-    return Sandbox(info=_info(PARTIAL, _user_name(), "not asked for"))
+    info = _info(PARTIAL, _user_name(), "not asked for")
+    return Sandbox(info={**info, **_limits_info(None)})
 
 
 def plan_sandbox(
-    workdir: Path, tools: Sequence[str] = (), devices: Sequence[str] | None = None
+    workdir: Path,
+    tools: Sequence[str] = (),
+    devices: Sequence[str] | None = None,
+    disk_bytes: int | None = None,
 ) -> Sandbox:
     """As much of the sandbox as this machine allows; `info` says what it got, and why not.
     `tools`: directories of tools outside the system's (a profiler) the tree may run.
-    `devices`: the GPUs this runner was given explicitly (only their nodes are shown)."""
+    `devices`: the GPUs this runner was given explicitly (only their nodes are shown).
+    `disk_bytes`: the run's writable space, shared by its five tmpfs mounts (HOME, TMPDIR,
+    /tmp, /var/tmp, /dev/shm)."""
     as_root = os.geteuid() == 0
     nodes = gpu_nodes(devices)
+    private_bytes = (disk_bytes or PRIVATE_MOUNTS * ResourceLimits().file_bytes) // PRIVATE_MOUNTS
     identity = _sandbox_user() if as_root else None
     if as_root and identity is None:
-        return _partial(workdir, None, nodes, NO_USER)
-    problem = full_sandbox_problem()
-    if problem is not None:
-        return _partial(workdir, identity, nodes, problem)
-    return _full(workdir, identity, nodes, tools)
+        sandbox = _partial(workdir, None, nodes, NO_USER, private_bytes)
+    elif (problem := full_sandbox_problem()) is not None:
+        sandbox = _partial(workdir, identity, nodes, problem, private_bytes)
+    else:
+        sandbox = _full(workdir, identity, nodes, tools, private_bytes)
+    full = sandbox.info[SANDBOX_KEY] == FULL
+    sandbox.info.update(_limits_info(PRIVATE_MOUNTS * private_bytes if full else None))
+    return sandbox
+
+
+def _limits_info(disk_bytes: int | None) -> dict[str, str]:
+    """What bounds the run's memory and processes, and its writable space."""
+    backend = cgroups.backend()
+    if isinstance(backend, str):
+        limits = f"{RLIMITS_ONLY} ({backend})"
+    else:
+        limits = f"{backend.name}: memory (shmem, tmpfs and page cache included), processes"
+    if disk_bytes is None:
+        disk = "the host's disk, each file capped (HOME and TMPDIR are the run directory's)"
+    else:
+        disk = f"{disk_bytes >> 20} MiB in all: HOME, TMPDIR, /tmp, /var/tmp, /dev/shm are tmpfs"
+    return {LIMITS_KEY: limits, DISK_KEY: disk}
 
 
 def full_sandbox_problem() -> str | None:
@@ -105,9 +143,10 @@ def _full(
     identity: tuple[int, int, bool] | None,
     nodes: GpuNodes,
     tools: Sequence[str] = (),
+    private_bytes: int = 1 << 30,
 ) -> Sandbox:
     _write_etc(workdir, identity)
-    spec = SandboxSpec(view=_view(workdir, nodes, tools))
+    spec = SandboxSpec(view=_view(workdir, nodes, tools, private_bytes))
     isolation = Isolation()
     user_name = _user_name()
     if identity is not None:
@@ -118,19 +157,27 @@ def _full(
         # the id to kill what is left of it.
         isolation = Isolation(user=(uid, gid), private_user=private_user, switch_user=False)
         user_name = f"uid {uid}" if private_user else "nobody"
-    prefix = bwrap.argv(
-        spec,
-        bwrap=bwrap.bwrap_path() or "bwrap",
-        setpriv=bwrap.setpriv_path(),
-        as_root=identity is not None,
-    )
+
+    def prefix(view: View) -> tuple[str, ...]:
+        return tuple(
+            bwrap.argv(
+                dataclasses.replace(spec, view=view),
+                bwrap=bwrap.bwrap_path() or "bwrap",
+                setpriv=bwrap.setpriv_path(),
+                as_root=identity is not None,
+            )
+        )
+
     info = _info(FULL, user_name, "")
     if nodes.nodes or nodes.hidden:
         info[GPU_NODES_KEY] = nodes.describe()
-    return Sandbox(isolation, tuple(prefix), info)
+    kept = dataclasses.replace(spec.view, writable=spec.view.scratch, scratch=())
+    return Sandbox(isolation, prefix(spec.view), info, keep_prefix=prefix(kept))
 
 
-def _view(workdir: Path, nodes: GpuNodes, tools: Sequence[str] = ()) -> View:
+def _view(
+    workdir: Path, nodes: GpuNodes, tools: Sequence[str] = (), private_bytes: int = 1 << 30
+) -> View:
     read_only: set[str] = {str(workdir), *(t for t in tools if Path(t).is_dir())}
     symlinks: list[tuple[str, str]] = []
     for path in SYSTEM_DIRS:
@@ -144,11 +191,11 @@ def _view(workdir: Path, nodes: GpuNodes, tools: Sequence[str] = ()) -> View:
     files = tuple((f"/etc/{name}", str(workdir / ETC_DIR / name)) for name in ETC_WRITTEN)
     return View(
         read_only=_outermost(read_only),
-        writable=(str(workdir / HOME_DIR), str(workdir / TMP_DIR)),
+        scratch=(str(workdir / HOME_DIR), str(workdir / TMP_DIR)),
         devices=nodes.binds(),
         symlinks=tuple(symlinks),
         files=files,
-        private_bytes=ResourceLimits().file_bytes,
+        private_bytes=private_bytes,
     )
 
 
@@ -181,7 +228,11 @@ def _interpreter_paths() -> list[str]:
 
 
 def _partial(
-    workdir: Path, identity: tuple[int, int, bool] | None, nodes: GpuNodes, problem: str
+    workdir: Path,
+    identity: tuple[int, int, bool] | None,
+    nodes: GpuNodes,
+    problem: str,
+    private_bytes: int = 1 << 30,
 ) -> Sandbox:
     """The in-process isolation: a network namespace, and as root a user of the run's own with
     private /tmp and a limited /proc. The host's other files stay visible."""
@@ -193,7 +244,7 @@ def _partial(
     uid, gid, private_user = identity
     _hand_over(workdir, uid, gid)
     paths = [*_interpreter_paths(), str(workdir)]
-    masks = _plan_masks(paths, uid, gid, ResourceLimits().file_bytes)
+    masks = _plan_masks(paths, uid, gid, private_bytes)
     mounts_error: str | None = "the sandbox user cannot reach Python, torch or the run directory"
     if masks is not None:
         mounts_error = probe_isolation(Isolation(masks=masks, hide_processes=True))

@@ -1,7 +1,9 @@
 """Runs one untrusted process tree with a timeout, capped output and resource limits.
 
 The child starts its own process group; on exit or timeout the whole group is killed, with
-whatever escaped it (`lifecycle`). The tree is wrapped in bubblewrap by the caller when the
+whatever escaped it (`lifecycle`). Where the machine allows, the tree runs in a cgroup of its
+own (`cgroups`), joined before it runs anything, which caps memory of every kind and processes
+as one; rlimits cap each process. The tree is wrapped in bubblewrap by the caller when the
 sandbox is full (`sandbox.plan`), or isolated in-process (`namespaces`) when it is partial.
 """
 
@@ -17,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster_manager.sandbox import lifecycle
+from cluster_manager.sandbox import cgroups, lifecycle
 from cluster_manager.sandbox.namespaces import Isolation, enter_namespaces, switch_user
 
 MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds: longer waits go in slices
@@ -69,6 +71,7 @@ class ResourceLimits:
     open_files: int = 4096
     cpu_seconds: int | None = None  # per process; SIGKILL once used up
     processes: int | None = None  # RLIMIT_NPROC counts every process of the user: sandbox only
+    group: cgroups.Caps | None = None  # the tree's cgroup, where the machine has a backend
 
 
 def _set_limits(limits: ResourceLimits) -> None:
@@ -83,10 +86,14 @@ def _set_limits(limits: ResourceLimits) -> None:
         resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
 
 
-def _sandbox_child(limits: ResourceLimits, isolation: Isolation, cwd: Path) -> Callable[[], None]:
+def _sandbox_child(
+    limits: ResourceLimits, isolation: Isolation, cwd: Path, group: cgroups.Group | None
+) -> Callable[[], None]:
     parent = os.getpid()
+    join = cgroups.joiner(group)
 
     def preexec() -> None:
+        join()  # first: nothing runs outside the cgroup
         lifecycle.die_with_parent()
         _set_limits(limits)
         enter_namespaces(isolation)
@@ -108,6 +115,7 @@ class ProcessResult:
     stdout: str
     stderr: str
     side_outputs: dict[str, str]  # what arrived on each side channel, by its variable name
+    usage: cgroups.Usage | None = None  # what the tree's cgroup saw; None: it had none
 
 
 def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
@@ -136,7 +144,12 @@ def _wait_for_exit(proc: subprocess.Popen[bytes], timeout: float) -> bool:
         os.close(pidfd)
 
 
-def _finish(proc: subprocess.Popen[bytes], timeout: float, isolation: Isolation) -> bool:
+def _finish(
+    proc: subprocess.Popen[bytes],
+    timeout: float,
+    isolation: Isolation,
+    group: cgroups.Group | None = None,
+) -> bool:
     """Waits up to `timeout` for the child to exit, then kills all it left behind. Returns
     whether it exited by itself."""
     lifecycle.running[proc.pid] = isolation
@@ -144,6 +157,8 @@ def _finish(proc: subprocess.Popen[bytes], timeout: float, isolation: Isolation)
     try:
         exited = _wait_for_exit(proc, timeout)
     finally:
+        if group is not None:
+            group.kill()
         lifecycle.kill_user_of(isolation)
         lifecycle.kill_tree(proc.pid, keep=(proc.pid,))  # Popen reaps its own child
         proc.wait()
@@ -179,6 +194,7 @@ def run_tree(
     channels = {name: CappedBuffer(side_channel_cap) for name in side_channels}
     began = time.monotonic()
     write_ends = (out_w, err_w, *(w for _, w in pipes.values()))
+    group = _group(limits)
     try:
         proc = subprocess.Popen(
             list(command),
@@ -189,15 +205,20 @@ def run_tree(
             stderr=err_w,
             pass_fds=[w for _, w in pipes.values()],
             start_new_session=True,
-            preexec_fn=_sandbox_child(limits, isolation, cwd),
+            preexec_fn=_sandbox_child(limits, isolation, cwd, group),
         )
+    except BaseException:
+        if group is not None:
+            group.close()
+        raise
     finally:
         # The child holds its copies; ours must close so readers see EOF when it exits.
         for fd in write_ends:
             os.close(fd)
     readers = [_drain(out_r, stdout), _drain(err_r, stderr)]
     readers += [_drain(pipes[name][0], channels[name]) for name in side_channels]
-    timed_out = not _finish(proc, timeout, isolation)
+    timed_out = not _finish(proc, timeout, isolation, group)
+    usage = group.close() if group is not None else None
     duration = time.monotonic() - began
     for reader in readers:
         reader.join(timeout=5)
@@ -208,4 +229,15 @@ def run_tree(
         stdout=stdout.text(),
         stderr=stderr.text(),
         side_outputs={name: buf.text() for name, buf in channels.items()},
+        usage=usage,
     )
+
+
+def _group(limits: ResourceLimits) -> cgroups.Group | None:
+    """The tree's cgroup, made before it starts; None where the limits ask for none."""
+    if limits.group is None:
+        return None
+    backend = cgroups.backend()
+    if isinstance(backend, str):
+        return None
+    return backend.create(limits.group)

@@ -41,6 +41,9 @@ class View:
     symlinks: tuple[tuple[str, str], ...] = ()  # (path, what it points to)
     files: tuple[tuple[str, str], ...] = ()  # (path in the sandbox, host file shown there)
     private_bytes: int = 1 << 30  # size cap of each private directory
+    # Host directories (the run's HOME and TMPDIR) replaced by an empty tmpfs of
+    # `private_bytes` each: nothing written there reaches the host's disk.
+    scratch: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

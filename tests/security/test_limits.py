@@ -1,0 +1,265 @@
+"""A submission that tries to take the host's memory, disk or process table, through the real
+runner entrypoint as root and as an ordinary user.
+
+Memory of every kind is bounded only by a cgroup: where the runner has one, a memfd hoard ends
+as `memory_limit`; where it has none (an ordinary user without cgroup delegation, as on this
+test machine), the run says `limits: rlimits only (why)` and its score is held back. The run's
+writable space (HOME, TMPDIR, /tmp, /var/tmp, /dev/shm) is tmpfs capped in all on both, and
+processes are capped on both (pids.max, or RLIMIT_NPROC over the user's own count).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import textwrap
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.core.models import Limits, Mode, RunResult
+from cluster_manager.core.sandboxing import (
+    ALLOW_SETTING,
+    LIMITS_KEY,
+    RLIMITS_ONLY,
+    SANDBOX_KEY,
+    ranking_hold,
+)
+from cluster_manager.sandbox import cgroups
+from tests.adversarial.helpers import SECRET, small_task
+from tests.conftest import CORRECT, make_request
+from tests.security.runners import run_entrypoint
+
+pytestmark = [pytest.mark.adversarial, pytest.mark.slow]
+
+MIB = 1 << 20
+MEMORY = 1024 * MIB  # torch and the harness take about 450 MiB of it
+DISK = 512 * MIB  # five tmpfs mounts of 102 MiB each
+PROCESSES = 300
+# Each attack asks for 2 GiB; other work on the machine may take some of it meanwhile.
+HOST_MARGIN = 1024 * MIB
+
+MEMFD_HOARD = """
+import os
+wanted, held, fds = 2048, 0, []
+chunk = b"x" * (1 << 20)
+while held < wanted:
+    fd = os.memfd_create("hoard")
+    for _ in range(64):
+        os.write(fd, chunk)
+    fds.append(fd)
+    held += 64
+print(f"HOARDED {held} MiB", flush=True)
+"""
+
+FILL = """
+import os
+chunk = b"x" * (1 << 20)
+written, error, n = 0, "", 0
+try:
+    while written < 2048:
+        path = os.path.join(TARGETS[n % len(TARGETS)], f"fill-{n}")
+        n += 1
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+        try:
+            for _ in range(64):
+                os.write(fd, chunk)
+                written += 1
+        finally:
+            os.close(fd)
+except OSError as exc:
+    error = exc.strerror
+print(f"FILLED {written} MiB {error}", flush=True)
+if error:
+    raise OSError(28, error)
+"""
+
+FORK_BOMB = """
+import os, signal, time
+children, error = [], ""
+try:
+    for _ in range(600):
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(60)
+            os._exit(0)
+        children.append(pid)
+except OSError as exc:
+    error = exc.strerror
+print(f"FORKED {len(children)} {error}", flush=True)
+for pid in children:
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+if error:
+    raise OSError(11, error)
+"""
+
+
+@dataclass
+class Host:
+    available: int  # MemAvailable
+    disk_free: int  # where run directories live
+
+    @classmethod
+    def now(cls) -> Host:
+        meminfo = Path("/proc/meminfo").read_text().splitlines()
+        available = next(int(x.split()[1]) * 1024 for x in meminfo if x.startswith("MemAvail"))
+        return cls(available, shutil.disk_usage(tempfile.gettempdir()).free)
+
+    def assert_unaffected_since(self, before: Host) -> None:
+        assert self.available > before.available - HOST_MARGIN, (before, self)
+        assert self.disk_free > before.disk_free - HOST_MARGIN, (before, self)
+
+
+def _submission(attack: str, targets: str = "[]") -> str:
+    """`targets`: a Python expression, evaluated in the submission."""
+    return f"import os\nTARGETS = {targets}\n" + textwrap.dedent(attack) + "\n" + CORRECT
+
+
+def _run(
+    tmp_path: Path, code: str, plain_user: bool, limits: Limits, mode: Mode = Mode.TEST
+) -> RunResult:
+    task = small_task(tmp_path / f"task-{os.urandom(4).hex()}")
+    request = make_request(task, code, mode, seed=SECRET, limits=limits)
+    payload_dir = Path(tempfile.mkdtemp(prefix="cm-payload-"))
+    try:
+        result, _, _ = run_entrypoint(
+            request, plain_user=plain_user, env={}, payload_dir=payload_dir
+        )
+    finally:
+        shutil.rmtree(payload_dir, ignore_errors=True)
+    return result
+
+
+def _stdout(result: RunResult) -> str:
+    return "\n".join(p.stdout for p in result.phases)
+
+
+def _reported(result: RunResult, word: str) -> list[str]:
+    line = next((ln for ln in _stdout(result).splitlines() if ln.startswith(word)), "")
+    assert line, f"the attack never reported: {result.message}"
+    return line.split()
+
+
+def _grouped(result: RunResult) -> bool:
+    return not str(result.system.get(LIMITS_KEY, "")).startswith(RLIMITS_ONLY)
+
+
+@pytest.fixture(params=["root", "plain user"])
+def kind(request: pytest.FixtureRequest) -> str:
+    if os.geteuid() != 0:
+        pytest.skip("runs the entrypoint as root and as an ordinary user: needs root")
+    return str(request.param)
+
+
+@pytest.mark.reliability(
+    "Sandbox",
+    "holding 2 GiB in memfds (no rlimit counts them) under a 1 GiB memory cap, with a correct "
+    "run beside it, as root",
+    "memory_limit from the run's cgroup; the host's free memory and the other run unaffected",
+)
+def test_a_memfd_hoard_hits_the_memory_limit_as_root(tmp_path: Path, record_property):
+    if os.geteuid() != 0:
+        pytest.skip("the root runner needs root")
+    assert not isinstance(cgroups.backend(), str), cgroups.backend()
+    before = Host.now()
+    limits = Limits(memory_bytes=MEMORY, disk_bytes=DISK, grace=30)
+    beside: list[RunResult] = []
+    other = threading.Thread(
+        target=lambda: beside.append(_run(tmp_path, CORRECT, False, limits)), daemon=True
+    )
+    other.start()
+    result = _run(tmp_path, _submission(MEMFD_HOARD), False, limits)
+    other.join(timeout=200)
+    Host.now().assert_unaffected_since(before)
+    assert "HOARDED" not in _stdout(result)
+    assert result.verdict.value == "memory_limit", result.message
+    assert "memory limit of 1024 MiB" in result.message
+    assert result.system[SANDBOX_KEY] == "full" and _grouped(result), result.system
+    assert beside and beside[0].passed, beside and beside[0].message
+    record_property("observed", f"root: {result.message}; the run beside it passed")
+
+
+@pytest.mark.reliability(
+    "Sandbox",
+    "an ordinary user's runner with no cgroup it may write (no systemd user delegation) runs a "
+    "ranked submission",
+    "the run says limits: rlimits only with why, and its score is held back like a partial "
+    "sandbox's",
+)
+def test_without_a_cgroup_the_run_says_rlimits_only_and_is_not_ranked(
+    tmp_path: Path, record_property
+):
+    if os.geteuid() != 0:
+        pytest.skip("switches to an ordinary user: needs root")
+    limits = Limits(memory_bytes=8 << 30, disk_bytes=DISK, grace=30)
+    result = _run(tmp_path, CORRECT, True, limits, Mode.LEADERBOARD)
+    assert result.passed, result.message
+    limits_line = str(result.system.get(LIMITS_KEY))
+    assert limits_line.startswith(f"{RLIMITS_ONLY} ("), result.system
+    assert "not writable by this user" in limits_line or "delegated" in limits_line
+    hold = ranking_hold(result.system, allow_unsandboxed=False)
+    assert hold is not None and RLIMITS_ONLY in hold and ALLOW_SETTING in hold
+    assert ranking_hold(result.system, allow_unsandboxed=True) is None
+    record_property("observed", f"plain user: {limits_line}")
+
+
+@pytest.mark.reliability(
+    "Sandbox",
+    "filling /dev/shm (2 GiB asked) under a 512 MiB disk cap",
+    "ENOSPC at a fifth of the cap; the message names the disk limit; the host unaffected",
+)
+def test_filling_dev_shm_stops_at_the_disk_limit(tmp_path: Path, kind: str, record_property):
+    before = Host.now()
+    limits = Limits(memory_bytes=8 << 30, disk_bytes=DISK, grace=30)
+    result = _run(tmp_path, _submission(FILL, '["/dev/shm"]'), kind == "plain user", limits)
+    Host.now().assert_unaffected_since(before)
+    written = int(_reported(result, "FILLED")[1])
+    assert written <= DISK // MIB // 5 + 1, written
+    assert "disk limit of 512 MiB" in result.message, result.message
+    record_property("observed", f"{kind}: {written} MiB written, then ENOSPC; {result.message}")
+
+
+@pytest.mark.reliability(
+    "Sandbox",
+    "filling $HOME and $TMPDIR (2 GiB in 64 MiB files, each under the file-size cap) under a "
+    "512 MiB disk cap",
+    "ENOSPC before the cap; nothing reaches the host's disk; the message names the disk limit",
+)
+def test_filling_home_and_tmpdir_stops_at_the_disk_limit(
+    tmp_path: Path, kind: str, record_property
+):
+    before = Host.now()
+    limits = Limits(memory_bytes=8 << 30, disk_bytes=DISK, grace=30)
+    code = _submission(FILL, '[os.environ["HOME"], os.environ["TMPDIR"]]')
+    result = _run(tmp_path, code, kind == "plain user", limits)
+    Host.now().assert_unaffected_since(before)
+    written = int(_reported(result, "FILLED")[1])
+    assert written <= DISK // MIB, written
+    assert "disk limit of 512 MiB" in result.message, result.message
+    record_property("observed", f"{kind}: {written} MiB written, then ENOSPC")
+
+
+@pytest.mark.reliability(
+    "Sandbox",
+    "a fork bomb of 600 processes under a 300-process cap",
+    "fork fails before the cap (pids.max, or RLIMIT_NPROC over the user's own processes); "
+    "nothing of it is left; the host unaffected",
+)
+def test_a_fork_bomb_is_bounded(tmp_path: Path, kind: str, record_property):
+    before = Host.now()
+    limits = Limits(memory_bytes=8 << 30, disk_bytes=DISK, processes=PROCESSES, grace=30)
+    result = _run(tmp_path, _submission(FORK_BOMB), kind == "plain user", limits)
+    Host.now().assert_unaffected_since(before)
+    forked = int(_reported(result, "FORKED")[1])
+    assert forked < PROCESSES, forked
+    if _grouped(result):
+        assert "process limit was reached" in result.message, result.message
+    else:  # RLIMIT_NPROC: the budget on top of what the user already runs
+        assert result.system[LIMITS_KEY].startswith(RLIMITS_ONLY)
+    record_property(
+        "observed", f"{kind}: {forked} forked, then EAGAIN ({result.system[LIMITS_KEY]})"
+    )
