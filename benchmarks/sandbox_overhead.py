@@ -21,6 +21,7 @@ from pathlib import Path
 from benchlib import Figure, log, median, report, rounded
 
 from cluster_manager.sandbox import process
+from cluster_manager.sandbox.namespaces import Isolation
 from cluster_manager.sandbox.plan import HOME_DIR, TMP_DIR, plan_sandbox
 
 RUNS = 31
@@ -28,7 +29,7 @@ TARGET_MS = 50.0
 COMMAND = (sys.executable, "-S", "-c", "pass")
 
 
-def _start(workdir: Path, prefix: list[str]) -> float:
+def _start(workdir: Path, prefix: list[str], isolation: Isolation | None = None) -> float:
     began = time.perf_counter()
     result = process.run_tree(
         [*prefix, *COMMAND],
@@ -37,6 +38,7 @@ def _start(workdir: Path, prefix: list[str]) -> float:
         timeout=30,
         output_cap=1 << 16,
         limits=process.ResourceLimits(),
+        isolation=isolation,  # the syscall filter's descriptor, which the prefix names
     )
     elapsed = time.perf_counter() - began
     if result.exit_code != 0:
@@ -53,11 +55,11 @@ def measure_here(runs: int = RUNS) -> dict[str, object]:
         if not sandbox.prefix:
             raise RuntimeError(f"no full sandbox here: {sandbox.info}")
         prefix = list(sandbox.prefix)
-        _start(workdir, prefix)  # warm-up, both sides
+        _start(workdir, prefix, sandbox.isolation)  # warm-up, both sides
         _start(workdir, [])
         wrapped, bare = [], []
         for _ in range(runs):
-            wrapped.append(_start(workdir, prefix))
+            wrapped.append(_start(workdir, prefix, sandbox.isolation))
             bare.append(_start(workdir, []))
     return {
         "overhead_ms": (median(wrapped) - median(bare)) * 1000,

@@ -3,7 +3,8 @@
 bubblewrap builds a new root from the listed paths only, in new mount, PID, network, IPC and
 UTS namespaces, and dies with its parent. As root it needs no user namespace, and the tree
 switches to the run's own user with `setpriv` after the mounts; as an ordinary user it runs in
-an unprivileged user namespace, which it then forbids the tree to nest.
+an unprivileged user namespace, which it then forbids the tree to nest. Either way the tree
+runs behind the syscall filter of `seccomp` (no namespaces, mounts, tracing, io_uring...).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 import subprocess
 from pathlib import PurePosixPath
 
+from cluster_manager.sandbox import seccomp
 from cluster_manager.sandbox.spec import SandboxSpec, View
 
 NAMESPACES = (
@@ -72,13 +74,23 @@ def _within(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
-def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -> list[str]:
-    """The command line that runs a command (appended after it) inside `spec`."""
+def argv(
+    spec: SandboxSpec,
+    *,
+    bwrap: str,
+    setpriv: str | None,
+    as_root: bool,
+    seccomp_fd: int | None = None,
+) -> list[str]:
+    """The command line that runs a command (appended after it) inside `spec`, behind the
+    syscall filter that `seccomp_fd` holds when there is one."""
     view = spec.view
     # No reaper of bwrap's as PID 1: it would keep the environment the tree started with
     # (the secret seed) readable to the tree's own user in /proc/1/environ.
     args = [bwrap, *NAMESPACES, "--as-pid-1", "--die-with-parent", "--new-session"]
     args += ["--hostname", spec.hostname]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     if not as_root:
         args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     for path, target in view.symlinks:
@@ -99,6 +111,8 @@ def argv(spec: SandboxSpec, *, bwrap: str, setpriv: str | None, as_root: bool) -
     # After the binds: HOME and TMPDIR sit inside the read-only run directory.
     for path in view.scratch:
         args += ["--perms", "1777", "--size", str(view.private_bytes), "--tmpfs", path]
+    for path in view.masked:  # inside the read-only binds: after them
+        args += ["--perms", "0555", "--size", "4096", "--tmpfs", path, "--remount-ro", path]
     for directory in _device_dirs(view):  # /dev/dri: open to the user, as on the host
         args += ["--perms", "0755", "--dir", directory]
     for target, device in view.devices:
@@ -132,17 +146,25 @@ def probe(as_root: bool) -> str | None:
 
 @functools.cache
 def _probe(bwrap: str, as_root: bool) -> str | None:
-    """Starts an empty sandbox, once per process and binary."""
+    """Starts an empty sandbox behind the syscall filter, once per process and binary."""
     true = shutil.which("true") or "/bin/true"
     command = [bwrap, *NAMESPACES, "--die-with-parent"]
     if not as_root:
         command += ["--unshare-user", "--disable-userns"]
+    shared = seccomp.shared_fd()
+    fds = [] if shared is None else [seccomp.reopen(shared)]
+    command += [arg for fd in fds for arg in ("--seccomp", str(fd))]
     command += ["--ro-bind", "/", "/", "--proc", "/proc", "--", true]
     try:
-        done = subprocess.run(command, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            command, capture_output=True, timeout=PROBE_TIMEOUT_S, check=False, pass_fds=fds
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap failed to start: {exc}"
+    finally:
+        for fd in fds:
+            os.close(fd)
     if done.returncode != 0:
         reason = done.stderr.decode(errors="replace").strip().splitlines()
-        return f"bubblewrap cannot create namespaces here: {reason[-1] if reason else 'failed'}"
+        return f"bubblewrap cannot start a sandbox here: {reason[-1] if reason else 'failed'}"
     return None

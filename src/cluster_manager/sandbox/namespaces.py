@@ -54,6 +54,9 @@ class Isolation:
     hide_processes: bool = False  # /proc shows only processes the tree may inspect
     # False: the tree becomes `user` by itself (inside bubblewrap); it is still killed as it.
     switch_user: bool = True
+    # The memfd holding the syscall filter that bubblewrap loads (`seccomp.shared_fd`): the
+    # child inherits it under the same number, as a description of its own.
+    syscall_filter: int | None = None
 
 
 def _check(result: int, what: str) -> None:

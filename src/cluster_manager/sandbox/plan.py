@@ -10,6 +10,7 @@ score from such a run is held back (`core.sandboxing`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import getpass
 import importlib.util
@@ -33,7 +34,7 @@ from cluster_manager.core.sandboxing import (
     SANDBOX_KEY,
     SANDBOX_REASON_KEY,
 )
-from cluster_manager.sandbox import bwrap, cgroups
+from cluster_manager.sandbox import bwrap, cgroups, seccomp
 from cluster_manager.sandbox.gpu_nodes import GpuNodes, gpu_nodes
 from cluster_manager.sandbox.namespaces import Isolation, Mask
 from cluster_manager.sandbox.namespaces import probe as probe_isolation
@@ -42,6 +43,7 @@ from cluster_manager.sandbox.spec import (
     ETC_FILES,
     KERNEL_VIEWS,
     PRIVATE_DIRS,
+    PROC_FILES,
     SYSTEM_DIRS,
     SandboxSpec,
     View,
@@ -51,6 +53,8 @@ HOME_DIR = ".home"
 TMP_DIR = ".tmp"
 ETC_DIR = ".etc"  # the sandbox's own files of /etc, written by the runner
 ETC_WRITTEN = ("passwd", "group", "hosts")
+PROC_DIR = ".proc"  # the sandbox's own /proc/cmdline and /proc/meminfo
+NOT_FILTERED = "not filtered (only bubblewrap loads the filter: the sandbox is partial)"
 # Sandbox user ids: far above accounts and container ranges, then the runner's pid (< 2**22)
 # and one of 64 slots for runs in the same process, below 2**31: concurrent runs never share
 # one, so `kill(-1)` as it reaches only this run.
@@ -146,8 +150,10 @@ def _full(
     private_bytes: int = 1 << 30,
 ) -> Sandbox:
     _write_etc(workdir, identity)
+    _write_proc(workdir)
     spec = SandboxSpec(view=_view(workdir, nodes, tools, private_bytes))
-    isolation = Isolation()
+    syscall_filter = seccomp.shared_fd()
+    isolation = Isolation(syscall_filter=syscall_filter)
     user_name = _user_name()
     if identity is not None:
         uid, gid, private_user = identity
@@ -155,7 +161,12 @@ def _full(
         spec = SandboxSpec(view=spec.view, user=(uid, gid), groups=_device_groups(nodes))
         # The user switch happens inside the sandbox (setpriv); the runner only needs to know
         # the id to kill what is left of it.
-        isolation = Isolation(user=(uid, gid), private_user=private_user, switch_user=False)
+        isolation = Isolation(
+            user=(uid, gid),
+            private_user=private_user,
+            switch_user=False,
+            syscall_filter=syscall_filter,
+        )
         user_name = f"uid {uid}" if private_user else "nobody"
 
     def prefix(view: View) -> tuple[str, ...]:
@@ -165,6 +176,7 @@ def _full(
                 bwrap=bwrap.bwrap_path() or "bwrap",
                 setpriv=bwrap.setpriv_path(),
                 as_root=identity is not None,
+                seccomp_fd=syscall_filter,
             )
         )
 
@@ -186,11 +198,16 @@ def _view(
             symlinks.append((path, str(host.readlink())))
         elif host.is_dir():
             read_only.add(path)
-    read_only.update(p for p in (*ETC_FILES, *KERNEL_VIEWS) if Path(p).exists())
+    read_only.update(p for p in ETC_FILES if Path(p).exists())
+    root = Path("/")
+    kernel = sorted(str(p) for pattern in KERNEL_VIEWS for p in root.glob(pattern.lstrip("/")))
+    read_only.update(kernel)
     read_only.update(_interpreter_paths())
     files = tuple((f"/etc/{name}", str(workdir / ETC_DIR / name)) for name in ETC_WRITTEN)
+    files += tuple((path, str(workdir / PROC_DIR / Path(path).name)) for path in PROC_FILES)
     return View(
         read_only=_outermost(read_only),
+        masked=_network_interfaces(kernel),
         scratch=(str(workdir / HOME_DIR), str(workdir / TMP_DIR)),
         devices=nodes.binds(),
         symlinks=tuple(symlinks),
@@ -214,6 +231,36 @@ def _write_etc(workdir: Path, identity: tuple[int, int, bool] | None) -> None:
     etc.mkdir(mode=0o755, exist_ok=True)
     for name, text in _etc_files(identity).items():
         (etc / name).write_text(text, encoding="utf-8")
+
+
+def _proc_files() -> dict[str, str]:
+    """An empty boot command line, and a meminfo that shows all memory free and no swap:
+    the host's own tell its configuration and, moment by moment, what other runs use."""
+    total_kb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024
+    fields = {"MemTotal": total_kb, "MemFree": total_kb, "MemAvailable": total_kb}
+    fields |= dict.fromkeys(("Buffers", "Cached", "SwapCached", "SwapTotal", "SwapFree"), 0)
+    fields["Shmem"] = 0
+    meminfo = "".join(f"{name + ':':<16}{value:>8} kB\n" for name, value in fields.items())
+    return {"cmdline": "\n", "meminfo": meminfo}
+
+
+def _write_proc(workdir: Path) -> None:
+    directory = workdir / PROC_DIR
+    directory.mkdir(mode=0o755, exist_ok=True)
+    for name, text in _proc_files().items():
+        (directory / name).write_text(text, encoding="utf-8")
+
+
+def _network_interfaces(bound: Sequence[str]) -> tuple[str, ...]:
+    """The `net` directories of the host's network interfaces inside what is bound of /sys (a
+    network card's PCI device): hidden, so its interface names and addresses are too."""
+    found: set[str] = set()
+    with contextlib.suppress(OSError):
+        for link in Path("/sys/class/net").iterdir():
+            directory = str(link.resolve().parent)
+            if any(_under(directory, b) for b in bound):
+                found.add(directory)
+    return tuple(sorted(found))
 
 
 def _interpreter_paths() -> list[str]:
@@ -271,6 +318,7 @@ def _info(level: str, user: str, *reasons: str | None) -> dict[str, str]:
     info = {SANDBOX_KEY: level, "user": user}
     if level == FULL:
         info.update(filesystem="private", network="isolated", processes="own")
+    info[seccomp.SYSCALLS_KEY] = seccomp.state() if level == FULL else NOT_FILTERED
     why = "; ".join(r for r in reasons if r)
     if why:
         info[SANDBOX_REASON_KEY] = why

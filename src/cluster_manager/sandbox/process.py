@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster_manager.sandbox import cgroups, lifecycle
+from cluster_manager.sandbox import cgroups, lifecycle, seccomp
 from cluster_manager.sandbox.namespaces import Isolation, enter_namespaces, switch_user
 
 MAX_POLL_MS = 2**31 - 1  # poll() takes a C int of milliseconds: longer waits go in slices
@@ -94,6 +94,8 @@ def _sandbox_child(
 
     def preexec() -> None:
         join()  # first: nothing runs outside the cgroup
+        if isolation.syscall_filter is not None:
+            seccomp.rearm_in_child(isolation.syscall_filter)
         lifecycle.die_with_parent()
         _set_limits(limits)
         enter_namespaces(isolation)
@@ -203,7 +205,7 @@ def run_tree(
             stdin=subprocess.DEVNULL,
             stdout=out_w,
             stderr=err_w,
-            pass_fds=[w for _, w in pipes.values()],
+            pass_fds=[w for _, w in pipes.values()] + _filter_fds(isolation),
             start_new_session=True,
             preexec_fn=_sandbox_child(limits, isolation, cwd, group),
         )
@@ -231,6 +233,11 @@ def run_tree(
         side_outputs={name: buf.text() for name, buf in channels.items()},
         usage=usage,
     )
+
+
+def _filter_fds(isolation: Isolation) -> list[int]:
+    """The syscall filter's memfd, which bubblewrap reads by number in the child."""
+    return [] if isolation.syscall_filter is None else [isolation.syscall_filter]
 
 
 def _group(limits: ResourceLimits) -> cgroups.Group | None:

@@ -26,8 +26,23 @@ ETC_FILES = (
     "/etc/os-release",
     "/etc/OpenCL",
 )
-# Read-only kernel views: CPU topology for thread pools, GPU topology for ROCm and NVML.
-KERNEL_VIEWS = ("/sys",)
+# Read-only kernel views (globs), what the runtimes read of /sys and no more: not the host's
+# network interfaces, its cgroup tree, firmware tables (DMI serials) or kernel settings.
+KERNEL_VIEWS = (
+    "/sys/devices/system/cpu",  # topology: glibc's CPU count, OpenMP, torch's thread pools
+    "/sys/devices/system/node",  # NUMA nodes: CUDA, ROCm and hwloc place memory by them
+    "/sys/devices/pci*",  # the PCI devices the links below lead to (a GPU's node, resources)
+    "/sys/devices/virtual/kfd",  # ROCm's topology, where /sys/class/kfd leads
+    "/sys/bus/pci",  # NVML and ROCm enumerate GPUs here
+    "/sys/class/drm",  # render nodes and their devices (libdrm, ROCm)
+    "/sys/class/kfd",
+    "/sys/dev/char",  # libdrm: from a device number to its device
+    "/sys/module/nvidia*",  # driver versions and parameters
+    "/sys/module/amdgpu",
+)
+# Host-wide /proc files shown as the sandbox's own copies: the boot command line (host
+# addresses, tokens of some clouds) and memory use (a side channel on other runs).
+PROC_FILES = ("/proc/cmdline", "/proc/meminfo")
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,9 @@ class View:
     # Host directories (the run's HOME and TMPDIR) replaced by an empty tmpfs of
     # `private_bytes` each: nothing written there reaches the host's disk.
     scratch: tuple[str, ...] = ()
+    # Directories inside the read-only binds hidden behind an empty read-only tmpfs (the host's
+    # network interfaces under the PCI devices).
+    masked: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
