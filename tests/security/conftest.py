@@ -17,7 +17,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,7 @@ class Observation:
     left_behind: list[int]
     listener_connections: int
     paths: dict[str, str]
+    host_changes: list[str] = field(default_factory=list)  # mounts, BPF pins: `_host_state`
 
 
 def _plant(path: Path, text: str, owner: tuple[int, int] | None = None) -> None:
@@ -101,6 +102,16 @@ def _accepted(sockets: tuple[socket.socket, ...]) -> int:
     return count
 
 
+def _host_state() -> set[str]:
+    """What a call that got out of the sandbox would leave on the host: its mount points (this
+    process is in the host's mount namespace) and pinned BPF objects."""
+    lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    state = {f"mount {line.split()[4]}" for line in lines}
+    with contextlib.suppress(OSError):
+        state |= {f"bpf pin {name}" for name in os.listdir("/sys/fs/bpf")}
+    return state
+
+
 def observe(kind: str, tmp: Path) -> Observation:
     tag = uuid.uuid4().hex[:12]
     plain = kind == "plain user"
@@ -136,6 +147,7 @@ def observe(kind: str, tmp: Path) -> Observation:
     ]
     victim = _start_victim(kind)
     leave = f"cm-leave-{tag}"
+    host_before = _host_state()
     try:
         for name, path in planted.items():
             if name != "etc" or os.access("/etc", os.W_OK):
@@ -177,6 +189,7 @@ def observe(kind: str, tmp: Path) -> Observation:
             left_behind=processes_with(leave),
             listener_connections=connections,
             paths={name: str(path) for name, path in planted.items()},
+            host_changes=sorted(_host_state() ^ host_before),
         )
     finally:
         victim.kill()
