@@ -122,10 +122,11 @@ def format_submission_report(report: SubmissionReport, *, with_output: bool = Fa
     parts = []
     for run in report.runs:
         label = f"[{run.gpu}{' secret' if run.secret else ''}]"
-        if not run.result:
+        if run.redacted or not run.result:
             icon = "✅" if run.passed else "❌"
             what = "secret re-run" if run.secret else run.mode.value
-            parts.append(f"{label} {icon} {what}: {run.verdict.value}")
+            held = f" — {run.result['held']}" if run.result.get("held") else ""
+            parts.append(f"{label} {icon} {what}: {run.verdict.value}{held}")
             continue
         result = RunResult.from_json(run.result)
         section = [label, format_report(result, title=run.file_name)]

@@ -9,7 +9,14 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from cluster_manager.core.models import Mode, RunResult, Task, Verdict
+from cluster_manager.core.models import (
+    BenchmarkOutcome,
+    Mode,
+    PhaseOutcome,
+    RunResult,
+    Task,
+    Verdict,
+)
 from cluster_manager.core.records import Job, JobState, Leaderboard
 from cluster_manager.core.task import load_task
 from cluster_manager.service import Service, SubmissionReceipt, Submitter
@@ -227,3 +234,45 @@ async def rows_of_board(db: asyncpg.Pool, leaderboard_id: int) -> dict[str, int]
         "rankings": "SELECT count(*) FROM rankings WHERE leaderboard_id = $1",
     }
     return {t: await db.fetchval(q, leaderboard_id) for t, q in queries.items()}
+
+
+# What a secret run's author must never read: its verdict's kind, message, timings, stats.
+SECRET_TELLS = ("seed-derived", "timeout", "4242.5", "4.24 µs", "17.2", "held for review")
+
+
+def telling_result(
+    passed: bool = True, score: float | None = 0.003, *, review: str = ""
+) -> RunResult:
+    """A ranked run that tells all it can: a verdict kind, a message, phase timings and a
+    benchmark's statistics (the strings of `SECRET_TELLS`)."""
+    verdict = Verdict.PASSED if passed else Verdict.TIMEOUT
+    benchmark = BenchmarkOutcome(0, "size: 4096", passed, 9, 4242.5, 1.0, 1.0, 4000.0, 4500.0)
+    phase = PhaseOutcome(
+        "leaderboard", 0, not passed, 17.25, "seed-derived out", "", verdict, "", (), (benchmark,)
+    )
+    return RunResult(
+        passed=passed,
+        verdict=verdict,
+        mode=Mode.LEADERBOARD,
+        message="seed-derived message" if passed else "leaderboard: timeout after 17.25 s",
+        phases=(phase,),
+        score=score if passed else None,
+        system={"gpu": "test", **SANDBOXED},
+        review=review,
+        durations={"total": 17.25},
+    )
+
+
+async def record_result(
+    pool: asyncpg.Pool, job: Job, result: RunResult, *, owner: str = OWNER
+) -> bool:
+    """Claims (if still queued), dispatches and stores `result` for one job."""
+    fresh = await job_store.get_job(pool, job.id)
+    assert fresh is not None
+    if fresh.state is JobState.QUEUED:
+        claimed = await claim_submission(pool, job.submission_id, owner=owner, gpus=[job.gpu])
+        fresh = claimed[(job.gpu, job.secret)]
+    if fresh.state is JobState.CLAIMED:
+        fresh = await dispatch(pool, fresh, owner=owner)
+    async with pool.acquire() as conn:
+        return await run_store.record_run(conn, job=fresh, owner=owner, result=result)

@@ -108,7 +108,7 @@ def _result_item(run: RunRecord) -> dict[str, Any]:
         "score": run.score,
         "runs": {},
     }
-    if not run.result:  # a secret run's only for an admin: the service redacts it for others
+    if run.redacted or not run.result:
         return item
     result = RunResult.from_json(run.result)
     if run.mode is Mode.PROFILE:

@@ -169,7 +169,7 @@ def run_view(run: RunRecord, job: Job | None) -> Json:
         "score": run.score,
         "passed": run.passed,
     }
-    if run.result:  # a secret run's only for an admin: the service redacts it for others
+    if run.result and not run.redacted:
         result = RunResult.from_json(run.result)
         view["result"] = key_form(result)
         view["diagnostics"] = diagnostics(result)

@@ -180,6 +180,9 @@ class RunRecord:
     submitted_at: datetime
     created_at: datetime
     result: dict[str, Any] = field(default_factory=dict, repr=False)
+    # As a secret run's author sees it: passed or failed, and `result` holds at most `held`,
+    # the fact (never the reason) that it keeps its pair out of the ranking.
+    redacted: bool = False
 
 
 @dataclass(frozen=True)

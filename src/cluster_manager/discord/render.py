@@ -179,7 +179,12 @@ def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> d
         embed.add_field(
             name=f"{icon(run.passed)} {run.gpu}: {run.verdict.value}", value=value, inline=False
         )
-    secret = [f"{icon(r.passed)} {r.gpu}: {r.verdict.value}" for r in report.runs if r.secret]
+    secret = [
+        f"{icon(r.passed)} {r.gpu}: {r.verdict.value}"
+        + (f" — {r.result['held']}" if r.result.get("held") else "")
+        for r in report.runs
+        if r.secret
+    ]
     if secret:
         embed.add_field(name="Secret re-runs", value="\n".join(secret), inline=False)
     failed = [

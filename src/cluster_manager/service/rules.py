@@ -69,15 +69,20 @@ def check_devices(task: Task, gpu: GpuType) -> None:
         )
 
 
+# What a secret run's author reads when it keeps its pair out of the ranking.
+HELD_RERUN = "not ranked: the secret re-run is held (its reason is for admins)"
+
+
 def redact(run: RunRecord) -> RunRecord:
-    """A secret run as its author sees it: passed or failed, nothing else. Its inputs derive
-    from the secret seed, and so do its verdict's kind, score, timings, messages and why it
-    was held: each would carry bits of the seed out, a submission at a time. Admins read
-    runs unredacted."""
+    """A secret run as its author sees it: passed or failed, and whether it is held out of
+    the ranking (which "not ranked" tells anyway). Its inputs derive from the secret seed,
+    and so do its verdict's kind, score, timings, messages and why it was held: each would
+    carry bits of the seed out, a submission at a time. Admins read runs unredacted."""
     if not run.secret:
         return run
     verdict = Verdict.PASSED if run.passed else Verdict.FAILED
-    return replace(run, verdict=verdict, result={}, score=None)
+    held = {"held": HELD_RERUN} if run.passed and run.result.get("review") else {}
+    return replace(run, verdict=verdict, result=held, score=None, redacted=True)
 
 
 def redact_job(job: Job) -> Job:

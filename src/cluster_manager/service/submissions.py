@@ -33,16 +33,13 @@ from cluster_manager.service.records import (
     SubmissionReport,
     Submitter,
 )
-from cluster_manager.service.rules import redact, redact_job
+from cluster_manager.service.rules import HELD_RERUN, redact, redact_job
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import queue as queue_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.submissions import StoredSubmission
-
-# Why a held secret run keeps its pair out of the ranking is for admins to read.
-HELD_RERUN = "not ranked: the secret re-run is held (its reason is for admins)"
 
 
 class Submissions:
@@ -166,9 +163,11 @@ class Submissions:
         return await load_report(self.pool, submission_id, admin=admin)
 
     async def placements(self, submission_id: int) -> list[Placement]:
-        """Where a ranked submission stands on each GPU, and whether it is the user's best."""
+        """Where a ranked submission stands on each GPU, and whether it is the user's best;
+        its score there is its pair's once that counts (both runs passed, neither held)."""
         found = await self._stored(submission_id)
         runs = await run_store.runs_of_submission(self.pool, submission_id)
+        holds = await self.ranking_holds(submission_id)
         placements = []
         for gpu in sorted({r.gpu for r in runs if r.mode is Mode.LEADERBOARD}):
             standing = await run_store.rank_of(
@@ -179,7 +178,7 @@ class Submissions:
                 Placement(
                     gpu=gpu,
                     rank=standing[0] if standing else None,
-                    score=_pair_score(runs, gpu),
+                    score=None if gpu in holds else _pair_score(runs, gpu),
                     improved=improved,
                     previous_best=None if improved or standing is None else standing[1],
                 )
