@@ -3,7 +3,8 @@ each phase, on a root runner and on an ordinary user's.
 
 A phase is one process tree started by `run_tree`. Both sides start the same Python that
 imports nothing (`python -S -c pass`) in a fresh run directory: once wrapped in the run's
-bubblewrap sandbox (planned once per run, as the runner does), once bare. Runs alternate so
+bubblewrap sandbox (planned once per run, as the runner does) and in a cgroup of its own
+where the machine has them (as the runner's trees are), once bare. Runs alternate so
 drift on a noisy machine hits both sides alike; the figure is the difference of the medians.
 The unprivileged side runs this script again as a plain user (tests/security/runners.py).
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from benchlib import Figure, log, median, report, rounded
 
-from cluster_manager.sandbox import process
+from cluster_manager.sandbox import cgroups, process
 from cluster_manager.sandbox.namespaces import Isolation
 from cluster_manager.sandbox.plan import HOME_DIR, TMP_DIR, plan_sandbox
 
@@ -30,6 +31,8 @@ COMMAND = (sys.executable, "-S", "-c", "pass")
 
 
 def _start(workdir: Path, prefix: list[str], isolation: Isolation | None = None) -> float:
+    # The sandboxed side gets its cgroup where the machine has a backend, as a run's trees do.
+    caps = cgroups.Caps(memory_bytes=1 << 30, processes=512) if prefix else None
     began = time.perf_counter()
     result = process.run_tree(
         [*prefix, *COMMAND],
@@ -37,7 +40,7 @@ def _start(workdir: Path, prefix: list[str], isolation: Isolation | None = None)
         env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
         timeout=30,
         output_cap=1 << 16,
-        limits=process.ResourceLimits(),
+        limits=process.ResourceLimits(group=caps),
         isolation=isolation,  # the syscall filter's descriptor, which the prefix names
     )
     elapsed = time.perf_counter() - began

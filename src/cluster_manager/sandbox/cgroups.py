@@ -133,6 +133,17 @@ def _run_name() -> str:
     return f"run-{os.getpid()}-{next(_serial)}"
 
 
+def _sweep(base: Path) -> None:
+    """Removes the empty cgroups of runners that died (SIGKILL skips our cleanup)."""
+    with contextlib.suppress(OSError):
+        for entry in base.iterdir():
+            parts = entry.name.split("-")
+            ours = len(parts) == 3 and parts[0] == "run" and parts[1].isdigit()
+            if ours and not Path(f"/proc/{parts[1]}").exists():
+                with contextlib.suppress(OSError):
+                    entry.rmdir()
+
+
 @dataclass
 class V2Group:
     directory: Path
@@ -343,7 +354,11 @@ def _works(backend: Backend) -> str | None:
     group.close()
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
-        return f"{backend.name}: cannot move a process into a run's cgroup: {os.strerror(code)}"
+        hint = ""
+        if isinstance(backend, V2Backend) and os.geteuid() != 0:
+            hint = f" (the runner must run inside {backend.base.parent}, e.g. `systemd-run --user`)"
+        why = os.strerror(code)
+        return f"{backend.name}: cannot move a process into a run's cgroup: {why}{hint}"
     return None
 
 
@@ -355,6 +370,7 @@ def backend() -> Backend | str:
     reasons = []
     v2, why = _v2_base()
     if v2 is not None:
+        _sweep(v2)
         problem = _works(V2Backend(v2))
         if problem is None:
             return V2Backend(v2)
@@ -362,6 +378,8 @@ def backend() -> Backend | str:
     reasons.append(why)
     v1, why = _v1_backend()
     if v1 is not None:
+        _sweep(v1.memory_base)
+        _sweep(v1.pids_base)
         problem = _works(v1)
         if problem is None:
             return v1
