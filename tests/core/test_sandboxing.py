@@ -6,7 +6,9 @@ from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.sandboxing import (
     ALLOW_SETTING,
     FULL,
+    LIMITS_KEY,
     PARTIAL,
+    RLIMITS_ONLY,
     SANDBOX_KEY,
     SANDBOX_REASON_KEY,
     describe,
@@ -33,3 +35,13 @@ def test_the_report_of_a_ranked_run_says_how_it_was_sandboxed():
     assert describe(PARTIAL_SYSTEM) in partial.splitlines()
     full = format_report(RunResult(**{**result.__dict__, "system": {SANDBOX_KEY: FULL}}))
     assert "sandbox: full" in full.splitlines()
+
+
+def test_a_run_bounded_by_rlimits_only_is_held_back_like_a_partial_sandbox():
+    rlimits = {SANDBOX_KEY: FULL, LIMITS_KEY: f"{RLIMITS_ONLY} (no cgroup delegated)"}
+    hold = ranking_hold(rlimits, allow_unsandboxed=False)
+    assert hold is not None and "no cgroup delegated" in hold and ALLOW_SETTING in hold
+    assert ranking_hold(rlimits, allow_unsandboxed=True) is None
+    grouped = {SANDBOX_KEY: FULL, LIMITS_KEY: "cgroup v2: memory, processes"}
+    assert ranking_hold(grouped, allow_unsandboxed=False) is None
+    assert describe(rlimits) == f"sandbox: full; limits: {RLIMITS_ONLY} (no cgroup delegated)"

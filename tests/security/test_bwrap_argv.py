@@ -26,3 +26,17 @@ def test_the_way_to_a_checkout_in_tmp_is_made_after_the_private_tmp():
     assert tmpfs["/tmp"] < dirs["/tmp/clone"] < binds["/tmp/clone/src"]
     assert "/tmp" not in dirs and "/usr" not in dirs
     assert args[args.index("--") + 1] == "setpriv"
+
+
+def test_home_and_tmpdir_are_capped_tmpfs_mounted_over_the_read_only_run_directory():
+    view = View(
+        read_only=("/usr", "/tmp/cm-run-1"),
+        scratch=("/tmp/cm-run-1/.home", "/tmp/cm-run-1/.tmp"),
+        private_bytes=100 << 20,
+    )
+    args = argv(SandboxSpec(view), bwrap="bwrap", setpriv=None, as_root=False)
+    tmpfs, binds = _positions(args, "--tmpfs"), _positions(args, "--ro-bind")
+    for path in ("/tmp/cm-run-1/.home", "/tmp/cm-run-1/.tmp", "/tmp", "/dev/shm"):
+        assert args[tmpfs[path] - 1] == str(100 << 20), path  # --size N --tmpfs PATH
+    assert binds["/tmp/cm-run-1"] < tmpfs["/tmp/cm-run-1/.home"]
+    assert "/tmp/cm-run-1/.home" not in _positions(args, "--bind")
