@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.models import Limits
+from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import (
     DEFAULT_REGISTRY_FILE,
     GPU_MEMORY_MB,
@@ -16,6 +17,7 @@ from cluster_manager.gpus import (
     load_registry,
     parse_registry,
 )
+from cluster_manager.settings import load_settings, local_limits
 from tests.conftest import ROOT
 
 
@@ -169,3 +171,22 @@ def test_every_shipped_gpu_type_names_its_exact_compiler_target():
 def test_an_arch_that_is_no_target_is_refused(arch):
     with pytest.raises(InvalidRegistryError, match=r"gpus\.X\.arch: must be a GPU target"):
         parse_registry({"gpus": {"X": {"launcher": "local", "arch": arch}}})
+
+
+def test_the_run_disk_setting_reaches_every_run_and_a_type_may_override_it():
+    settings = load_settings({"CLUSTER_MANAGER_RUN_DISK_MB": "1024"}, dotenv_path=None)
+    assert local_limits(load_settings({}, dotenv_path=None)).disk_bytes == 4096 << 20
+    base = local_limits(settings)
+    assert base.disk_bytes == 1024 << 20
+    registry = parse_registry(
+        {
+            "gpus": {
+                "B200": {"launcher": "github", "workflow": "w.yml", "runner_labels": ["b200"]},
+                "LAB": {"launcher": "slurm", "limits": {"disk_mb": 256}},
+            }
+        }
+    )
+    assert registry.get("B200").run_limits(base).disk_bytes == 1024 << 20
+    assert registry.get("LAB").run_limits(base).disk_bytes == 256 << 20
+    with pytest.raises(ClusterManagerError, match="CLUSTER_MANAGER_RUN_DISK_MB"):
+        load_settings({"CLUSTER_MANAGER_RUN_DISK_MB": "0"}, dotenv_path=None)
