@@ -25,16 +25,17 @@ from cluster_manager.report import (
     format_ranking,
     format_table,
 )
-from cluster_manager.sandbox.plan import full_sandbox_problem
+from cluster_manager.sandbox.plan import full_sandbox_problem, limits_problem
 from cluster_manager.scheduler import SchedulerConfig
 from cluster_manager.service import NotFoundError, Service, SubmissionReceipt, Submitter
 from cluster_manager.settings import local_limits
 
 
 def _lenient_config(app: App, echo: Callable[[str], None]) -> SchedulerConfig | None:
-    """On a machine that cannot sandbox fully (no bubblewrap, no user namespaces), the demo
-    still ranks its own examples in its own embedded database, and says so."""
-    problem = full_sandbox_problem()
+    """On a machine that cannot sandbox fully (no bubblewrap, no user namespaces) or bound runs
+    with cgroups, the demo still ranks its own examples in its own embedded database, and says
+    so."""
+    problem = full_sandbox_problem() or limits_problem()
     if problem is None or not app.embedded or app.settings.allow_unsandboxed_ranking:
         return None
     echo(

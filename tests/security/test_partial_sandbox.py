@@ -18,7 +18,7 @@ from cluster_manager.core.sandboxing import (
 from cluster_manager.demo import _lenient_config
 from cluster_manager.harness import runner
 from cluster_manager.sandbox.bwrap import BWRAP_SETTING
-from cluster_manager.sandbox.plan import full_sandbox_problem
+from cluster_manager.sandbox.plan import full_sandbox_problem, limits_problem
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings, load_settings
 from cluster_manager.storage import runs as run_store
@@ -104,5 +104,5 @@ def test_the_demo_ranks_partial_runs_only_in_its_embedded_database(monkeypatch):
     shared = SimpleNamespace(embedded=False, settings=Settings())
     assert _lenient_config(shared, said.append) is None  # type: ignore[arg-type]
     monkeypatch.delenv(BWRAP_SETTING)
-    if full_sandbox_problem() is None:  # a machine that sandboxes fully ranks as usual
+    if full_sandbox_problem() is None and limits_problem() is None:  # ranks as usual
         assert _lenient_config(embedded, said.append) is None  # type: ignore[arg-type]

@@ -142,6 +142,12 @@ def full_sandbox_problem() -> str | None:
     return problem
 
 
+def limits_problem() -> str | None:
+    """Why this machine bounds runs with rlimits only (no cgroup), or None when it need not."""
+    backend = cgroups.backend()
+    return f"limits: {RLIMITS_ONLY} ({backend})" if isinstance(backend, str) else None
+
+
 def _full(
     workdir: Path,
     identity: tuple[int, int, bool] | None,
