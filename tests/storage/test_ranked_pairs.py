@@ -12,6 +12,7 @@ import pytest
 from cluster_manager.core.models import Verdict
 from cluster_manager.core.records import Placement
 from cluster_manager.data import MIGRATIONS_DIR
+from cluster_manager.report import format_submission_report
 from cluster_manager.service.rules import HELD_RERUN
 from tests.storage.helpers import (
     ALICE,
@@ -131,3 +132,28 @@ async def test_the_migration_ranks_stored_pairs_with_the_worse_score(service, po
 
 async def _run_sql(pool, path: Path) -> None:
     await pool.execute(path.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("passed", [True, False], ids=["passed", "failed"])
+async def test_the_text_report_shows_the_author_passed_or_failed_and_an_admin_all(
+    service, pool, passed
+):
+    """The CLI's report (and the bot's attached log) of the same submission, as its author
+    and as an admin reads it."""
+    await make_board(service)
+    receipt = await rank_pair(service, pool, ALICE, 0.001, 0.003) if passed else None
+    if receipt is None:
+        receipt = await submit(service)
+        assert await finish_job(pool, job_of(receipt, secret=False), True, 0.001)
+        assert await record_result(pool, job_of(receipt, secret=True), telling_result(False))
+    icon, outcome = ("✅", "passed") if passed else ("❌", "failed")
+
+    mine = format_submission_report(await service.report(receipt.submission_id), with_output=True)
+    assert f"[CPU secret] {icon} secret re-run: {outcome}" in mine
+    assert [tell for tell in SECRET_TELLS if tell in mine] == []
+
+    full = format_submission_report(
+        await service.report(receipt.submission_id, admin=True), with_output=True
+    )
+    assert "[CPU secret]" in full and "seed-derived" in full
+    assert ("4.24 µs" if passed else "leaderboard: timeout") in full
