@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import resource
 from pathlib import Path
 
 from cluster_manager.core import protocol
@@ -90,7 +91,10 @@ def limits(request: RunRequest, timeout: float, sandbox: Sandbox) -> process.Res
     if sandbox.user is not None:
         processes = budget
     elif not grouped and os.geteuid() != 0:
+        # An ordinary user cannot raise it past its hard limit.
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         processes = user_tasks(os.getuid()) + budget
+        processes = processes if hard == resource.RLIM_INFINITY else min(processes, hard)
     # Without a cgroup the address space is all that bounds memory; GPU drivers map far
     # more of it than they use, so it applies only where there is no GPU.
     address_space = request.limits.memory_bytes
