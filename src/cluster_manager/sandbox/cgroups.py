@@ -285,21 +285,20 @@ def _delegate(directory: Path) -> None:
 
 def _v2_base() -> tuple[Path | None, str]:
     """A cgroup v2 directory to create runs' cgroups in, or why there is none."""
-    mount = next((m for t, m, r, _ in _mounts() if t == "cgroup2"), None)
+    mount = next((m for t, m, _, _ in _mounts() if t == "cgroup2"), None)
     if mount is None:
         return None, "no cgroup v2 hierarchy is mounted"
     top = Path(mount)
     if not _has_controllers(top):
         return None, f"the cgroup v2 hierarchy at {top} has no memory and pids controllers"
     configured = os.environ.get(SETTING)
+    uid = os.geteuid()
     if configured:
-        candidates = [Path(configured)]
-    elif os.geteuid() == 0:
-        candidates = [top]
-    else:
-        uid = os.geteuid()
-        candidates = [top / "user.slice" / f"user-{uid}.slice" / f"user@{uid}.service"]
-    base = candidates[0]
+        base = Path(configured)
+    elif uid == 0:
+        base = top
+    else:  # systemd's delegation to the user's manager
+        base = top / "user.slice" / f"user-{uid}.slice" / f"user@{uid}.service"
     if not base.is_dir():
         return None, f"{base} does not exist (no cgroup delegated to this user)"
     if not os.access(base / "cgroup.subtree_control", os.W_OK) or not os.access(base, os.W_OK):
