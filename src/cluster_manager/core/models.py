@@ -321,8 +321,7 @@ class RunResult:
     # Per timed phase, what its GPU did (core.telemetry); absent in older runners' results.
     telemetry: dict[str, PhaseTelemetry] = field(default_factory=dict)
     # Set by the bot when it stores a ranked run whose GPU throttled (storage.throttling): why
-    # it is not ranked. Unlike `review`, it says nothing of the run's inputs or timings, so
-    # a secret run keeps it.
+    # it is not ranked. A secret run's author reads only that it is held (service.rules).
     throttled: str = ""
     version: int = RUN_RESULT_VERSION
 
