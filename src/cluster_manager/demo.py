@@ -143,7 +143,7 @@ async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str],
     """Prints each submission's verdicts and the rankings; True if all were as expected."""
     rows, as_expected = [], True
     for submission_id, (plan, _) in receipts.items():
-        report = await service.report(submission_id)
+        report = await service.report(submission_id, admin=True)  # the operator's demo
         verdicts = sorted(
             {r.verdict.value for r in report.runs}
             | {f"failed: {j.error}" for j in report.jobs if j.error and j.state.value == "failed"}
