@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness.witness import ALLOWANCE_CAP_NS, CALL_SHARE
+from cluster_manager.harness.witness import PAIRED_CALL_SHARE
 from tests.adversarial.helpers import (
     LIMITS,
     attack,
@@ -229,11 +229,14 @@ def take_over_the_timed_step(
     return f"""
     import gc
     import time
+    from cluster_manager.harness import wire
 
     def take_over(steps):
         worker = steps["run"].__self__
 
-        def run(with_output=False):
+        def run(inputs=None, with_output=False, wait_ns=0.0):
+            if inputs is not None:
+                worker._argument = wire.decode(inputs)
             began = time.perf_counter_ns()
             time.sleep({before_reply_s})
             yield float(time.perf_counter_ns() - began) if {report_honestly} else 1.0
@@ -299,13 +302,13 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
 @pytest.mark.reliability(
     "Anti-cheat",
     "patching the worker's timer class to report three quarters of every 50 ms call",
-    "ranked at no less than 50 ms less 1 % and the calibrated allowance (at most 0.2 ms)",
+    "runtime_error: the stand-in's replays show the missing quarter, never ranked",
 )
 def test_shaving_a_quarter_off_every_call(identity, record_property):
-    """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel:
-    too little for the witness to fail the run. Expected: each ranked duration is held to
-    the harness's own clock, so the score is the real 50 ms less at most 1 % of it and the
-    allowance."""
+    """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel,
+    hoping to stay within what load explains. Expected: each call is replayed by the stand-in
+    for as long as it was reported; the real calls take 12.5 ms longer, far beyond the
+    tolerance (3 % of the call): runtime_error, no score."""
     code = (
         """
     from cluster_manager.harness import timing
@@ -316,28 +319,26 @@ def test_shaving_a_quarter_off_every_call(identity, record_property):
         + SLOW_KERNEL
     )
     result = attack(identity, code)
-    record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert result.passed, result.message
-    bound = 50e-3 * (1 - CALL_SHARE) - ALLOWANCE_CAP_NS / 1e9
-    assert result.score is not None and result.score >= bound
+    record_property("observed", f"{result.verdict.value}: {result.message}")
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
+    assert "the timer was changed" in result.message
+    assert not_ranked(result)
 
 
 @pytest.mark.reliability(
     "Anti-cheat",
     "replacing the worker's timed step: report 2 ms of work honestly, work 1 ms more after it",
-    "runtime_error, or ranked at no less than 2.5 ms of the 3 ms the work took",
+    "runtime_error (the output comes 1 ms later than the stand-in's), never ranked",
 )
 def test_moving_a_third_of_the_work_after_the_reply(identity, record_property):
     """Attack: work 2 ms and report exactly that, then work 1 ms more before sending the
-    output: little enough late work that load could explain it, so the run is not failed.
-    Expected: the late work is added back beyond what sending the output and the allowances
-    explain (well under half a millisecond), so the score stays near the 3 ms the work took,
-    not 2 ms; or the run fails."""
+    output, hoping load explains it. Expected: the stand-in replays each call for the 2 ms
+    reported and sends the same output at once; the submission's outputs arrive 1 ms later,
+    far beyond the tolerance (60 µs): runtime_error naming work after the timer."""
     code = take_over_the_timed_step(0.002, 0.001, report_honestly=True)
     result = attack(identity, code)
-    record_property("observed", f"{result.verdict.value}: score {result.score}")
-    if result.verdict is Verdict.RUNTIME_ERROR:
-        assert not_ranked(result)
-        return
-    assert result.passed, result.message
-    assert result.score is not None and result.score >= 2.5e-3
+    record_property("observed", f"{result.verdict.value}: {result.message}")
+    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
+    assert "after the timer stopped" in result.message
+    assert PAIRED_CALL_SHARE * 0.002 < 0.001
+    assert not_ranked(result)

@@ -103,9 +103,3 @@ def test_cpu_timer_measures_real_elapsed_time():
     assert total > 0 and elapsed > 0
 
 
-def test_shifted_stats_move_every_sample_and_keep_the_spread():
-    stats = timing.calculate_stats([10.0, 20.0, 30.0, 40.0])
-    moved = stats.shifted(5.0)
-    assert (moved.mean, moved.best, moved.worst) == (30.0, 15.0, 45.0)
-    assert (moved.runs, moved.std, moved.err) == (stats.runs, stats.std, stats.err)
-    assert stats.shifted(0.0) is stats

@@ -1,14 +1,15 @@
-"""The worker's side of the reply: outputs sent compact, failures as text, the timed call's
-replies in order; and the trusted echo beside it."""
+"""The worker's side of the reply: inputs taken as the harness sends them, outputs sent
+compact, failures as text, the timed call's replies in order; and the stand-in beside it."""
 
 from __future__ import annotations
 
 import multiprocessing
 import sys
+from pathlib import Path
 
 import torch
 
-from cluster_manager.harness import cases, tensors, worker, workers
+from cluster_manager.harness import cases, tensors, wire, worker, workers
 
 
 def test_a_view_of_a_larger_storage_is_sent_at_its_own_size():
@@ -38,29 +39,61 @@ def test_a_submission_exception_is_reported_as_text_with_its_verdict():
 def test_a_timed_call_sends_its_duration_first_and_its_output_only_when_ranked(
     tmp_path, monkeypatch
 ):
-    (tmp_path / "reference.py").write_text("def generate_input(size, seed):\n    return size\n")
     (tmp_path / "submission.py").write_text("def custom_kernel(data):\n    return data * 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    for module in ("reference", "submission"):
-        monkeypatch.delitem(sys.modules, module, raising=False)
+    monkeypatch.delitem(sys.modules, "submission", raising=False)
     process = worker.Worker()
-    process.open({"size": 21, "seed": 1}, 0, None, 0, False)
+    process.open(wire.encode(21), 0, None, 0, False)
     process.warm_up()
     duration, output = process.run(with_output=True)
     assert isinstance(duration, float) and duration > 0
     assert output == {"ok": True, "output": 42}
     assert [type(reply) for reply in process.run()] == [float]
+    # Fresh inputs with the call: the kernel works on them.
+    assert list(process.run(wire.encode(5), with_output=True))[1]["output"] == 10
 
 
-def test_the_echo_holds_bytes_and_sends_them_when_asked():
-    echo = workers.Echo(multiprocessing.get_context("spawn"))
+def test_inputs_travel_as_raw_tensors_and_come_back_equal():
+    data = {
+        "x": torch.randn(3, 4),
+        "view": torch.arange(10)[2:5],  # arrives contiguous, at its own size
+        "half": torch.ones(2, dtype=torch.bfloat16),
+        "empty": torch.empty(0, 3),
+        "scalars": (7, 2.5, "name", None),
+    }
+    back = wire.decode(wire.encode(data))
+    assert torch.equal(back["x"], data["x"]) and back["x"].dtype == torch.float32
+    assert torch.equal(back["view"], torch.tensor([2, 3, 4]))
+    assert back["view"].untyped_storage().nbytes() == 3 * 8
+    assert back["half"].dtype == torch.bfloat16 and back["empty"].shape == (0, 3)
+    assert back["scalars"] == (7, 2.5, "name", None)
+    back["x"].add_(1)  # writable: a kernel may work in place on its own copy
+
+
+def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_held_one():
+    stand_in = workers.StandIn(multiprocessing.get_context("spawn"))
     try:
-        assert echo.round_trip() > 0
-        output = torch.arange(1000)
-        echo.hold(worker.encode({"ok": True, "output": output}))
-        assert torch.equal(workers._parse(echo.give())["output"], output)
-        took, size = cases.transfer_estimate(echo, [output, output])
-        assert took > 0
-        assert size == 2 * len(worker.encode({"ok": True, "output": output}))
+        assert stand_in.round_trip() > 0
+        stand_in.send("open", None, 0, None, 0, True)
+        stand_in.message(stand_in.receive())
+        held = torch.arange(1000)
+        stand_in.send("stand_in", held)
+        stand_in.message(stand_in.receive())
+        inputs = wire.encode(torch.zeros(1000))
+        call = cases.time_call([stand_in], [inputs], with_output=True, wait_ns=2e6)
+        assert 2e6 <= call.reported_ns <= call.window_ns
+        assert torch.equal(stand_in.message(call.outputs[0])["output"], held)
     finally:
-        echo.stop()
+        stand_in.stop()
+
+
+def test_the_stand_in_cannot_be_traced_by_its_own_user():
+    stand_in = workers.StandIn(multiprocessing.get_context("spawn"))
+    try:
+        stand_in.round_trip()
+        status = Path(f"/proc/{stand_in.process.pid}/status").read_text()
+        # Undumpable: /proc/PID/fd, mem and environ are root's, and ptrace is refused.
+        assert Path(f"/proc/{stand_in.process.pid}/fd").stat().st_uid == 0
+        assert "TracerPid:\t0" in status
+    finally:
+        stand_in.stop()

@@ -1,8 +1,8 @@
 """One case on its ranks, run from the harness process: the steps each mode takes (a checked
 call, the timed loop of a benchmark, a profile) and the calibration of the clocks they use.
 
-Every output is checked here (`checks.py`), and every timed call is timed here as well, next
-to the trusted echo (`witness.py`).
+Every input is made here and every output checked here (`checks.py`); every timed call is
+timed here as well, and in ranked runs replayed by the trusted stand-in (`witness.py`).
 """
 
 from __future__ import annotations
@@ -10,27 +10,26 @@ from __future__ import annotations
 import contextlib
 import gc
 import hashlib
+import os
 import secrets
 import socket
-import statistics
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
-from cluster_manager.harness import timing, worker
+from cluster_manager.harness import timing, wire
 from cluster_manager.harness.checks import Reference
-from cluster_manager.harness.outcome import CaseFailed, Outcome
-from cluster_manager.harness.witness import Calibration, ClockWitness
-from cluster_manager.harness.workers import Echo, Workers
+from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
+from cluster_manager.harness.witness import Calibration, ClockWitness, PairedWitness
+from cluster_manager.harness.workers import Peer, StandIn, Workers
 
 CALIBRATION_CALLS = 50
 # A call that keeps the harness waiting lets its core idle: the reply takes longer to see than
 # an empty call's (about 40 µs more on a 2-core VM). Real calls are calibrated on a busy wait.
 CALIBRATION_BUSY_NS = 200_000
-TRANSFER_SAMPLES = 5
 _clock = time.perf_counter_ns
 
 
@@ -49,9 +48,40 @@ def _free_port() -> int:
 class TimedCall:
     window_ns: float  # rank 0's call as this process saw it: from `run` sent to duration read
     reported_ns: float  # rank 0's duration as its worker reported it
-    replies: list[dict[str, Any]] = field(default_factory=list)  # outputs, when asked for
+    outputs: list[bytes] = field(default_factory=list)  # as sent, when asked for
+    replies: list[dict[str, Any]] = field(default_factory=list)  # the outputs read
     output_ns: float = 0.0  # from the duration read to the last output read
-    output_bytes: int = 0
+
+
+def time_call(
+    ranks: Sequence[Peer],
+    inputs: Sequence[bytes | None],
+    *,
+    with_output: bool = False,
+    wait_ns: float = 0.0,
+) -> TimedCall:
+    """One timed call on every rank, given fresh `inputs` (one per rank) when not None, with
+    their outputs right after when asked for. The window opens before the inputs leave: taking
+    them is part of what this process sees of the call."""
+    # Rank 0 last: the others already wait in its first barrier when its window opens.
+    for process, data in zip(ranks[1:], inputs[1:], strict=True):
+        process.send("run", data, with_output, wait_ns)
+    began = _clock()
+    ranks[0].send("run", inputs[0], with_output, wait_ns)
+    first = ranks[0].receive()
+    done = _clock()  # rank 0's call: the one whose duration is reported
+    raw = [first] + [process.receive() for process in ranks[1:]]
+    try:
+        durations = [p.duration(data) for p, data in zip(ranks, raw, strict=True)]
+    except CaseFailed as failed:
+        # The ranks that did finish have their outputs on the way: out of step now.
+        failed.worker_lost |= with_output and len(ranks) > 1
+        raise
+    call = TimedCall(window_ns=float(done - began), reported_ns=durations[0])
+    if not with_output:
+        return call
+    outputs = [process.receive() for process in ranks]
+    return replace(call, outputs=outputs, output_ns=float(_clock() - done))
 
 
 class CaseRun:
@@ -66,8 +96,8 @@ class CaseRun:
         self._workers = workers
 
     @property
-    def echo(self) -> Echo:
-        return self._workers.echo  # started by the first timed case, not for tests
+    def stand_in(self) -> StandIn:
+        return self._workers.stand_in  # started by the first timed case, not for tests
 
     def everywhere(self, step: str, *args: Any) -> list[dict[str, Any]]:
         self.send(step, *args)
@@ -104,49 +134,52 @@ class CaseRun:
         )
 
     def open(self, *, calibration: bool = False) -> None:
+        """Joins the ranks and hands each its inputs of the case, made here."""
         port = _free_port() if self.world_size is not None else 0
         for r, process in enumerate(self.ranks):
-            process.send("open", self.args, r, self.world_size, port, calibration)
+            inputs = None if calibration else self.inputs(self.args, r)[1]
+            process.send("open", inputs, r, self.world_size, port, calibration)
         self.decode(self.receive())
+
+    def inputs(self, args: Case, r: int) -> tuple[Any, bytes]:
+        """Rank `r`'s inputs for `args`, generated here, and as the worker is sent them."""
+        data = self.reference.generate(args, None if self.world_size is None else r)
+        try:
+            return data, wire.encode(data)
+        except Exception as exc:
+            raise broken(f"the task's inputs cannot be sent to the submission: {exc}") from None
 
     def close(self) -> None:
         with contextlib.suppress(CaseFailed):
             self.everywhere("close")
 
-    def check(self, replies: list[dict[str, Any]], args: Case | None = None) -> str:
-        """Checks every rank's output here; the messages of passing checks are kept."""
+    def check(
+        self,
+        replies: list[dict[str, Any]],
+        args: Case | None = None,
+        data: Sequence[Any] | None = None,
+    ) -> str:
+        """Checks every rank's output here (against `data`, the inputs made here for the call,
+        when given); the messages of passing checks are kept."""
+        if len(replies) != len(self.ranks):  # every rank's output, or the case is not checked
+            raise broken(f"{len(replies)} output(s) to check from {len(self.ranks)} rank(s)")
         messages = [
             self.reference.check(
-                args or self.args, None if self.world_size is None else r, reply.get("output")
+                args or self.args,
+                None if self.world_size is None else r,
+                reply.get("output"),
+                None if data is None else data[r],
             )
             for r, reply in enumerate(replies)
         ]
         return "\n".join(m for m in messages if m)
 
-    def timed_call(self, *, with_output: bool = False) -> TimedCall:
-        """One timed call on every rank, with their outputs right after when asked for."""
-        # Rank 0 last: the others already wait in its first barrier when its window opens.
-        for process in self.ranks[1:]:
-            process.send("run", with_output)
-        began = _clock()
-        self.ranks[0].send("run", with_output)
-        first = self.ranks[0].receive()
-        done = _clock()  # rank 0's call: the one whose duration is reported
-        raw = [first] + [process.receive() for process in self.ranks[1:]]
-        try:
-            durations = [p.duration(data) for p, data in zip(self.ranks, raw, strict=True)]
-        except CaseFailed as failed:
-            # The ranks that did finish have their outputs on the way: out of step now.
-            failed.worker_lost |= with_output and len(self.ranks) > 1
-            raise
-        call = TimedCall(window_ns=float(done - began), reported_ns=durations[0])
-        if not with_output:
-            return call
-        outputs = self.receive()
-        gap = float(_clock() - done)
-        return replace(
-            call, replies=self.decode(outputs), output_ns=gap, output_bytes=sum(map(len, outputs))
-        )
+    def timed_call(
+        self, inputs: Sequence[bytes | None] | None = None, *, with_output: bool = False
+    ) -> TimedCall:
+        """One timed call on every rank (on fresh `inputs` when given), its outputs read."""
+        call = time_call(self.ranks, inputs or [None] * len(self.ranks), with_output=with_output)
+        return replace(call, replies=self.decode(call.outputs)) if with_output else call
 
 
 def calibrate(workers: Workers, reference: Reference, world_sizes: set[int | None]) -> None:
@@ -174,37 +207,126 @@ def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Ou
     first = case.everywhere("call")
     case.check(first)
     case.everywhere("warm_up")
+    if recheck and case.world_size is None:
+        return _ranked_case(case, first[0].get("output"), rule)
     witness = ClockWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
-    if recheck:
-        outputs = [reply.get("output") for reply in first]
-        witness.transfer_ns, witness.transfer_bytes = transfer_estimate(case.echo, outputs)
-    nonce = secrets.randbits(64)
-    seed = case.args.get("seed")
-    fresh = recheck and protocol.is_integer(seed)
+    fresh = _fresh_seeds(case) if recheck else None
 
     def step(i: int) -> float:
-        args = case.args
-        if fresh:
-            args = {**case.args, "seed": _iteration_seed(seed, nonce, i)}
-            case.everywhere("prepare", args["seed"])
-        call = case.timed_call(with_output=recheck)
-        witness.add_call(call.window_ns, call.reported_ns, case.echo.round_trip())
+        args, data, inputs = case.args, None, None
+        if fresh is not None:
+            args = fresh(i)
+            made = [case.inputs(args, r) for r in range(len(case.ranks))]
+            data, inputs = [d for d, _ in made], [raw for _, raw in made]
+        call = case.timed_call(inputs, with_output=recheck)
+        witness.add_call(call.window_ns, call.reported_ns, case.stand_in.round_trip())
         if recheck:
-            witness.add_transfer(call.output_ns, call.output_bytes)
-            case.check(call.replies, args)
+            case.check(call.replies, args, data)
         # What the timer adds to every call (0.5-1 µs on a CPU) is not the kernel's time.
         return max(call.reported_ns - timer_ns, 0.0)
 
-    with _collections_paused():
+    with (
+        _collections_paused(),
+        _one_cpu(case.ranks[0].process.pid if not case.world_size else None),
+    ):
         stats = timing.measure(step, rule)
     problem = witness.problem()
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
-    if recheck:
-        # Ranked durations are held to this process's clock: forged reports count for little.
-        stats = stats.shifted(witness.shortfall_ns() + witness.hidden_after_timer_ns())
     return Outcome(ok=True, stats=stats)
+
+
+def _ranked_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
+    """The ranked loop of one rank: every timed call on fresh inputs made here, checked here,
+    and replayed right after by the stand-in, which takes the same inputs, waits as long as
+    the submission reported and returns an output of the same size. Durations are ranked as
+    reported: the run fails instead if the submission's calls took longer around its reports
+    than the stand-in's, beyond what noise explains (`PairedWitness`)."""
+    stand_in = case.stand_in
+    stand_in.send("stand_in", output)
+    stand_in.message(stand_in.receive())
+    witness = PairedWitness(case.calibration)
+    timer_ns = case.calibration.timer_ns
+    fresh = _fresh_seeds(case)
+
+    last_ns = 0.0  # the stand-in waits as long as the submission's last call reported
+
+    def replay(inputs: bytes) -> TimedCall:
+        replayed = time_call([stand_in], [inputs], with_output=True, wait_ns=last_ns)
+        stand_in.message(replayed.outputs[0])
+        return replayed
+
+    worker_pid = case.ranks[0].process.pid
+
+    def step(i: int) -> float:
+        nonlocal last_ns
+        args = fresh(i)
+        data, inputs = case.inputs(args, 0)
+        cpus.pin(worker_pid)  # the submission may have moved its own thread
+        # Which goes first is a coin's toss: whatever favours one place in the order (the
+        # harness's own time slice running out, caches) weighs on both alike.
+        early = replay(inputs) if secrets.randbits(1) else None
+        call = case.timed_call([inputs], with_output=True)
+        last_ns = call.reported_ns
+        late = replay(inputs) if early is None else early
+        witness.add(
+            (call.window_ns, call.reported_ns, call.output_ns),
+            (late.window_ns, late.reported_ns, late.output_ns),
+        )
+        case.check(call.replies, args, [data])
+        return max(call.reported_ns - timer_ns, 0.0)
+
+    with _collections_paused(), _one_cpu(worker_pid, stand_in.process.pid) as cpus:
+        stats = timing.measure(step, rule)
+    problem = witness.problem()
+    if problem:
+        return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
+    return Outcome(ok=True, stats=stats)
+
+
+def _fresh_seeds(case: CaseRun) -> Callable[[int], Case]:
+    """Each timed iteration's arguments: the case's, with a seed of its own that nothing can
+    predict (drawn here, never sent to the submission). A case without a seed gets one when
+    the task's generator takes one; otherwise its inputs are made anew each time, alike."""
+    seed = case.args.get("seed")
+    if not protocol.is_integer(seed):
+        if not case.reference.takes_seed():
+            return lambda i: case.args
+        seed = 0
+    nonce = secrets.randbits(64)
+    return lambda i: {**case.args, "seed": _iteration_seed(seed, nonce, i)}
+
+
+class _Cpu:
+    """The one CPU a case's timed calls run on."""
+
+    def __init__(self, cpu: int | None) -> None:
+        self.cpu = cpu
+
+    def pin(self, pid: int | None) -> None:
+        if self.cpu is not None and pid:
+            with contextlib.suppress(OSError):
+                os.sched_setaffinity(pid, {self.cpu})
+
+
+@contextlib.contextmanager
+def _one_cpu(*pids: int | None) -> Iterator[_Cpu]:
+    """The timed thread of the worker, and the stand-in, on one CPU of those this process may
+    use, for the timed loop: where each runs is then the same, while moving between CPUs set
+    them seconds apart under load (a wake-up on a busy CPU waits for it). The kernel's own
+    threads stay free. Nothing is pinned with a single CPU, or when it is refused."""
+    allowed = sorted(os.sched_getaffinity(0))
+    cpus = _Cpu(secrets.choice(allowed) if len(allowed) > 1 else None)
+    for pid in pids:
+        cpus.pin(pid)
+    try:
+        yield cpus
+    finally:
+        for pid in pids:
+            if pid:
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(pid, allowed)
 
 
 @contextlib.contextmanager
@@ -224,7 +346,8 @@ def _collections_paused() -> Iterator[None]:
 
 def _iteration_seed(seed: Any, nonce: int, i: int) -> int:
     """Above the case's seed but unpredictable from it (or from the inputs, which may carry
-    it): nothing can compute the next iteration's answer ahead, off the clock."""
+    it): nothing can compute the next iteration's answer ahead, off the clock. (The worker
+    never sees it; a task's inputs may carry it, as some hold their seed.)"""
     digest = hashlib.blake2b(f"{nonce}:{i}".encode(), digest_size=7).digest()
     return int(seed) + 1 + int.from_bytes(digest, "big")
 
@@ -236,25 +359,3 @@ def profile_case(case: CaseRun) -> Outcome:
     if not trace and reply.get("trace_bytes"):
         report += f"\n(the Chrome trace, {reply['trace_bytes']} bytes, is too big to send)"
     return Outcome(ok=True, report=report, trace=trace)
-
-
-def transfer_estimate(echo: Echo, outputs: Sequence[Any]) -> tuple[float, int]:
-    """How long honest workers need to send `outputs` here (encoding, the pipe) and their
-    encoded size, timed on the case's first outputs in trusted processes: this one encodes,
-    the echo sends the bytes when asked (one small round trip more than an output sent
-    unasked). The yardstick for each later output's arrival. An untimed first round warms
-    both up."""
-    total_ns, total_bytes = 0.0, 0
-    for output in outputs:
-        samples: list[float] = []
-        for _ in range(TRANSFER_SAMPLES + 1):
-            began = _clock()
-            data = worker.encode({"ok": True, "output": output})
-            encoded = _clock() - began
-            echo.hold(data)
-            began = _clock()
-            echo.give()
-            samples.append(encoded + _clock() - began)
-        total_ns += statistics.median(samples[1:])
-        total_bytes += len(data)
-    return total_ns, total_bytes

@@ -3,6 +3,7 @@ and checks every output the workers send, so nothing a worker patches changes a 
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 from cluster_manager.core.models import Case
@@ -23,13 +24,23 @@ class Reference:
         generate_input = self._module.generate_input
         return generate_input(**args) if rank is None else generate_input(**args, rank=rank)
 
-    def check(self, args: Case, rank: int | None, output: Any) -> str:
-        """Checks `output` against inputs generated here; accepts both check styles (an error
-        string, empty when right, or `(ok, message)`). Raises CaseFailed when wrong."""
+    def takes_seed(self) -> bool:
+        """Whether the generator can be given a seed the case does not name."""
+        try:
+            parameters = inspect.signature(self._module.generate_input).parameters.values()
+        except (TypeError, ValueError):
+            return False
+        return any(p.name == "seed" or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
+
+    def check(self, args: Case, rank: int | None, output: Any, data: Any = None) -> str:
+        """Checks `output` against inputs generated here (`data`, when this process made them
+        already for the call); accepts both check styles (an error string, empty when right,
+        or `(ok, message)`). Raises CaseFailed when wrong."""
         problem = not_plain(output)
         if problem:
             raise wrong(problem)
-        data = self.generate(args, rank)
+        if data is None:
+            data = self.generate(args, rank)
         try:
             output = output_types.rebuild(to_device_of(output, data))
         except (ValueError, TypeError) as exc:

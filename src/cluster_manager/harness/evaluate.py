@@ -3,16 +3,18 @@
 It speaks the popcorn protocol like the public problem sets' `eval.py`, with these guarantees:
 - This process holds the result pipe, the secret seed, the reference and the clock; it never
   imports the submission. Workers (`worker.py`, spawned) import it and get neither the pipe
-  (not inherited) nor the seed (removed from the environment before they start): they see only
-  the per-case seeds already mixed with it, and each timed iteration's seed only when it starts.
+  (not inherited) nor the seed (removed from the environment before they start), nor any
+  seed at all: every input is generated here and sent to them as data, so hooking the task's
+  generator in a worker moves no work off the clock.
 - Every check runs here, on outputs the workers send back as `torch.save` bytes (read with
-  `torch.load(weights_only=True)`: data, never code), against inputs generated here from the
-  same seeds. Patching the reference or the harness inside a worker changes nothing here.
-- Every timed call is also timed here (`witness.py`), next to a trusted echo: a worker whose
-  reported durations leave time unexplained fails the run instead of being ranked, and a ranked
-  duration never falls short of this process's clock by more than a calibrated allowance.
-- In ranked mode every timed iteration gets fresh inputs, from seeds that cannot be predicted
-  from the case's, and its output is checked; the kernel always works on a copy.
+  `torch.load(weights_only=True)`: data, never code), against the inputs made here. Patching
+  the reference or the harness inside a worker changes nothing here.
+- Every timed call is also timed here (`witness.py`); in ranked runs each is replayed right
+  after by a trusted stand-in on the same inputs, and a run whose calls took longer around
+  their reports than the stand-in's fails. Reported durations are never shifted by noise.
+- In ranked mode every timed iteration gets fresh inputs, from seeds drawn here that nothing
+  can predict, and its output is checked; the kernel always works on a copy. Ranked case
+  seeds are a keyed hash of the public ones with the secret as key.
 
 Tasks that use it must generate inputs deterministically from their arguments (the seed) and
 check outputs without collective communication: both run here as well as in the workers.
@@ -162,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
 
     out = Reporter(int(fd_raw))
     # Started first: their interpreters boot while this process imports the reference.
-    workers = Workers(gpus if any(world_size_of(c) for _, c in cases) else 1)
+    workers = Workers(
+        gpus if any(world_size_of(c) for _, c in cases) else 1,
+        timed=mode in ("benchmark", "leaderboard"),
+    )
     try:
         reference = Reference()
         if mode in ("benchmark", "leaderboard"):

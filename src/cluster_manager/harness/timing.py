@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 # Bound before any submission is imported, so patching `time` later cannot touch our clock.
@@ -25,12 +25,6 @@ class Stats:
     err: float
     best: float
     worst: float
-
-    def shifted(self, ns: float) -> Stats:
-        """The same samples, each `ns` longer."""
-        if not ns:
-            return self
-        return replace(self, mean=self.mean + ns, best=self.best + ns, worst=self.worst + ns)
 
 
 def calculate_stats(durations: Sequence[float]) -> Stats:

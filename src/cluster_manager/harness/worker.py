@@ -2,9 +2,10 @@
 submission and does what the harness process asks, one step at a time.
 
 Nothing this process says is trusted. It runs the kernel and reports what came out and how
-long its own clock says the call took; the harness process (`evaluate.py`) checks every output
-against inputs it generated itself and holds the clock that decides whether a reported time
-can be true. Replies are `torch.save` bytes, which the harness reads with
+long its own clock says the call took; the harness process (`evaluate.py`) makes every input
+(this process never calls the task's generator, so hooking it moves no work off the clock),
+checks every output, and holds the clock that decides whether a reported time can be true.
+Replies are `torch.save` bytes, which the harness reads with
 `torch.load(weights_only=True)`: tensors, numbers, strings and containers, never code.
 """
 
@@ -24,19 +25,16 @@ from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from cluster_manager.core.models import Case, Verdict
-from cluster_manager.harness import output_types, timing
+from cluster_manager.core.models import Verdict
+from cluster_manager.harness import guard, output_types, timing, wire
 from cluster_manager.harness.ncu import NVTX_RANGE, PROFILER_ENV
 from cluster_manager.harness.tensors import clone, compact, not_plain
-from cluster_manager.sandbox.lifecycle import die_with_parent
+from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
 
 MAX_ERROR_CHARS = 4000
 # A timed call's reply: the nanoseconds and the request's token, so the harness's window holds
 # little else. Every reply echoes its request's random token: none can be sent ahead of it.
 DONE = struct.Struct("<dQ")
-# What the harness asks its echo: hold these bytes, or send back the ones held.
-ECHO_HOLD = b"\x01"
-ECHO_GIVE = b"\x02"
 
 # How allocators word running out of memory (torch CPU, CUDA, HIP).
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
@@ -44,6 +42,7 @@ _clock = time.perf_counter_ns
 
 # What a step sends back: a message, or a timed call's duration in nanoseconds.
 Reply = dict[str, Any] | float
+Steps = dict[str, Callable[..., Reply | Iterator[Reply]]]
 
 
 def _torch() -> Any:
@@ -77,12 +76,6 @@ def _busy_wait(ns: int) -> None:
         pass
 
 
-def generate(args: Case, rank: int | None) -> Any:
-    from reference import generate_input  # type: ignore[import-not-found]
-
-    return generate_input(**args) if rank is None else generate_input(**args, rank=rank)
-
-
 class Worker:
     """State of the one case this process works on, and the steps the harness can ask for."""
 
@@ -100,21 +93,21 @@ class Worker:
         self._kernel: Callable[[Any], Any] = lambda argument: None
         self._timer: timing.Timer = self._default_timer
         self._sync: Callable[[], None] = self._cuda_synchronize
-        self._args: Case = {}
         self._rank: int | None = None
         self._distributed = False
         self._data: Any = None
         self._argument: Any = None
+        self._held: Any = None  # a stand-in's output
+        self._wait_ns = 0.0  # a stand-in's next call
 
     # --- steps ---------------------------------------------------------------------------
 
     def open(
-        self, args: Case, rank: int, world_size: int | None, port: int, calibration: bool
+        self, inputs: bytes | None, rank: int, world_size: int | None, port: int, calibration: bool
     ) -> dict[str, Any]:
-        """Imports the submission (once), joins the ranks' group and generates the case. For
-        a calibration it joins the group and times a busy wait of ours, empty until `busy`
-        says how long: nothing is imported."""
-        self._args = dict(args)
+        """Imports the submission (once), joins the ranks' group and takes the case's inputs,
+        made by the harness process. For a calibration it joins the group and times a busy
+        wait of ours, empty until `busy` says how long: nothing is imported."""
         self._distributed = world_size is not None
         self._rank = rank if self._distributed else None
         if self._distributed:
@@ -125,7 +118,7 @@ class Worker:
         from submission import custom_kernel  # type: ignore[import-not-found]
 
         self._kernel = custom_kernel
-        self._data = generate(self._args, self._rank)
+        self._data = wire.decode(inputs) if inputs is not None else None
         return {"ok": True}
 
     def call(self) -> dict[str, Any]:
@@ -153,23 +146,38 @@ class Worker:
         self._argument = ns
         return {"ok": True}
 
-    def prepare(self, seed: int | None) -> dict[str, Any]:
-        """Inputs for the next timed call: fresh ones from `seed`, else the case's own."""
-        if seed is None:
-            return {"ok": True}  # the argument from warm_up is reused
-        self._argument = generate({**self._args, "seed": seed}, self._rank)
+    def stand_in(self, output: Any) -> dict[str, Any]:
+        """Makes this worker the harness's stand-in for an honest submission: each timed call
+        busy-waits as long as it is told, then returns `output` (an honest output's size)."""
+        self._held = output
+        self._kernel = self._wait_then_hold
         return {"ok": True}
 
-    def run(self, with_output: bool = False) -> Iterator[Reply]:
-        """One timed call. Its duration is the first reply, alone, so it leaves at once; in
-        ranked runs the output follows unasked, for the check, and the harness times how
-        long after the duration it comes."""
+    def run(
+        self, inputs: bytes | None = None, with_output: bool = False, wait_ns: float = 0.0
+    ) -> Iterator[Reply]:
+        """One timed call, on `inputs` when the harness sends fresh ones. Its duration is the
+        first reply, alone, so it leaves at once; in ranked runs the output follows unasked,
+        for the check. The harness times all of it from outside: taking the inputs, the call,
+        both replies. `wait_ns` is for a stand-in only."""
+        if inputs is not None:
+            self._argument = wire.decode(inputs)
+        self._wait_ns = wait_ns
         self._timer.start()
         output = self._kernel(self._argument)
         elapsed = self._timer.stop()
         yield elapsed
         if with_output:
             yield self._output_reply({"ok": True}, output)
+
+    def _wait_then_hold(self, argument: Any) -> Any:
+        """Reads the inputs and writes a fresh output, as a kernel would (what it leaves in the
+        caches and the allocator weighs on the reply after it), then waits out the call."""
+        began = _clock()
+        clone(argument)
+        output = clone(self._held)
+        _busy_wait(int(self._wait_ns) - (_clock() - began))
+        return output
 
     def profile(self) -> dict[str, Any]:
         torch = _torch()
@@ -188,6 +196,11 @@ class Worker:
         sort_by = "self_cuda_time_total" if cuda else "self_cpu_time_total"
         table = prof.key_averages().table(sort_by=sort_by, row_limit=20)
         return {"ok": True, "report": table, **_chrome_trace(prof)}
+
+    def guard(self, protected: list[int]) -> dict[str, Any]:
+        """Filters this process's syscalls before the submission is imported: nothing it
+        runs can signal, trace or reschedule the `protected` processes (`guard.py`)."""
+        return {"ok": True, "guard": guard.protect(protected)}
 
     def close(self) -> dict[str, Any]:
         if self._distributed:
@@ -251,16 +264,39 @@ def serve(connection: Connection) -> None:
     duration and then its output), until the harness hangs up."""
     die_with_parent()
     worker = Worker()
-    steps: dict[str, Callable[..., Reply | Iterator[Reply]]] = {
+    steps: Steps = {
         "open": worker.open,
         "call": worker.call,
         "warm_up": worker.warm_up,
-        "prepare": worker.prepare,
         "busy": worker.busy,
         "run": worker.run,
+        "guard": worker.guard,
         "profile": worker.profile,
         "close": worker.close,
     }
+    answer(connection, steps)
+
+
+def serve_stand_in(connection: Connection) -> None:
+    """The harness's stand-in: what an honest worker does around each timed call, on the same
+    inputs and outputs, but never the submission's code. Undumpable, so the submission's
+    processes (the same user) can neither trace it nor take its end of the pipe."""
+    die_with_parent()
+    make_undumpable()
+    worker = Worker()
+    steps: Steps = {
+        "open": worker.open,
+        "stand_in": worker.stand_in,
+        "run": worker.run,
+        "ping": lambda: 0.0,
+    }
+    answer(connection, steps)
+
+
+def answer(
+    connection: Connection, steps: dict[str, Callable[..., Reply | Iterator[Reply]]]
+) -> None:
+    """One request in, its replies out, until the other end hangs up."""
     while True:
         try:
             step, token, args = connection.recv()
@@ -283,26 +319,6 @@ def _send(connection: Connection, reply: Reply, token: int) -> None:
     except Exception as exc:  # e.g. an output torch.save cannot write
         with contextlib.suppress(Exception):
             connection.send_bytes(encode({**failure(exc), "token": token}))
-
-
-def echo(connection: Connection) -> None:
-    """The trusted echo the harness times alongside each call: same kind of process, same
-    pipe, same load, but it never sees the submission. It also holds bytes for the harness
-    and sends them when asked, the way an honest worker sends an output."""
-    die_with_parent()
-    held = b""
-    while True:
-        try:
-            message = connection.recv_bytes()
-            if message.startswith(ECHO_HOLD):
-                held = message[len(ECHO_HOLD) :]
-                connection.send_bytes(b"")
-            elif message == ECHO_GIVE:
-                connection.send_bytes(held)
-            else:
-                connection.send_bytes(message)
-        except (EOFError, OSError):
-            return
 
 
 # A trace bigger than this (gzipped, base64) is left out: the result pipe of a whole phase

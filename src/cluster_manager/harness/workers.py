@@ -1,5 +1,5 @@
 """The harness process's ends of the pipes: the submission's workers, one per rank, and the
-trusted echo timed next to them.
+stand-in that replays each timed call as an honest worker would, on a thread of this process.
 
 What a worker sends is read as data only (`torch.load(weights_only=True)`) and must echo its
 request's random token; anything else ends the case and the worker with it.
@@ -10,9 +10,11 @@ from __future__ import annotations
 import contextlib
 import io
 import multiprocessing
+import os
 import secrets
 import time
 from collections.abc import Sequence
+from multiprocessing import resource_tracker
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -67,15 +69,12 @@ def _unwrap(message: dict[str, Any]) -> dict[str, Any]:
 # --- the workers ------------------------------------------------------------------------------
 
 
-class WorkerProcess:
-    """One spawned worker and the connection to it. Each request carries a random token its
-    reply must echo: a reply sent ahead of its request, or an extra one, is caught."""
+class Peer:
+    """One end of a connection that speaks the worker's steps. Each request carries a random
+    token its reply must echo: a reply sent ahead of its request, or an extra one, is caught."""
 
-    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
-        self.connection, theirs = context.Pipe()
-        self.process: BaseProcess = context.Process(target=worker.serve, args=(theirs,))
-        self.process.start()
-        theirs.close()
+    def __init__(self, connection: multiprocessing.connection.Connection) -> None:
+        self.connection = connection
         self._token = 0
 
     def send(self, step: str, *args: Any) -> None:
@@ -110,35 +109,41 @@ class WorkerProcess:
             raise broken(f"the submission's process reported an impossible duration: {value}")
         return float(value)
 
+
+class WorkerProcess(Peer):
+    """One spawned worker, which imports the submission."""
+
+    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
+        ours, theirs = context.Pipe()
+        super().__init__(ours)
+        self.process: BaseProcess = context.Process(target=worker.serve, args=(theirs,))
+        self.process.start()
+        theirs.close()
+
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
             self.process.kill()
         self.connection.close()
 
 
-class Echo:
-    """A trusted process that answers at once: the round trip as load makes it right now."""
+class StandIn(Peer):
+    """The trusted stand-in for an honest worker: a process of its own like a worker's, so
+    its calls cross the same pipe and wake the same way, which never imports the submission
+    and is undumpable (nothing of the submission's can trace it or take its pipe)."""
 
     def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
-        self.connection, theirs = context.Pipe()
-        self.process: BaseProcess = context.Process(target=worker.echo, args=(theirs,))
+        ours, theirs = context.Pipe()
+        super().__init__(ours)
+        self.process: BaseProcess = context.Process(target=worker.serve_stand_in, args=(theirs,))
         self.process.start()
         theirs.close()
 
     def round_trip(self) -> float:
+        """An empty step there and back: the way to a process as load makes it right now."""
         began = _clock()
-        self.connection.send_bytes(b"ping")
-        self.connection.recv_bytes()
+        self.send("ping")
+        self.duration(self.receive())
         return float(_clock() - began)
-
-    def hold(self, data: bytes) -> None:
-        """Leaves `data` with the echo, to be sent back by `give`."""
-        self.connection.send_bytes(worker.ECHO_HOLD + data)
-        self.connection.recv_bytes()
-
-    def give(self) -> bytes:
-        self.connection.send_bytes(worker.ECHO_GIVE)
-        return self.connection.recv_bytes()
 
     def stop(self) -> None:
         with contextlib.suppress(OSError, ValueError):
@@ -155,36 +160,53 @@ def _died() -> CaseFailed:
 
 
 class Workers:
-    """The submission's processes, one per rank. A worker that fails is replaced."""
+    """The submission's processes, one per rank, and (for timed modes) the stand-in, started
+    first so that each worker can shut it out before it imports the submission. A worker that
+    fails is replaced."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, timed: bool = True) -> None:
         self._context = multiprocessing.get_context("spawn")
-        self._processes = [WorkerProcess(self._context) for _ in range(size)]
+        self._stand_in = StandIn(self._context) if timed else None
+        self._processes = [self._started() for _ in range(size)]
         self.calibrations: dict[int | None, Calibration] = {}  # per world size
-        self._echo: Echo | None = None
+        self.guarded = ""  # what the workers' own syscall filter got (`guard.py`)
 
     @property
-    def echo(self) -> Echo:
-        if self._echo is None:
-            self._echo = Echo(self._context)
-        return self._echo
+    def stand_in(self) -> StandIn:
+        if self._stand_in is None:
+            raise RuntimeError("the stand-in is only started for timed modes")
+        return self._stand_in
+
+    def _started(self) -> WorkerProcess:
+        process = WorkerProcess(self._context)
+        process.send("guard", self._protected())
+        self.guarded = str(process.message(process.receive()).get("guard", ""))
+        return process
+
+    def _protected(self) -> list[int]:
+        """This process, the stand-in and multiprocessing's resource tracker."""
+        tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
+        pids = [os.getpid(), tracker or 0]
+        if self._stand_in is not None:
+            pids.append(self._stand_in.process.pid or 0)
+        return [pid for pid in pids if pid > 0]
 
     def ranks(self, world_size: int | None) -> list[WorkerProcess]:
         wanted = world_size or 1
         while len(self._processes) < wanted:
-            self._processes.append(WorkerProcess(self._context))
+            self._processes.append(self._started())
         return self._processes[:wanted]
 
     def replace(self, ranks: Sequence[WorkerProcess]) -> None:
         for i, process in enumerate(self._processes):
             if process in ranks:
                 process.stop()
-                self._processes[i] = WorkerProcess(self._context)
+                self._processes[i] = self._started()
 
     def close(self) -> None:
         """Kills the workers: the submission's threads could keep one alive long after its
         results are in."""
         for process in self._processes:
             process.stop()
-        if self._echo is not None:
-            self._echo.stop()
+        if self._stand_in is not None:
+            self._stand_in.stop()

@@ -147,12 +147,18 @@ bool parse_line(const std::string& line, TestCase& out) {
     return true;
 }
 
-// Cantor pairing in wrapping 64-bit arithmetic; halving the even factor first keeps the
-// result exact modulo 2^64.
-std::uint64_t combine_seed(std::uint64_t a, std::uint64_t b) {
-    const std::uint64_t s = a + b;
-    const std::uint64_t t = (s % 2 == 0) ? (s / 2) * (s + 1) : s * ((s + 1) / 2);
-    return a + t;
+std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// A keyed mix of the public case seed and the secret: nothing to invert, unlike a pairing.
+// (This harness holds the secret in the submission's own process; the built-in Python
+// harness keeps it out of reach and derives seeds with keyed BLAKE2b.)
+std::uint64_t combine_seed(std::uint64_t seed, std::uint64_t secret) {
+    return splitmix64(secret ^ splitmix64(seed ^ splitmix64(secret))) >> 1;
 }
 
 struct Stats {

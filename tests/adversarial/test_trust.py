@@ -1,0 +1,309 @@
+"""Attacks on what the ranked timing trusts: the input generator, the harness's stand-in, the
+timer on short kernels, the secret seed, and tasks whose cases carry no seed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cluster_manager.core.models import Task
+from cluster_manager.core.task import load_task
+from tests.adversarial.helpers import (
+    IDENTITY_REFERENCE,
+    SECRET,
+    attack,
+    failed_in,
+    not_ranked,
+    stdout_of,
+)
+from tests.conftest import write_task
+
+pytestmark = pytest.mark.adversarial
+
+# A kernel that takes 5 ms unless it finds the answer ready.
+SLEEPY = 0.005
+
+
+def ranked_honestly(result, floor_s: float) -> bool:
+    """Failed and unranked, or ranked at no less than `floor_s`."""
+    if not result.passed:
+        return not_ranked(result)
+    return result.score is not None and result.score >= floor_s
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "wrapping the task's generate_input in the worker: compute each answer while the inputs "
+    "are made, off the clock, and only look it up in the timed call",
+    "the worker never makes inputs (the harness sends them): ranked at the kernel's real time",
+)
+def test_hooking_the_input_generator_moves_no_work_off_the_clock(identity, record_property):
+    """Attack: the worker used to make each timed iteration's inputs itself with the task's
+    `generate_input`; wrap it so it also computes the answer (5 ms) and keeps it by data
+    pointer, and let the timed call only look it up. Expected: inputs are made in the harness
+    process and sent as data, so the hook never runs: the score is the 5 ms the work takes."""
+    code = f"""
+    import time
+    import reference
+
+    answers = {{}}
+    original = reference.generate_input
+
+    def generate_input(*args, **kwargs):
+        data = original(*args, **kwargs)
+        time.sleep({SLEEPY})
+        answers[data.data_ptr()] = data.clone()
+        return data
+
+    reference.generate_input = generate_input
+
+    def custom_kernel(data):
+        ready = answers.pop(data.data_ptr(), None)
+        if ready is not None:
+            return ready
+        time.sleep({SLEEPY})
+        return data.clone()
+    """
+    result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_honestly(result, 0.8 * SLEEPY), (result.message, result.score)
+    assert result.passed, result.message
+
+
+STOP_THE_OTHERS = f"""
+import os, signal, threading, time
+
+def others():
+    mine = {{os.getpid(), os.getppid()}}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) not in mine and int(entry) != 1:
+            yield int(entry)
+
+def freeze(pid):
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        time.sleep(0.05)
+        os.kill(pid, signal.SIGCONT)
+    except OSError:
+        pass
+
+def custom_kernel(data):
+    began = time.perf_counter()
+    # The harness's stand-in replays this call next: hold it up, so its slack looks like
+    # the time this call hides after reporting nothing.
+    for pid in others():
+        threading.Thread(target=freeze, args=(pid,), daemon=True).start()
+    time.sleep({SLEEPY})
+    return data.clone()
+"""
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "stopping the harness's helper processes (SIGSTOP) so the stand-in's replays look as "
+    "slow as the calls, while the timer reports nothing",
+    "the signals are refused (syscall filter of the worker), the forged timer is caught: "
+    "runtime_error, never ranked",
+)
+def test_stopping_the_stand_in_does_not_hide_a_forged_timer(identity, record_property):
+    """Attack: report 1 ns for every 5 ms call, and SIGSTOP every other process (the old echo,
+    now the stand-in) for 50 ms so its replays take longer than the real calls. Expected: the
+    worker may not signal the harness's processes, and the stand-in is undumpable: the
+    harness sees 5 ms hidden in every call: runtime_error, no score."""
+    forged = "from cluster_manager.harness import timing\ntiming.CpuTimer.stop = lambda self: 1.0\n"
+    code = forged + STOP_THE_OTHERS
+    result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
+    assert failed_in_ranked_timing(result), result.message
+    assert not_ranked(result)
+
+
+def failed_in_ranked_timing(result) -> bool:
+    return result.phases[-1].name == "leaderboard" and "longer by the harness's clock" in (
+        result.message
+    )
+
+
+TAKE_THE_PIPE = """
+import ctypes, os, signal
+
+libc = ctypes.CDLL(None, use_errno=True)
+SYS_pidfd_open, SYS_pidfd_getfd = 434, 438
+seen = []
+
+def custom_kernel(data):
+    if not seen:
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) in (os.getpid(), 1):
+                continue
+            pidfd = libc.syscall(SYS_pidfd_open, int(entry), 0)
+            taken = libc.syscall(SYS_pidfd_getfd, pidfd, 3, 0) if pidfd >= 0 else -1
+            traced = libc.ptrace(16, int(entry), 0, 0)  # PTRACE_ATTACH
+            seen.append((int(entry), pidfd >= 0, taken >= 0, traced == 0))
+        print("TAKEN", [s for s in seen if s[2] or s[3]])
+    return data.clone()
+"""
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "taking the harness's helpers' pipes with pidfd_getfd(2), or tracing them with ptrace",
+    "refused: the stand-in is undumpable and the worker may not trace: nothing taken",
+)
+def test_the_harness_processes_cannot_be_traced_or_robbed(identity, record_property):
+    """Attack: for every other process in the sandbox, pidfd_open + pidfd_getfd its
+    descriptors and PTRACE_ATTACH to it (the old echo ran as the same user, dumpable).
+    Expected: every attempt is refused."""
+    result = attack(identity, TAKE_THE_PIPE)
+    taken = [line for line in stdout_of(result).splitlines() if line.startswith("TAKEN")]
+    record_property("observed", f"{result.verdict.value}: {taken[:1]}")
+    assert taken, stdout_of(result)
+    assert all(line == "TAKEN []" for line in taken), taken
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "reporting 1 ns for every call of a 100 µs kernel, inside the old allowance (20-200 µs)",
+    "runtime_error: the stand-in's replays show the 100 µs, never ranked",
+)
+def test_a_forged_timer_on_a_short_kernel_is_caught(identity, record_property):
+    """Attack: a kernel of 100 µs whose timer reports 1 ns: the old witness held ranked
+    means to its clock only beyond an allowance of 20-200 µs, so the kernel ranked near zero.
+    Expected: each call's replay by the stand-in shows the missing 100 µs: runtime_error."""
+    code = """
+    import time
+    from cluster_manager.harness import timing
+
+    timing.CpuTimer.stop = lambda self: 1.0
+    _clock = time.perf_counter_ns
+
+    def custom_kernel(data):
+        end = _clock() + 100_000
+        while _clock() < end:
+            pass
+        return data.clone()
+    """
+    result = attack(identity, code)
+    record_property("observed", f"{result.verdict.value}: {result.message}")
+    assert ranked_honestly(result, 80e-6), (result.message, result.score)
+    assert not result.passed
+
+
+def _public_seeds() -> str:
+    return """
+    import glob
+    from cluster_manager.core import protocol
+
+    def public_seeds():
+        seeds = []
+        for name in glob.glob(".cases-*.txt"):
+            for _, case in protocol.parse_tests_file(open(name).read()):
+                if protocol.is_integer(case.get("seed")):
+                    seeds.append(case["seed"])
+        return seeds
+    """
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "recovering the secret seed from the seeds the worker is handed (inverting the pairing "
+    "of public seed and secret)",
+    "the worker is handed no seed, and ranked seeds are a keyed hash: the secret stays unknown",
+)
+def test_the_secret_seed_cannot_be_recovered(identity, record_property):
+    """Attack: record every seed the worker's generator is called with, read the public
+    seeds from the cases file, and invert the old Cantor pairing to print the secret. Expected:
+    the worker never generates inputs nor sees a seed, so nothing is printed that holds it."""
+    code = (
+        _public_seeds()
+        + """
+    import math
+    import reference
+
+    original = reference.generate_input
+
+    def inverted(z):
+        w = (math.isqrt(8 * z + 1) - 1) // 2
+        return w - (z - w * (w + 1) // 2)
+
+    def generate_input(*args, **kwargs):
+        seed = kwargs.get("seed")
+        for public in public_seeds():
+            candidate = inverted(seed)
+            print("SECRET?", candidate, "from", public)
+        return original(*args, **kwargs)
+
+    reference.generate_input = generate_input
+
+    def custom_kernel(data):
+        return data.clone()
+    """
+    )
+    result = attack(identity, code)
+    printed = stdout_of(result)
+    record_property("observed", f"{result.verdict.value}; secret printed: {str(SECRET) in printed}")
+    assert result.passed, result.message
+    assert str(SECRET) not in printed
+
+
+SEEDLESS_REFERENCE = IDENTITY_REFERENCE.replace(
+    "def generate_input(size, seed):", "def generate_input(size, seed=7):"
+)
+
+
+@pytest.fixture
+def seedless(tmp_path: Path) -> Task:
+    """An identity task whose cases name no seed; its generator takes one, with a default."""
+    directory = write_task(
+        tmp_path / "seedless",
+        reference=SEEDLESS_REFERENCE,
+        tests=[{"size": 8}],
+        benchmarks=[{"size": 256}],
+        extra={"test_timeout": 20, "benchmark_timeout": 4, "ranked_timeout": 4},
+    )
+    return load_task(directory)
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "memoising outputs by id() on a task whose benchmark cases have no seed",
+    "fresh inputs from a seed the harness supplies: wrong_answer (or ranked at the real time)",
+)
+def test_memoising_by_identity_on_a_task_without_seeds(seedless, record_property):
+    """Attack: keep each output by `id()` of its input and return it when the same object
+    comes back: without a seed in the case, the old harness reused one input object for every
+    timed call. Expected: the harness gives each timed call inputs from a seed of its own (the
+    generator takes one): the stale answers are caught, or the work is really done."""
+    code = f"""
+    import time
+
+    cache = {{}}
+
+    def custom_kernel(data):
+        key = id(data)
+        if key not in cache:
+            time.sleep({SLEEPY})
+            cache[key] = data.clone()
+        return cache[key]
+    """
+    result = attack(seedless, code)
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert failed_in(result, "leaderboard") or ranked_honestly(result, 0.8 * SLEEPY), (
+        result.message,
+        result.score,
+    )
+
+
+def test_an_honest_kernel_ranks_at_its_benchmark_time(identity):
+    """The defences cost an honest kernel nothing: its ranked mean is its benchmark mean."""
+    code = f"""
+    import time
+
+    def custom_kernel(data):
+        time.sleep({SLEEPY})
+        return data.clone()
+    """
+    result = attack(identity, code)
+    assert result.passed, result.message
+    assert result.score is not None and SLEEPY <= result.score <= 1.5 * SLEEPY
