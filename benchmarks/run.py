@@ -24,12 +24,13 @@ from benchlib import machine, table, verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
-MODULE_TIMEOUT_S = 300
+MODULE_TIMEOUT_S = 600
 # Cheapest and most sensitive to noise first, the database bulk load last but one.
 MODULES = (
     "eval_overhead",
     "sandbox_overhead",
     "timing_error",
+    "ranked_timing",
     "github_overhead",
     "github_requests",
     "queue_overhead",
@@ -43,6 +44,11 @@ FIGURES = {
     "eval_overhead": ("eval_overhead_ratio",),
     "sandbox_overhead": ("sandbox_overhead_ms_root", "sandbox_overhead_ms_unprivileged"),
     "timing_error": ("timing_error_pct_max", "ranked_timing_error_pct_max"),
+    "ranked_timing": (
+        "ranked_vs_benchmark_ratio_max",
+        "ranked_vs_benchmark_ratio_max_busy",
+        "ranked_score_spread",
+    ),
     "github_overhead": ("github_overhead_s_p50",),
     "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),
     "queue_overhead": ("queue_overhead_ms_per_job",),

@@ -16,6 +16,7 @@ import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from cluster_manager.core import protocol
@@ -30,6 +31,9 @@ CALIBRATION_CALLS = 50
 # A call that keeps the harness waiting lets its core idle: the reply takes longer to see than
 # an empty call's (about 40 µs more on a 2-core VM). Real calls are calibrated on a busy wait.
 CALIBRATION_BUSY_NS = 200_000
+# proc(5): /proc/PID/stat's "processor", the CPU last run on, counted after the ")" that
+# ends the command name.
+PROCESSOR_FIELD = 36
 _clock = time.perf_counter_ns
 
 
@@ -226,10 +230,7 @@ def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Ou
         # What the timer adds to every call (0.5-1 µs on a CPU) is not the kernel's time.
         return max(call.reported_ns - timer_ns, 0.0)
 
-    with (
-        _collections_paused(),
-        _one_cpu(case.ranks[0].process.pid if not case.world_size else None),
-    ):
+    with _collections_paused():
         stats = timing.measure(step, rule)
     problem = witness.problem()
     if problem:
@@ -257,13 +258,13 @@ def _ranked_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
         stand_in.message(replayed.outputs[0])
         return replayed
 
-    worker_pid = case.ranks[0].process.pid
+    worker_pid, stand_in_pid = case.ranks[0].process.pid, stand_in.process.pid
 
     def step(i: int) -> float:
         nonlocal last_ns
         args = fresh(i)
         data, inputs = case.inputs(args, 0)
-        cpus.pin(worker_pid)  # the submission may have moved its own thread
+        _follow(stand_in_pid, worker_pid)
         # Which goes first is a coin's toss: whatever favours one place in the order (the
         # harness's own time slice running out, caches) weighs on both alike.
         early = replay(inputs) if secrets.randbits(1) else None
@@ -277,8 +278,11 @@ def _ranked_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
         case.check(call.replies, args, [data])
         return max(call.reported_ns - timer_ns, 0.0)
 
-    with _collections_paused(), _one_cpu(worker_pid, stand_in.process.pid) as cpus:
+    with _collections_paused():
         stats = timing.measure(step, rule)
+    if stand_in_pid:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(stand_in_pid, os.sched_getaffinity(0))
     problem = witness.problem()
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
@@ -298,35 +302,19 @@ def _fresh_seeds(case: CaseRun) -> Callable[[int], Case]:
     return lambda i: {**case.args, "seed": _iteration_seed(seed, nonce, i)}
 
 
-class _Cpu:
-    """The one CPU a case's timed calls run on."""
-
-    def __init__(self, cpu: int | None) -> None:
-        self.cpu = cpu
-
-    def pin(self, pid: int | None) -> None:
-        if self.cpu is not None and pid:
-            with contextlib.suppress(OSError):
-                os.sched_setaffinity(pid, {self.cpu})
-
-
-@contextlib.contextmanager
-def _one_cpu(*pids: int | None) -> Iterator[_Cpu]:
-    """The timed thread of the worker, and the stand-in, on one CPU of those this process may
-    use, for the timed loop: where each runs is then the same, while moving between CPUs set
-    them seconds apart under load (a wake-up on a busy CPU waits for it). The kernel's own
-    threads stay free. Nothing is pinned with a single CPU, or when it is refused."""
-    allowed = sorted(os.sched_getaffinity(0))
-    cpus = _Cpu(secrets.choice(allowed) if len(allowed) > 1 else None)
-    for pid in pids:
-        cpus.pin(pid)
+def _follow(stand_in: int | None, worker: int | None) -> None:
+    """Moves the stand-in to the CPU the worker last ran on: a wake-up on a busy CPU waits for
+    it, so two processes that live on different CPUs see different delays under load, which
+    the pairing would take for hidden work. The worker (and the kernel's threads) stay free."""
+    if not stand_in or not worker:
+        return
     try:
-        yield cpus
-    finally:
-        for pid in pids:
-            if pid:
-                with contextlib.suppress(OSError):
-                    os.sched_setaffinity(pid, allowed)
+        stat = Path(f"/proc/{worker}/stat").read_text()
+        cpu = int(stat.rsplit(")", 1)[1].split()[PROCESSOR_FIELD])
+        if cpu in os.sched_getaffinity(0):
+            os.sched_setaffinity(stand_in, {cpu})
+    except (OSError, ValueError, IndexError):
+        pass  # the worker is gone, or the CPU is not ours: the pairing goes on as it is
 
 
 @contextlib.contextmanager

@@ -1,0 +1,188 @@
+"""What ranking costs an honest kernel: its ranked times against its benchmark times.
+
+- `ranked_vs_benchmark_ratio_max`: per benchmark case, the mean of a leaderboard run (fresh
+  inputs every timed call, each checked and replayed by the stand-in) over the mean of a
+  benchmark run of the same file, both through the runner in the full sandbox; the worst case
+  of the shipped Python examples' solutions and of a heavier task (a 384x384 matrix product).
+  Runs of the two modes alternate, twice each, and each side keeps its median per case.
+- `ranked_vs_benchmark_ratio_max_busy`: the same while another process keeps one core busy.
+- `ranked_score_spread`: the largest over the smallest score of five leaderboard runs of the
+  identity solution (the kernel with the least work, so the most noise).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import yaml
+from benchlib import Figure, log, median, report
+
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.task import load_task
+from cluster_manager.data import EXAMPLES_DIR
+from cluster_manager.harness import runner
+
+RATIO_TARGET = 1.10
+BUSY_RATIO_TARGET = 1.5
+SPREAD_TARGET = 1.10
+REPEATS = 2
+SPREAD_RUNS = 5
+EXAMPLES = ("identity_py", "vectoradd_py", "softmax_py")
+# Each timed phase gets this long (the harness plans per case budgets from 80 % of it).
+PHASE_TIMEOUT_S = 10
+SECRET = 20261126
+
+HEAVY_REFERENCE = """
+import torch
+
+def generate_input(size, seed):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(size, size, generator=gen), torch.randn(size, size, generator=gen)
+
+def ref_kernel(data):
+    a, b = data
+    return a @ b
+
+def check_implementation(data, output):
+    expected = ref_kernel(data)
+    if not torch.allclose(output, expected, rtol=1e-4, atol=1e-3):
+        return "mismatch"
+    return ""
+"""
+HEAVY_SOLUTION = """
+import torch
+
+def custom_kernel(data):
+    a, b = data
+    return torch.mm(a, b)
+"""
+
+
+def heavy_task(directory: Path) -> Task:
+    (directory / "reference.py").write_text(textwrap.dedent(HEAVY_REFERENCE).lstrip())
+    spec = {
+        "files": [
+            {"name": "submission.py", "source": "@SUBMISSION@"},
+            {"name": "reference.py", "source": "reference.py"},
+        ],
+        "lang": "py",
+        "tests": [{"size": 32, "seed": 1}],
+        "benchmarks": [{"size": 384, "seed": 2}],
+    }
+    (directory / "task.yml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return load_task(directory)
+
+
+def quick(task: Task) -> Task:
+    return dataclasses.replace(
+        task, benchmark_timeout=PHASE_TIMEOUT_S, ranked_timeout=PHASE_TIMEOUT_S
+    )
+
+
+def means(task: Task, code: str, mode: Mode) -> list[float]:
+    """One sandboxed run's benchmark means (ns), in case order."""
+    request = RunRequest(
+        task=task,
+        submission_name=task.submission_name,
+        submission_code=code,
+        mode=mode,
+        secret_seed=SECRET if mode is Mode.LEADERBOARD else None,
+        limits=Limits(),
+    )
+    result = runner.run(request, isolate=True)
+    if not result.passed:
+        raise RuntimeError(f"{mode.value} run did not pass: {result.message}")
+    return [b.mean for b in result.phases[-1].benchmarks]
+
+
+def ratios(tasks: dict[str, tuple[Task, str]]) -> dict[str, list[float]]:
+    """Per task, ranked over benchmark mean per case (each side's median of its runs)."""
+    found = {}
+    for name, (task, code) in tasks.items():
+        runs: dict[Mode, list[list[float]]] = {Mode.BENCHMARK: [], Mode.LEADERBOARD: []}
+        for _ in range(REPEATS):
+            for mode in runs:
+                runs[mode].append(means(task, code, mode))
+        per_mode = {m: [median(case) for case in zip(*r, strict=True)] for m, r in runs.items()}
+        found[name] = [
+            round(ranked / bench, 3)
+            for ranked, bench in zip(
+                per_mode[Mode.LEADERBOARD], per_mode[Mode.BENCHMARK], strict=True
+            )
+        ]
+        log(f"{name}: ranked / benchmark per case {found[name]}")
+    return found
+
+
+@contextlib.contextmanager
+def one_core_busy() -> Iterator[None]:
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def spread(task: Task, code: str) -> Figure:
+    request = RunRequest(
+        task=task,
+        submission_name=task.submission_name,
+        submission_code=code,
+        mode=Mode.LEADERBOARD,
+        secret_seed=SECRET,
+        limits=Limits(),
+    )
+    scores = []
+    for i in range(SPREAD_RUNS):
+        log(f"ranked run {i + 1}/{SPREAD_RUNS} of the identity solution")
+        result = runner.run(request, isolate=True)
+        if result.score is None:
+            raise RuntimeError(f"the ranked run did not score: {result.message}")
+        scores.append(result.score)
+    value = max(scores) / min(scores)
+    details = {"scores_us": [round(s * 1e6, 3) for s in scores]}
+    return Figure("ranked_score_spread", round(value, 3), "x", SPREAD_TARGET, details=details)
+
+
+def ratio_figure(name: str, target: float, tasks: dict[str, tuple[Task, str]]) -> Figure:
+    found = ratios(tasks)
+    worst = max(r for case_ratios in found.values() for r in case_ratios)
+    return Figure(name, worst, "x", target, details={"per_case": found})
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="cm-bench-ranked-") as tmp:
+        tasks = {
+            name: (quick(load_task(EXAMPLES_DIR / name)), (EXAMPLES_DIR / name / "submission.py"))
+            for name in EXAMPLES
+        }
+        chosen = {name: (task, path.read_text()) for name, (task, path) in tasks.items()}
+        chosen["matmul_384"] = (quick(heavy_task(Path(tmp))), textwrap.dedent(HEAVY_SOLUTION))
+        figures = []
+        for name, target, load in (
+            ("ranked_vs_benchmark_ratio_max", RATIO_TARGET, contextlib.nullcontext()),
+            ("ranked_vs_benchmark_ratio_max_busy", BUSY_RATIO_TARGET, one_core_busy()),
+        ):
+            log(name)
+            try:
+                with load:
+                    figures.append(ratio_figure(name, target, chosen))
+            except Exception as exc:
+                figures.append(Figure(name, None, "x", target, error=repr(exc)))
+        try:
+            figures.append(spread(*chosen["identity_py"]))
+        except Exception as exc:
+            figures.append(Figure("ranked_score_spread", None, "x", SPREAD_TARGET, error=repr(exc)))
+    return report(figures)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
