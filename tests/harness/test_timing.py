@@ -101,5 +101,3 @@ def test_cpu_timer_measures_real_elapsed_time():
     total = sum(range(200_000))
     elapsed = timer.stop()
     assert total > 0 and elapsed > 0
-
-
