@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -248,9 +249,13 @@ def test_bad_input_gets_one_line_and_exit_2(cm, tmp_path: Path, record_property)
 
 def test_demo_runs_on_the_database(cm):
     done = cm("demo", "--examples", str(EXAMPLES))
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Every verdict was as expected." in done.stdout
+    assert "Every verdict was as expected." in done.stdout, done.stdout[-3000:] + done.stderr
     assert "demo-identity on CPU" in done.stdout and "demo-softmax on CPU" in done.stdout
+    # Each tuned solution ranks ahead of its template, and the demo says so, one line each.
+    ahead = re.compile(r"^(\w+): solution .* ranks ahead of template .* on CPU ✓$", re.M)
+    said = ahead.findall(done.stdout)
+    assert said == ["identity_py", "softmax_py"], done.stdout[-3000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
 
 def _job_state(db_url: str, user: str) -> str | None:

@@ -8,12 +8,26 @@ import os
 import subprocess
 import sys
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from cluster_manager.core import models
+from cluster_manager.core.guarantees import (
+    BUILT_IN_GUARANTEES,
+    FRESH_INPUTS,
+    fresh_inputs_problem,
+    generator_takes_seed,
+    guarantees,
+)
 from cluster_manager.core.models import PhaseOutcome, RunResult, ScriptMode, Verdict
+from cluster_manager.core.sync_plan import ProblemSpec
+from cluster_manager.core.task import load_task
+from cluster_manager.errors import InvalidTaskError
+from cluster_manager.service import Service
 from cluster_manager.task_check import first_error, gpu_missing
-from tests.conftest import EXAMPLES, FIXTURES
+from tests.conftest import EXAMPLES, FIXTURES, IDENTITY_REFERENCE, write_task
 
 COMPAT = FIXTURES / "compat"
 
@@ -166,3 +180,89 @@ def test_a_zip_is_checked_and_keeps_its_own_bound(tmp_path: Path):
     assert done.returncode == 1
     row = rows(done)["cases"]
     assert not row["loaded"] and "files[2].source" in row["error"], row
+
+
+# --- which guarantees a task's ranked timings get -----------------------------------------
+
+SEEDLESS_REFERENCE = IDENTITY_REFERENCE.replace(
+    "def generate_input(size, seed):\n    gen = torch.Generator().manual_seed(seed)",
+    "def generate_input(size):\n    gen = torch.Generator().manual_seed(size)",
+)
+
+
+def _seedless(tmp_path: Path, reference: str = SEEDLESS_REFERENCE) -> Path:
+    return write_task(
+        tmp_path / "seedless",
+        reference=reference,
+        tests=[{"size": 8}],
+        benchmarks=[{"size": 256}, {"size": 512}],
+    )
+
+
+def test_the_builtin_harness_names_its_guarantees_and_a_task_main_says_they_do_not_hold():
+    done = check(str(EXAMPLES / "identity_py"), "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    (row,) = rows(done).values()
+    assert row["harness"] == "the built-in harness" and not row["problem"] and not row["caveat"]
+    assert row["guarantees"] == list(BUILT_IN_GUARANTEES)
+    # A problem set's own eval.py imports the submission next to the secret seed.
+    done = check(str(COMPAT / "compat.yaml"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "cases: timed by its own harness (eval.py):" in said
+    assert "it imports the submission into the process that holds POPCORN_SEED and times it" in said
+    assert "only the sandbox bounds the submission" in said
+
+
+def test_a_cuda_task_is_timed_inside_the_submissions_process():
+    told = guarantees(load_task(EXAMPLES / "vectoradd_cu"))
+    assert told.holds == () and "eval.cu" in told.harness and "POPCORN_SEED" in told.caveat
+    assert not told.problem
+
+
+def test_a_task_whose_timed_iterations_cannot_get_fresh_inputs_fails_the_check(tmp_path: Path):
+    done = check(str(_seedless(tmp_path)))
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = " ".join(done.stdout.split())
+    assert "PROBLEM: benchmarks[0], benchmarks[1] have no seed and reference.py's" in said
+    assert FRESH_INPUTS not in done.stdout  # every other guarantee is listed, not this one
+    assert "0 of 1 tasks fine (1 ran here)" in done.stdout
+
+
+def test_a_generator_takes_a_seed_by_name_or_through_kwargs_read_without_running_it(
+    tmp_path: Path,
+):
+    def takes(signature: str, body: str = "") -> bool | None:
+        reference = SEEDLESS_REFERENCE.replace("def generate_input(size):", signature)
+        task = load_task(_seedless(tmp_path, body + reference))
+        return generator_takes_seed(task)
+
+    assert takes("def generate_input(size):") is False
+    assert takes("def generate_input(size, *, seed=0):") is True
+    assert takes("def generate_input(size, **kwargs):") is True
+    # Bound some other way: its signature is not in the file, so the run decides.
+    assert takes("def _made(size):", "from maker import generate_input\n") is None
+    assert takes("@wrap\ndef generate_input(size):", "def wrap(f):\n    return f\n") is None
+    assert fresh_inputs_problem(load_task(_seedless(tmp_path))).startswith("benchmarks[0]")
+    # Seeds in every benchmark, or a task with its own main: nothing to supply.
+    assert not fresh_inputs_problem(load_task(write_task(tmp_path / "seeded")))
+
+
+async def test_create_and_sync_refuse_a_task_that_cannot_get_fresh_inputs(
+    tmp_path: Path, service: Service, clock
+):
+    task = load_task(_seedless(tmp_path))
+    deadline = clock() + timedelta(days=1)
+    with pytest.raises(
+        InvalidTaskError, match=r"benchmarks: benchmarks\[0\], benchmarks\[1\] have no seed"
+    ):
+        await service.create_leaderboard("seedless", task, deadline, ["CPU"])
+    spec = ProblemSpec("seedless", task, deadline, ("CPU",))
+    with pytest.raises(InvalidTaskError, match="give each benchmark a seed"):
+        await service.sync_problem_set([(spec, ())])
+    assert await service.list_leaderboards(include_closed=True) == []
+    fine = load_task(write_task(tmp_path / "seeded"))
+    await service.create_leaderboard("seeded", fine, deadline, ["CPU"])
+    changed = ProblemSpec("seeded", task, deadline, ("CPU",))
+    with pytest.raises(InvalidTaskError, match="give each benchmark a seed"):
+        await service.sync_problem_set([(changed, ())], force=True)

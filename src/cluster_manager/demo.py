@@ -2,7 +2,8 @@
 
 Creates leaderboards from the examples, submits correct and wrong kernels as several users,
 runs them through the durable queue on the local launcher (each ranked submission twice:
-public and secret seed), and prints the verdicts and the rankings.
+public and secret seed), and prints the verdicts and the rankings. Then it checks that each
+example's tuned solution ranks ahead of its template on every GPU type, and says so.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ from pathlib import Path
 
 from cluster_manager.app import App
 from cluster_manager.core.models import Mode
-from cluster_manager.core.records import EventState
+from cluster_manager.core.records import EventState, RankingEntry
 from cluster_manager.core.sandboxing import ALLOW_SETTING
 from cluster_manager.core.task import load_task
 from cluster_manager.report import (
+    format_duration_ns,
     format_event,
     format_leaderboards,
     format_ranking,
@@ -62,6 +64,7 @@ class DemoSubmission:
 
 
 DEMO_LEADERBOARDS = {"demo-identity": "identity_py", "demo-softmax": "softmax_py"}
+SOLUTION, TEMPLATE = "submission.py", "template.py"  # each example's tuned kernel and starter
 DEMO_SUBMISSIONS = (
     DemoSubmission("demo-identity", "alice", "submission.py", Mode.LEADERBOARD, True),
     DemoSubmission("demo-identity", "bob", "template.py", Mode.LEADERBOARD, True),
@@ -73,8 +76,13 @@ DEMO_SUBMISSIONS = (
 )
 
 
-async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print) -> bool:
-    """Returns True when every verdict was the expected one."""
+@dataclass(frozen=True)
+class DemoOutcome:
+    verdicts_ok: bool  # every submission passed or failed as planned
+    order_ok: bool  # every solution ranks ahead of its template
+
+
+async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print) -> DemoOutcome:
     where = "embedded Postgres" if app.embedded else "the database at DATABASE_URL"
     echo(f"Using {where}; local launcher serves GPU type CPU.")
     await _create_leaderboards(app.service, examples)
@@ -89,8 +97,10 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
     await _run_and_follow(app, receipts, echo)
     as_expected = await _summarise(app.service, receipts, echo)
     echo("")
+    in_order = await _check_order(app.service, receipts, echo)
+    echo("")
     echo("Try: .venv/bin/cluster-manager leaderboard show demo-identity")
-    return as_expected
+    return DemoOutcome(as_expected, in_order)
 
 
 Receipts = dict[int, tuple[DemoSubmission, SubmissionReceipt]]
@@ -167,3 +177,46 @@ async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str],
         echo("")
         echo(format_ranking(name, await service.ranking(name)))
     return as_expected
+
+
+async def _check_order(service: Service, receipts: Receipts, echo: Callable[[str], None]) -> bool:
+    """Per example and GPU type: does the solution's ranked score beat the template's? The
+    point of a ranking is that a faster kernel ranks ahead; True when each one does."""
+    ok = True
+    for name, folder in DEMO_LEADERBOARDS.items():
+        ranked = {p.path: r.submission_id for p, r in receipts.values() if p.leaderboard == name}
+        if SOLUTION not in ranked or TEMPLATE not in ranked:
+            continue
+        for gpu, entries in (await service.ranking(name)).items():
+            line, fine = order_line(
+                folder,
+                gpu,
+                _score(entries, ranked[SOLUTION]),
+                _score(entries, ranked[TEMPLATE]),
+            )
+            echo(line)
+            ok &= fine
+    return ok
+
+
+def _score(entries: list[RankingEntry], submission_id: int) -> float | None:
+    return next((e.score for e in entries if e.submission_id == submission_id), None)
+
+
+def order_line(
+    example: str, gpu: str, solution_s: float | None, template_s: float | None
+) -> tuple[str, bool]:
+    """One example's verdict on the order of its solution and template, and whether it holds."""
+
+    def shown(score: float | None) -> str:
+        return "not ranked" if score is None else format_duration_ns(score * 1e9)
+
+    solution, template = shown(solution_s), shown(template_s)
+    if solution_s is None or template_s is None:
+        return f"{example}: solution {solution}, template {template} on {gpu} ✗", False
+    if solution_s < template_s:
+        return f"{example}: solution {solution} ranks ahead of template {template} on {gpu} ✓", True
+    return (
+        f"{example}: solution {solution} does NOT rank ahead of template {template} on {gpu} ✗",
+        False,
+    )

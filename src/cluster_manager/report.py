@@ -240,6 +240,26 @@ def format_placement(placement: Placement) -> str:
     return f"[{placement.gpu}] {score}; your best stays {best} at rank #{placement.rank}"
 
 
+def _guarantees(c: TaskCheck) -> str:
+    """Which guarantees a task's ranked timings get, what does not hold, and what refuses it."""
+    lines = [f"\n{c.name}: timed by {c.harness}:"]
+    lines += [f"  ✓ {g}" for g in c.guarantees]
+    if c.caveat:
+        lines.append(
+            textwrap.fill(c.caveat, TERMINAL_WIDTH, initial_indent="  ✗ ", subsequent_indent="    ")
+        )
+    if c.problem:
+        lines.append(
+            textwrap.fill(
+                f"PROBLEM: {c.problem}",
+                TERMINAL_WIDTH,
+                initial_indent="  ✗ ",
+                subsequent_indent="    ",
+            )
+        )
+    return "\n".join(lines)
+
+
 def format_task_checks(checks: Sequence[TaskCheck]) -> str:
     """`leaderboard check`'s table, then each task's first error in full."""
 
@@ -264,6 +284,7 @@ def format_task_checks(checks: Sequence[TaskCheck]) -> str:
         if c.error:
             label = "why it cannot run here" if c.needs else "first error"
             parts.append(f"\n{c.name}: {label}:\n" + textwrap.indent(c.error, "  "))
+    parts.extend(_guarantees(c) for c in checks if c.harness)
     ok = sum(c.ok for c in checks)
     ran = sum(c.passed is not None for c in checks)
     parts.append(f"\n{ok} of {len(checks)} tasks fine ({ran} ran here)")

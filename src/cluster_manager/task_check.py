@@ -3,18 +3,21 @@ then its reference runs as the submission in benchmark mode (its test phase, the
 benchmarks) on this machine.
 
 A task this machine cannot run (its harness needs CUDA or a GPU stack's packages, or more
-devices than the machine has) is not a failure: its row says what it needs.
+devices than the machine has) is not a failure: its row says what it needs. Each task also says
+which guarantees its ranked timings get (`core.guarantees`); one whose timed iterations cannot
+get fresh inputs fails the check, as `leaderboard create` refuses it.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from cluster_manager.core import protocol, scoring
 from cluster_manager.core.competition import is_competition_file, load_competition
+from cluster_manager.core.guarantees import REFERENCE_FILE, guarantees
 from cluster_manager.core.models import (
     BenchmarkOutcome,
     Language,
@@ -72,11 +75,15 @@ class TaskCheck:
     passed: bool | None = None  # None: not run
     benchmark_s: float | None = None  # the score the ranking would use, from benchmark mode
     error: str = ""  # the first error in full (for `needs`, the line that says so)
+    harness: str = ""  # what times its submissions
+    guarantees: tuple[str, ...] = ()  # what its ranked timings can rely on
+    caveat: str = ""  # what does not hold for them
+    problem: str = ""  # why it cannot be ranked fairly, as `leaderboard create` refuses it
 
     @property
     def ok(self) -> bool:
-        """Loads, and passes wherever it could run."""
-        return self.loaded and (bool(self.needs) or bool(self.passed))
+        """Loads, can be ranked fairly, and passes wherever it could run."""
+        return self.loaded and not self.problem and (bool(self.needs) or bool(self.passed))
 
 
 def check_targets(path: Path) -> list[CheckTarget]:
@@ -94,6 +101,20 @@ def check_task(
         task = load_task(target.path, root=root)
     except InvalidTaskError as exc:
         return TaskCheck(target.name, error=str(exc))
+    told = guarantees(task)
+    checked = _check_loaded(target, task, gpu=gpu, limits=limits, run=run)
+    return replace(
+        checked,
+        harness=told.harness,
+        guarantees=told.holds,
+        caveat=told.caveat,
+        problem=told.problem,
+    )
+
+
+def _check_loaded(
+    target: CheckTarget, task: Task, *, gpu: GpuType, limits: Limits, run: RunFn
+) -> TaskCheck:
     needed = _gpus_wanted(target)
     loaded = TaskCheck(target.name, loaded=True)
     if task.processes > gpu.devices:
@@ -151,9 +172,6 @@ def _competition_gpus(path: Path) -> str:
             if problem.directory == folder and problem.gpus:
                 return ", ".join(problem.gpus)
     return ""
-
-
-REFERENCE_FILE = "reference.py"
 
 
 def reference_as_submission(task: Task) -> str:

@@ -23,14 +23,20 @@ from cluster_manager.settings import Settings
 @click.pass_obj
 def demo_command(settings: Settings, examples: Path) -> None:
     """Create example leaderboards, submit right and wrong kernels, print the rankings."""
-    from cluster_manager.demo import run_demo
+    from cluster_manager.demo import DemoOutcome, run_demo
 
     if not examples.is_dir():
         fail(f"no examples folder at {examples}")
 
-    async def body(app: App) -> bool:
+    async def body(app: App) -> DemoOutcome:
         return await run_demo(app, examples, click.echo)
 
-    ok = with_app(settings, body)
-    click.echo("Every verdict was as expected." if ok else "Some verdicts were unexpected.")
-    sys.exit(EXIT_PASSED if ok else EXIT_FAILED)
+    outcome = with_app(settings, body)
+    if not outcome.order_ok:
+        click.echo("A solution does not rank ahead of its template.")
+    click.echo(
+        "Every verdict was as expected."
+        if outcome.verdicts_ok
+        else "Some verdicts were unexpected."
+    )
+    sys.exit(EXIT_PASSED if outcome.verdicts_ok and outcome.order_ok else EXIT_FAILED)

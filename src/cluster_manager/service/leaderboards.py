@@ -30,6 +30,7 @@ from cluster_manager.service.errors import (
 from cluster_manager.service.records import Submitter
 from cluster_manager.service.rules import (
     check_devices,
+    check_fresh_inputs,
     check_may_delete,
     check_run_fits,
     redact,
@@ -117,6 +118,7 @@ class Leaderboards:
     ) -> None:
         """Everything a new leaderboard must satisfy, checked before anything is stored."""
         check_leaderboard_name(name)
+        check_fresh_inputs(task)
         if deadline.tzinfo is None:
             raise InvalidDeadlineError("the deadline needs a time zone")
         if deadline <= self.clock():

@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from cluster_manager.core.guarantees import fresh_inputs_problem
 from cluster_manager.core.models import Limits, Task, Verdict
 from cluster_manager.core.plan import longest_run_s
 from cluster_manager.core.records import EventState, Job, JobEvent, Leaderboard, RunRecord
+from cluster_manager.errors import InvalidTaskError
 from cluster_manager.gpus import GpuType
 from cluster_manager.service.errors import (
     GpuNotAllowedError,
@@ -67,6 +69,14 @@ def check_devices(task: Task, gpu: GpuType) -> None:
             f"{gpu.name}: the task runs {task.processes} processes (its largest world_size), "
             f"but a {gpu.name} machine has {gpu.devices} device(s)"
         )
+
+
+def check_fresh_inputs(task: Task) -> None:
+    """A task whose timed iterations would all time the same inputs ranks whoever caches
+    answers: refused, with what to change. Read from the task's files, never by running them."""
+    problem = fresh_inputs_problem(task)
+    if problem:
+        raise InvalidTaskError("task.yml", "benchmarks", problem)
 
 
 # What a secret run's author reads when it keeps its pair out of the ranking.

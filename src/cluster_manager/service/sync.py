@@ -10,6 +10,7 @@ from cluster_manager.core.sync_plan import Action, PlanItem, ProblemSpec, SyncPl
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.service.leaderboards import Leaderboards, insert_new_leaderboard
 from cluster_manager.service.records import Submitter
+from cluster_manager.service.rules import check_fresh_inputs
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage.database import Connection
 
@@ -43,6 +44,8 @@ class ProblemSets(Leaderboards):
                     )
                     continue
                 self._check_new(spec.name, spec.task, spec.deadline, spec.gpus, None)
+            elif board is not None and board.task != spec.task:  # a new task: its cases too
+                check_fresh_inputs(spec.task)
             items.append(item)
         plan = SyncPlan(tuple(items), tuple(left_out))
         if apply:
