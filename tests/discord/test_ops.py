@@ -45,10 +45,14 @@ async def test_verifyruns_runs_the_example_on_every_served_gpu(harness):
     assert reply.only.ephemeral
     assert len(lines) == 3
     assert lines[0].startswith("✅ fake · **H100**: passed (sandbox: full) in ")
-    assert lines[1].startswith("✅ local · **CPU**: passed (sandbox: full) in ")
+    # The local runner says what bounds its runs: a cgroup where the machine has one, else
+    # rlimits only and why (the fake GPU's runner reports no limits).
+    local = "✅ local · **CPU**: passed (sandbox: full; limits: "
+    assert lines[1].startswith(local)
+    assert lines[1].removeprefix(local).startswith(("cgroup v1: ", "cgroup v2: ", "rlimits only ("))
     assert lines[2] == (
-        "🔒 scores of partially sandboxed runs are held back "
-        "(CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING is off)"
+        "🔒 scores of partially sandboxed runs and of runs bounded by rlimits only are held "
+        "back (CLUSTER_MANAGER_ALLOW_UNSANDBOXED_RANKING is off)"
     )
 
 

@@ -42,10 +42,12 @@ def describe(system: Mapping[str, Any]) -> str:
 
 
 def policy(allow_unsandboxed: bool) -> str:
-    """What happens to the scores of runs that were not fully sandboxed."""
+    """What happens to the scores of runs that were not fully sandboxed or not bounded by a
+    cgroup (`ranking_hold`)."""
+    runs = "partially sandboxed runs and of runs bounded by rlimits only"
     if allow_unsandboxed:
-        return f"scores of partially sandboxed runs are ranked ({ALLOW_SETTING}=1)"
-    return f"scores of partially sandboxed runs are held back ({ALLOW_SETTING} is off)"
+        return f"scores of {runs} are ranked ({ALLOW_SETTING}=1)"
+    return f"scores of {runs} are held back ({ALLOW_SETTING} is off)"
 
 
 def ranking_hold(

@@ -52,7 +52,7 @@ from cluster_manager.core.models import (
 from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
-from cluster_manager.core.verdicts import judge_phase
+from cluster_manager.core.verdicts import PhaseJudgement, judge_phase
 from cluster_manager.harness import capture, devices, environment, overrun, results
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
@@ -154,10 +154,7 @@ def run_phase(
     sandbox: Sandbox | None = None,
 ) -> PhaseOutcome:
     sandbox = sandbox or unsandboxed()
-    tests_file = f".cases-{phase.mode}.txt"
-    (workdir / tests_file).write_text(protocol.format_tests_file(phase.cases), encoding="utf-8")
-    if sandbox.user is not None:
-        share(workdir / tests_file)
+    tests_file = _write_cases(phase, workdir, sandbox)
     fresh_private_dirs(workdir, sandbox)
     timeout = request.task.timeout_for(phase.mode)
     command = _main_command(request, phase.mode, tests_file)
@@ -176,21 +173,7 @@ def run_phase(
         side_channels=[protocol.ENV_FD],
         isolation=sandbox.isolation,
     )
-    judgement = judge_phase(
-        phase.mode,
-        case_count=len(phase.cases),
-        exit_code=result.exit_code,
-        timed_out=result.timed_out,
-        timeout_s=timeout,
-        result=protocol.parse_result_lines(result.side_outputs[protocol.ENV_FD]),
-        specs=[protocol.format_case(case) for case in phase.cases],
-    )
-    message = judgement.message
-    if judgement.verdict is Verdict.RUNTIME_ERROR and result.stderr.strip():
-        message += f" ({result.stderr.strip().splitlines()[-1][:300]})"
-    verdict, message = overrun.explain(
-        phase.mode, result, request.limits, judgement.verdict, message
-    )
+    judgement, verdict, message = _judge(request, phase, result, timeout)
     profiler = None
     if profiling is not None:
         output = result.stdout + result.stderr
@@ -208,6 +191,38 @@ def run_phase(
         benchmarks=judgement.benchmarks,
         profiler=profiler,
     )
+
+
+def _write_cases(phase: Phase, workdir: Path, sandbox: Sandbox) -> str:
+    """The phase's cases as the task's main reads them; the name of their file."""
+    tests_file = f".cases-{phase.mode}.txt"
+    (workdir / tests_file).write_text(protocol.format_tests_file(phase.cases), encoding="utf-8")
+    if sandbox.user is not None:
+        share(workdir / tests_file)
+    return tests_file
+
+
+def _judge(
+    request: RunRequest, phase: Phase, result: process.ProcessResult, timeout: float
+) -> tuple[PhaseJudgement, Verdict, str]:
+    """The phase's judgement from what the tree reported, and its verdict and message with
+    the last line of stderr and the limit it hit, if any, named."""
+    judgement = judge_phase(
+        phase.mode,
+        case_count=len(phase.cases),
+        exit_code=result.exit_code,
+        timed_out=result.timed_out,
+        timeout_s=timeout,
+        result=protocol.parse_result_lines(result.side_outputs[protocol.ENV_FD]),
+        specs=[protocol.format_case(case) for case in phase.cases],
+    )
+    message = judgement.message
+    if judgement.verdict is Verdict.RUNTIME_ERROR and result.stderr.strip():
+        message += f" ({result.stderr.strip().splitlines()[-1][:300]})"
+    verdict, message = overrun.explain(
+        phase.mode, result, request.limits, judgement.verdict, message
+    )
+    return judgement, verdict, message
 
 
 @contextlib.contextmanager

@@ -5,23 +5,20 @@ packages and the toolchain read-only, GPU device nodes, private /tmp, /proc of i
 processes, loopback only), as a user id of the run's own on a root runner and as the runner's
 user in a user namespace otherwise. Partial (no bubblewrap, or namespaces refused): the older
 in-process isolation, as far as it goes, and `info` says what is missing and why; a ranked
-score from such a run is held back (`core.sandboxing`).
+score from such a run is held back (`core.sandboxing`). What the full sandbox shows of the
+host is `view`'s to build; what the partial one's user may reach, and its masks, `masks`'.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import getpass
-import importlib.util
 import itertools
 import os
 import pwd
 import shutil
-import site
 import stat
-import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,24 +33,15 @@ from cluster_manager.core.sandboxing import (
 )
 from cluster_manager.sandbox import bwrap, cgroups, seccomp
 from cluster_manager.sandbox.gpu_nodes import GpuNodes, gpu_nodes
-from cluster_manager.sandbox.namespaces import Isolation, Mask
+from cluster_manager.sandbox.masks import plan_masks, reachable
+from cluster_manager.sandbox.namespaces import Isolation
 from cluster_manager.sandbox.namespaces import probe as probe_isolation
 from cluster_manager.sandbox.process import ResourceLimits
-from cluster_manager.sandbox.spec import (
-    ETC_FILES,
-    KERNEL_VIEWS,
-    PRIVATE_DIRS,
-    PROC_FILES,
-    SYSTEM_DIRS,
-    SandboxSpec,
-    View,
-)
+from cluster_manager.sandbox.spec import SandboxSpec, View
+from cluster_manager.sandbox.view import full_view, interpreter_paths, write_etc, write_proc
 
 HOME_DIR = ".home"
 TMP_DIR = ".tmp"
-ETC_DIR = ".etc"  # the sandbox's own files of /etc, written by the runner
-ETC_WRITTEN = ("passwd", "group", "hosts")
-PROC_DIR = ".proc"  # the sandbox's own /proc/cmdline and /proc/meminfo
 NOT_FILTERED = "not filtered (only bubblewrap loads the filter: the sandbox is partial)"
 # Sandbox user ids: far above accounts and container ranges, then the runner's pid (< 2**22)
 # and one of 64 slots for runs in the same process, below 2**31: concurrent runs never share
@@ -155,9 +143,10 @@ def _full(
     tools: Sequence[str] = (),
     private_bytes: int = 1 << 30,
 ) -> Sandbox:
-    _write_etc(workdir, identity)
-    _write_proc(workdir)
-    spec = SandboxSpec(view=_view(workdir, nodes, tools, private_bytes))
+    write_etc(workdir, identity)
+    write_proc(workdir)
+    scratch = (str(workdir / HOME_DIR), str(workdir / TMP_DIR))
+    spec = SandboxSpec(view=full_view(workdir, nodes, scratch, tools, private_bytes))
     syscall_filter = seccomp.shared_fd()
     isolation = Isolation(syscall_filter=syscall_filter)
     user_name = _user_name()
@@ -193,93 +182,6 @@ def _full(
     return Sandbox(isolation, prefix(spec.view), info, keep_prefix=prefix(kept))
 
 
-def _view(
-    workdir: Path, nodes: GpuNodes, tools: Sequence[str] = (), private_bytes: int = 1 << 30
-) -> View:
-    read_only: set[str] = {str(workdir), *(t for t in tools if Path(t).is_dir())}
-    symlinks: list[tuple[str, str]] = []
-    for path in SYSTEM_DIRS:
-        host = Path(path)
-        if host.is_symlink():
-            symlinks.append((path, str(host.readlink())))
-        elif host.is_dir():
-            read_only.add(path)
-    read_only.update(p for p in ETC_FILES if Path(p).exists())
-    root = Path("/")
-    kernel = sorted(str(p) for pattern in KERNEL_VIEWS for p in root.glob(pattern.lstrip("/")))
-    read_only.update(kernel)
-    read_only.update(_interpreter_paths())
-    files = tuple((f"/etc/{name}", str(workdir / ETC_DIR / name)) for name in ETC_WRITTEN)
-    files += tuple((path, str(workdir / PROC_DIR / Path(path).name)) for path in PROC_FILES)
-    return View(
-        read_only=_outermost(read_only),
-        masked=_network_interfaces(kernel),
-        scratch=(str(workdir / HOME_DIR), str(workdir / TMP_DIR)),
-        devices=nodes.binds(),
-        symlinks=tuple(symlinks),
-        files=files,
-        private_bytes=private_bytes,
-    )
-
-
-def _etc_files(identity: tuple[int, int, bool] | None) -> dict[str, str]:
-    """passwd and group naming the sandbox's user, hosts naming only loopback."""
-    uid, gid = (identity[0], identity[1]) if identity else (os.geteuid(), os.getegid())
-    return {
-        "passwd": f"root:x:0:0::/:/usr/sbin/nologin\nsandbox:x:{uid}:{gid}::/:/usr/sbin/nologin\n",
-        "group": f"root:x:0:\nsandbox:x:{gid}:\n",
-        "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
-    }
-
-
-def _write_etc(workdir: Path, identity: tuple[int, int, bool] | None) -> None:
-    etc = workdir / ETC_DIR
-    etc.mkdir(mode=0o755, exist_ok=True)
-    for name, text in _etc_files(identity).items():
-        (etc / name).write_text(text, encoding="utf-8")
-
-
-def _proc_files() -> dict[str, str]:
-    """An empty boot command line, and a meminfo that shows all memory free and no swap:
-    the host's own tell its configuration and, moment by moment, what other runs use."""
-    total_kb = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 1024
-    fields = {"MemTotal": total_kb, "MemFree": total_kb, "MemAvailable": total_kb}
-    fields |= dict.fromkeys(("Buffers", "Cached", "SwapCached", "SwapTotal", "SwapFree"), 0)
-    fields["Shmem"] = 0
-    meminfo = "".join(f"{name + ':':<16}{value:>8} kB\n" for name, value in fields.items())
-    return {"cmdline": "\n", "meminfo": meminfo}
-
-
-def _write_proc(workdir: Path) -> None:
-    directory = workdir / PROC_DIR
-    directory.mkdir(mode=0o755, exist_ok=True)
-    for name, text in _proc_files().items():
-        (directory / name).write_text(text, encoding="utf-8")
-
-
-def _network_interfaces(bound: Sequence[str]) -> tuple[str, ...]:
-    """The `net` directories of the host's network interfaces inside what is bound of /sys (a
-    network card's PCI device): hidden, so its interface names and addresses are too."""
-    found: set[str] = set()
-    with contextlib.suppress(OSError):
-        for link in Path("/sys/class/net").iterdir():
-            directory = str(link.resolve().parent)
-            if any(_under(directory, b) for b in bound):
-                found.add(directory)
-    return tuple(sorted(found))
-
-
-def _interpreter_paths() -> list[str]:
-    """The interpreter, its packages, torch, CUDA and this package: what the tree must import."""
-    paths = [sys.base_prefix, sys.prefix, sys.exec_prefix, *site.getsitepackages()]
-    paths.append(str(Path(__file__).resolve().parents[2]))  # the tree holding cluster_manager
-    torch = importlib.util.find_spec("torch")
-    if torch is not None and torch.submodule_search_locations:
-        paths.extend(str(Path(p).parent) for p in torch.submodule_search_locations)
-    paths.extend(os.environ[k] for k in ("CUDA_HOME", "CUDA_PATH") if k in os.environ)
-    return sorted({str(Path(p).resolve()) for p in paths if Path(p).exists()})
-
-
 def _partial(
     workdir: Path,
     identity: tuple[int, int, bool] | None,
@@ -296,15 +198,15 @@ def _partial(
         return Sandbox(Isolation(network=network_error is None), (), _info(PARTIAL, who, *reasons))
     uid, gid, private_user = identity
     _hand_over(workdir, uid, gid)
-    paths = [*_interpreter_paths(), str(workdir)]
-    masks = _plan_masks(paths, uid, gid, private_bytes)
+    paths = [*interpreter_paths(), str(workdir)]
+    masks = plan_masks(paths, uid, gid, private_bytes)
     mounts_error: str | None = "the sandbox user cannot reach Python, torch or the run directory"
     if masks is not None:
         mounts_error = probe_isolation(Isolation(masks=masks, hide_processes=True))
         mounts_error = mounts_error and f"mounts: {mounts_error}"
     mounts = masks is not None and mounts_error is None
     # Without our mounts the user can still switch if everything it needs is open to it.
-    user = (uid, gid) if mounts or _reachable(paths, uid, gid) else None
+    user = (uid, gid) if mounts or reachable(paths, uid, gid) else None
     isolation = Isolation(
         user=user,
         groups=_device_groups(nodes) if user is not None else (),
@@ -356,67 +258,6 @@ def _mapped(map_name: str, value: int) -> bool:
         if inside <= value < inside + count:
             return True
     return False
-
-
-def _may(path: str, uid: int, gid: int, bits: int) -> bool:
-    """Mode bits only (as for a user that is neither root nor in any supplementary group)."""
-    info = Path(path).stat()
-    shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
-    return (info.st_mode >> shift) & bits == bits
-
-
-def _blocked_ancestor(path: str, uid: int, gid: int) -> str | None:
-    parts = Path(path).parts
-    for depth in range(1, len(parts)):
-        ancestor = str(Path(*parts[:depth]))
-        if not _may(ancestor, uid, gid, 0o1):
-            return ancestor
-    return None
-
-
-def _under(path: str, directory: str) -> bool:
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
-
-
-def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
-    kept: list[str] = []
-    for path in sorted(paths):
-        if not any(_under(path, k) for k in kept):
-            kept.append(path)
-    return tuple(kept)
-
-
-def _readable(path: str, uid: int, gid: int) -> bool:
-    return _may(path, uid, gid, 0o5 if Path(path).is_dir() else 0o4)
-
-
-def _reachable(paths: list[str], uid: int, gid: int) -> bool:
-    return all(_blocked_ancestor(p, uid, gid) is None and _readable(p, uid, gid) for p in paths)
-
-
-def _plan_masks(
-    paths: list[str], uid: int, gid: int, private_bytes: int
-) -> tuple[Mask, ...] | None:
-    """Private dirs get an empty tmpfs; a closed directory on the way to a needed path (say a
-    Python under /root) is replaced by one holding just that path. None: a path stays closed."""
-    private = [str(Path(d).resolve()) for d in PRIVATE_DIRS if Path(d).is_dir()]
-    keep: dict[str, set[str]] = {d: set() for d in private}
-    for path in paths:
-        anchor = next((d for d in private if _under(path, d)), None)
-        anchor = anchor or _blocked_ancestor(path, uid, gid)
-        if anchor == path or not _readable(path, uid, gid):
-            return None
-        if anchor is not None:
-            keep.setdefault(anchor, set()).add(path)
-    return tuple(
-        Mask(
-            path=anchor,
-            mode=0o1777 if anchor in private else 0o755,
-            size_bytes=private_bytes if anchor in private else 1 << 20,
-            keep=_outermost(kept),
-        )
-        for anchor, kept in sorted(keep.items())
-    )
 
 
 def _device_groups(nodes: GpuNodes) -> tuple[int, ...]:

@@ -195,28 +195,17 @@ def run_tree(
     stdout, stderr = CappedBuffer(output_cap), CappedBuffer(output_cap)
     channels = {name: CappedBuffer(side_channel_cap) for name in side_channels}
     began = time.monotonic()
-    write_ends = (out_w, err_w, *(w for _, w in pipes.values()))
     group = _group(limits)
-    try:
-        proc = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=child_env,
-            stdin=subprocess.DEVNULL,
-            stdout=out_w,
-            stderr=err_w,
-            pass_fds=[w for _, w in pipes.values()] + _filter_fds(isolation),
-            start_new_session=True,
-            preexec_fn=_sandbox_child(limits, isolation, cwd, group),
-        )
-    except BaseException:
-        if group is not None:
-            group.close()
-        raise
-    finally:
-        # The child holds its copies; ours must close so readers see EOF when it exits.
-        for fd in write_ends:
-            os.close(fd)
+    proc = _spawn(
+        command,
+        cwd=cwd,
+        env=child_env,
+        outputs=(out_w, err_w),
+        side_fds=[w for _, w in pipes.values()],
+        limits=limits,
+        isolation=isolation,
+        group=group,
+    )
     readers = [_drain(out_r, stdout), _drain(err_r, stderr)]
     readers += [_drain(pipes[name][0], channels[name]) for name in side_channels]
     timed_out = not _finish(proc, timeout, isolation, group)
@@ -233,6 +222,42 @@ def run_tree(
         side_outputs={name: buf.text() for name, buf in channels.items()},
         usage=usage,
     )
+
+
+def _spawn(
+    command: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    outputs: tuple[int, int],
+    side_fds: list[int],
+    limits: ResourceLimits,
+    isolation: Isolation,
+    group: cgroups.Group | None,
+) -> subprocess.Popen[bytes]:
+    """Starts the tree in a session of its own, writing to the `outputs` pipes (stdout,
+    stderr) and inheriting `side_fds`. Our copies of those write ends close either way; the
+    cgroup closes too if the tree never started."""
+    try:
+        return subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=outputs[0],
+            stderr=outputs[1],
+            pass_fds=side_fds + _filter_fds(isolation),
+            start_new_session=True,
+            preexec_fn=_sandbox_child(limits, isolation, cwd, group),
+        )
+    except BaseException:
+        if group is not None:
+            group.close()
+        raise
+    finally:
+        # The child holds its copies; ours must close so readers see EOF when it exits.
+        for fd in (*outputs, *side_fds):
+            os.close(fd)
 
 
 def _filter_fds(isolation: Isolation) -> list[int]:
