@@ -59,8 +59,8 @@ def ranked_honestly(result, floor_s: float) -> bool:
 
 
 @pytest.mark.reliability(
-    "Anti-cheat (GPU)",
-    "patching torch.cuda.Event.elapsed_time to report 1 µs for a slow kernel",
+    "Anti-cheat",
+    "GPU: patching torch.cuda.Event.elapsed_time to report 1 µs for a slow kernel",
     "runtime_error: the stand-in's replays show the real time, never ranked",
 )
 def test_patched_cuda_events(cuda_identity, record_property):
@@ -79,8 +79,8 @@ def custom_kernel(data):
 
 
 @pytest.mark.reliability(
-    "Anti-cheat (GPU)",
-    "returning at once and finishing the work on a side stream after the timer stopped",
+    "Anti-cheat",
+    "GPU: returning at once and finishing the work on a side stream after the timer stopped",
     "wrong_answer or runtime_error (the output arrives late), never ranked at the fast time",
 )
 def test_work_left_on_a_side_stream(cuda_identity, record_property):
@@ -104,8 +104,8 @@ def custom_kernel(data):
 
 
 @pytest.mark.reliability(
-    "Anti-cheat (GPU)",
-    "capturing the kernel in a CUDA graph once and replaying the cached result",
+    "Anti-cheat",
+    "GPU: capturing the kernel in a CUDA graph once and replaying the cached result",
     "wrong_answer in the ranked phase (fresh inputs every timed call), never ranked",
 )
 def test_a_cached_result_replayed_through_a_cuda_graph(cuda_identity, record_property):
@@ -133,8 +133,8 @@ def custom_kernel(data):
 
 
 @pytest.mark.reliability(
-    "Anti-cheat (GPU)",
-    "writing the output with a non-blocking copy from pinned memory that lands after the timer",
+    "Anti-cheat",
+    "GPU: writing the output with a non-blocking copy from pinned memory that lands after the timer",
     "the output is complete when it is read (or the run fails), never ranked at the fast time",
 )
 def test_an_output_written_asynchronously(cuda_identity, record_property):
