@@ -134,7 +134,7 @@ def custom_kernel(data):
 
 @pytest.mark.reliability(
     "Anti-cheat",
-    "GPU: writing the output with a non-blocking copy from pinned memory that lands after the timer",
+    "GPU: writing the output with a non-blocking copy that lands after the timer stopped",
     "the output is complete when it is read (or the run fails), never ranked at the fast time",
 )
 def test_an_output_written_asynchronously(cuda_identity, record_property):
