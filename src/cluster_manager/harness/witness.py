@@ -45,6 +45,9 @@ ECHO_QUANTILE = 0.9
 # few µs with another process keeping a core busy; a call's own jitter grows with it.
 PAIRED_FLOOR_NS = 10_000.0
 PAIRED_CALL_SHARE = 0.03
+# Moving a call's data (inputs there, output back) varies with the state of two allocators:
+# a share of what it takes the stand-in, tens of µs for megabytes.
+PAIRED_SLACK_SHARE = 0.05
 PAIRED_Z = 4.0
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
@@ -134,6 +137,7 @@ class PairedWitness:
     _before: list[float] = field(default_factory=list)  # excess up to the duration's reply
     _after: list[float] = field(default_factory=list)  # excess from there to the output
     _reported: list[float] = field(default_factory=list)
+    _replay_slack: list[float] = field(default_factory=list)  # the replay's window less report
     _impossible: int = 0
 
     def add(
@@ -150,6 +154,7 @@ class PairedWitness:
         self._before.append((window - reported) - (replay_window - replay_reported))
         self._after.append(output - replay_output)
         self._reported.append(reported)
+        self._replay_slack.append(replay_window - replay_reported + replay_output)
 
     def hidden_ns(self) -> float:
         """How much longer the submission's calls took than their reports, beyond the
@@ -159,7 +164,8 @@ class PairedWitness:
 
     def tolerance_ns(self) -> float:
         """What honest noise can put between a call and its replay's median: a floor, a
-        share of the call, or four standard errors of the median (robustly estimated)."""
+        share of the call, a share of moving its data (the replay's own slack), or four
+        standard errors of the median (robustly estimated)."""
         excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
         if not excess:
             return PAIRED_FLOOR_NS
@@ -167,7 +173,13 @@ class PairedWitness:
         sigma = 1.4826 * statistics.median(abs(e - middle) for e in excess)
         error = 1.2533 * sigma / math.sqrt(len(excess))
         call = statistics.median(self._reported)
-        return max(PAIRED_FLOOR_NS, PAIRED_CALL_SHARE * call, PAIRED_Z * error)
+        moving = statistics.median(self._replay_slack)
+        return max(
+            PAIRED_FLOOR_NS,
+            PAIRED_CALL_SHARE * call,
+            PAIRED_SLACK_SHARE * moving,
+            PAIRED_Z * error,
+        )
 
     def lopsided(self) -> int:
         """How many more calls exceeded the median excess by more than the tolerance than fell
