@@ -211,8 +211,8 @@ def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Ou
     first = case.everywhere("call")
     case.check(first)
     case.everywhere("warm_up")
-    if recheck and case.world_size is None:
-        return _ranked_case(case, first[0].get("output"), rule)
+    if case.world_size is None:
+        return _paired_case(case, first[0].get("output"), rule)
     witness = ClockWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
     fresh = _fresh_seeds(case) if recheck else None
@@ -238,12 +238,13 @@ def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Ou
     return Outcome(ok=True, stats=stats)
 
 
-def _ranked_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
-    """The ranked loop of one rank: every timed call on fresh inputs made here, checked here,
-    and replayed right after by the stand-in, which takes the same inputs, waits as long as
-    the submission reported and returns an output of the same size. Durations are ranked as
-    reported: the run fails instead if the submission's calls took longer around its reports
-    than the stand-in's, beyond what noise explains (`PairedWitness`)."""
+def _paired_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
+    """The timed loop of one rank, the same in benchmark and ranked runs (so a ranked time is
+    what the benchmark showed): every timed call on fresh inputs made here, checked here, and
+    replayed right before or after by the stand-in, which takes the same inputs, waits as long
+    as the submission reported last and returns an output of the same size. Durations count
+    as reported: the run fails instead if the submission's calls took longer around its
+    reports than the stand-in's, beyond what noise explains (`PairedWitness`)."""
     stand_in = case.stand_in
     stand_in.send("stand_in", output)
     stand_in.message(stand_in.receive())
