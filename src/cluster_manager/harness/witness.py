@@ -44,10 +44,10 @@ ECHO_QUANTILE = 0.9
 # Honest medians measured on a two-core VM stay within about a µs of zero quiet, and within a
 # few µs with another process keeping a core busy; a call's own jitter grows with it.
 PAIRED_FLOOR_NS = 10_000.0
-PAIRED_CALL_SHARE = 0.03
+PAIRED_CALL_SHARE = 0.05
 # Moving a call's data (inputs there, output back) varies with the state of two allocators:
-# a share of what it takes the stand-in, tens of µs for megabytes.
-PAIRED_SLACK_SHARE = 0.05
+# a share of what it takes the stand-in, tens to hundreds of µs for megabytes.
+PAIRED_SLACK_SHARE = 0.10
 PAIRED_Z = 4.0
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
