@@ -2,7 +2,7 @@
 call, the timed loop of a benchmark, a profile) and the calibration of the clocks they use.
 
 Every input is made here and every output checked here (`checks.py`); every timed call is
-timed here as well, and in ranked runs replayed by the trusted stand-in (`witness.py`).
+timed here as well and, on a single rank, replayed by the trusted stand-in (`witness.py`).
 """
 
 from __future__ import annotations
