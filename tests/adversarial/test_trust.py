@@ -140,21 +140,29 @@ def custom_kernel(data):
             pidfd = libc.syscall(SYS_pidfd_open, int(entry), 0)
             taken = libc.syscall(SYS_pidfd_getfd, pidfd, 3, 0) if pidfd >= 0 else -1
             traced = libc.ptrace(16, int(entry), 0, 0)  # PTRACE_ATTACH
-            seen.append((int(entry), pidfd >= 0, taken >= 0, traced == 0))
-        print("TAKEN", [s for s in seen if s[2] or s[3]])
+            try:
+                os.close(os.open(f"/proc/{entry}/mem", os.O_RDWR))
+                memory = True
+            except OSError:
+                memory = False
+            seen.append((int(entry), pidfd >= 0, taken >= 0, traced == 0, memory))
+        print("TAKEN", [s for s in seen if s[2] or s[3] or s[4]])
     return data.clone()
 """
 
 
 @pytest.mark.reliability(
     "Anti-cheat",
-    "taking the harness's helpers' pipes with pidfd_getfd(2), or tracing them with ptrace",
-    "refused: the stand-in is undumpable and the worker may not trace: nothing taken",
+    "taking the harness's helpers' pipes with pidfd_getfd(2), tracing them with ptrace, or "
+    "writing their memory through /proc/PID/mem",
+    "refused: the stand-in is undumpable, the resource tracker never started, the worker may "
+    "not trace: nothing taken",
 )
 def test_the_harness_processes_cannot_be_traced_or_robbed(identity, record_property):
     """Attack: for every other process in the sandbox, pidfd_open + pidfd_getfd its
-    descriptors and PTRACE_ATTACH to it (the old echo ran as the same user, dumpable).
-    Expected: every attempt is refused."""
+    descriptors, PTRACE_ATTACH to it and open its memory for writing (the old echo and
+    multiprocessing's resource tracker ran as the same user, dumpable). Expected: every
+    attempt is refused."""
     result = attack(identity, TAKE_THE_PIPE)
     taken = [line for line in stdout_of(result).splitlines() if line.startswith("TAKEN")]
     record_property("observed", f"{result.verdict.value}: {taken[:1]}")

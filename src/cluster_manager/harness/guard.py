@@ -1,13 +1,14 @@
 """The worker's own syscall filter: what keeps a submission's process away from the processes
 that judge it.
 
-The harness process, its stand-in and multiprocessing's resource tracker run as the same user
-as the submission; the sandbox (bubblewrap's filter) already refuses tracing and reading them,
-but not signals or scheduling, which the kernel allows between processes of one user. Before
-a worker imports the submission it filters itself (and so every thread and child it starts):
-no signal, priority, affinity or limit change aimed at those processes, their process group or
-every process; no tracing, reading or taking descriptors of any other process, also where the
-sandbox is partial. A refused call fails with EPERM.
+The harness process and its stand-in run as the same user as the submission; the sandbox
+(bubblewrap's filter) already refuses tracing them, but not signals or scheduling, which the
+kernel allows between processes of one user. Before a worker imports the submission it
+filters itself (and so every thread and child it starts): no signal, priority, affinity or
+limit change aimed at those processes, their process group or every process; no tracing,
+reading or taking descriptors of any other process, also where the sandbox is partial. A
+refused call fails with EPERM. (multiprocessing's resource tracker, another such process, is
+never started: `workers._no_resource_tracker`.)
 """
 
 from __future__ import annotations

@@ -159,12 +159,24 @@ def _died() -> CaseFailed:
     return broken("the submission's process exited before returning a result")
 
 
+def _no_resource_tracker() -> None:
+    """multiprocessing starts a resource tracker with the first spawned process: one more
+    process of the submission's user, dumpable, outside the workers' filter. The harness
+    shares no semaphores or memory by name, so the tracker gets /dev/null instead (it is
+    alive to every probe) and is never started; what a submission registers is dropped,
+    and the run's own tmpfs and cgroup go with the run."""
+    tracker = resource_tracker._resource_tracker
+    if getattr(tracker, "_fd", None) is None:
+        setattr(tracker, "_fd", os.open(os.devnull, os.O_WRONLY))  # noqa: B010 - not in stubs
+
+
 class Workers:
     """The submission's processes, one per rank, and (for timed modes) the stand-in, started
     first so that each worker can shut it out before it imports the submission. A worker that
     fails is replaced."""
 
     def __init__(self, size: int, *, timed: bool = True) -> None:
+        _no_resource_tracker()
         self._context = multiprocessing.get_context("spawn")
         self._stand_in = StandIn(self._context) if timed else None
         self._processes = [self._started() for _ in range(size)]
@@ -184,9 +196,8 @@ class Workers:
         return process
 
     def _protected(self) -> list[int]:
-        """This process, the stand-in and multiprocessing's resource tracker."""
-        tracker = getattr(resource_tracker._resource_tracker, "_pid", None)
-        pids = [os.getpid(), tracker or 0]
+        """This process and the stand-in."""
+        pids = [os.getpid()]
         if self._stand_in is not None:
             pids.append(self._stand_in.process.pid or 0)
         return [pid for pid in pids if pid > 0]
