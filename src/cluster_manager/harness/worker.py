@@ -148,7 +148,8 @@ class Worker:
 
     def stand_in(self, output: Any) -> dict[str, Any]:
         """Makes this worker the harness's stand-in for an honest submission: each timed call
-        busy-waits as long as it is told, then returns `output` (an honest output's size)."""
+        reads its inputs, busy-waits as long as it is told and returns a copy of `output`
+        (an honest output of the case)."""
         self._held = output
         self._kernel = self._wait_then_hold
         return {"ok": True}
@@ -157,7 +158,7 @@ class Worker:
         self, inputs: bytes | None = None, with_output: bool = False, wait_ns: float = 0.0
     ) -> Iterator[Reply]:
         """One timed call, on `inputs` when the harness sends fresh ones. Its duration is the
-        first reply, alone, so it leaves at once; in ranked runs the output follows unasked,
+        first reply, alone, so it leaves at once; in timed runs the output follows unasked,
         for the check. The harness times all of it from outside: taking the inputs, the call,
         both replies. `wait_ns` is for a stand-in only."""
         if inputs is not None:
