@@ -10,9 +10,9 @@ is a coin toss between a quiet and a preempted window. The figure is the worst o
 The same loop is also driven in this process to report how many runs and how much wall time
 the noise rule needed per duration (the protocol does not carry that time).
 
-`ranked_timing_error_pct_max` is the same measurement in leaderboard mode, where every timed
-iteration gets fresh inputs and a check, and each duration is held to the harness's own clock
-(`harness/witness.py`): what that guard costs an honest kernel's score.
+`ranked_timing_error_pct_max` is the same measurement in leaderboard mode (a secret seed, at
+least 100 timed calls per case); both modes give every timed call fresh inputs, a check and
+the stand-in's replay (docs/MEASUREMENT.md), and neither adds anything to a reported duration.
 """
 
 from __future__ import annotations
