@@ -154,11 +154,11 @@ def render(rows: list[Row]) -> str:
         "",
         "Timings are taken in the submission's own process, the only place a GPU kernel can be",
         "timed precisely, so no row can show that no forged timing gets through. What the rows",
-        "on timers and timed steps show is the bound: each ranked duration is held to the",
-        "harness's own clock, and a forgery gains at most the allowance calibrated on empty",
-        "calls before the submission loads (20-200 µs per call) and 3 % of the call, plus as",
-        "much again and a quarter of sending the output for work moved after the reply",
-        "(`src/cluster_manager/harness/witness.py`).",
+        "on timers and timed steps show is the bound: each timed call is replayed by a trusted",
+        "stand-in on the same inputs, and a run whose calls take longer around their reports",
+        "than the replays fails; a forgery gains at most the tolerance, 10 µs, 5 % of the call",
+        "or a tenth of moving its data on a quiet machine (`docs/MEASUREMENT.md`,",
+        "`src/cluster_manager/harness/witness.py`).",
     ]
     for category in CATEGORIES:
         chosen = sorted((r for r in rows if r.category == category), key=lambda r: r.test)
