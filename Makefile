@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test reliability lint format bench clean slurm-up slurm-down
+.PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down
 
 setup: $(STAMP)
 
@@ -26,7 +26,7 @@ SLURM_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$
 # The browser tests drive Debian's chromium (installed here as root when missing).
 BROWSER_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/web/install-browser.sh || [ -z "$$CI" ]; fi
 PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
-	$(BIN)/pytest -n 2 --dist loadgroup
+	$(BIN)/pytest -n 2 --dist load
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks scripts
@@ -34,7 +34,13 @@ test: setup
 	$(BIN)/mypy
 	$(SLURM_UP)
 	$(BROWSER_UP)
-	$(PYTEST)
+	$(PYTEST) --cov --cov-report=
+
+# tests/durations.json: which tests are heavy, so that they are scheduled first.
+durations: setup
+	$(SLURM_UP)
+	$(BROWSER_UP)
+	$(PYTEST) --store-durations
 
 # docs/RELIABILITY.md: every attack, bad input and fault the suite tries, and its outcome.
 reliability: setup

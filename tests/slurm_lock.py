@@ -1,10 +1,9 @@
 """Tests that use the one-node Slurm cluster share it; a test that takes the node down needs it
 to itself, or it kills the jobs of the tests running beside it.
 
-`xdist_group("slurm")` does not keep the Slurm tests on one worker here: pytest-xdist 3.8 tags
-the grouped tests through `item._nodeid`, which pytest 9 no longer reads, so `--dist loadgroup`
-spreads them over the workers. Another pytest session may use the cluster as well. So every
-Slurm test holds a lock file, shared, and the node-down test holds it exclusively.
+The Slurm tests run on both test processes at once (`--dist load`: the heavy tests are spread
+over both, tests/scheduling.py), and another pytest session may use the cluster as well. So
+every Slurm test holds a lock file, shared, and the node-down test holds it exclusively.
 """
 
 from __future__ import annotations

@@ -31,9 +31,8 @@ from tests.conftest import CORRECT, make_request, processes_with, write_task
 from tests.slurm_cluster import jobs_named, slurm_cluster, squeue_active  # noqa: F401
 from tests.slurm_lock import slurm_alone, slurm_shared  # noqa: F401
 
-# Every test here shares one cluster of two CPUs: keep them on one xdist worker. (Under pytest 9
-# the group is not honoured: tests.slurm_lock keeps the node-down test apart from the others.)
-pytestmark = pytest.mark.xdist_group("slurm")
+# Every test here shares one cluster of two CPUs, on both test processes at once:
+# tests.slurm_lock keeps the node-down test apart from the others.
 needs_cluster = pytest.mark.usefixtures("slurm_shared")
 
 WRONG = "def custom_kernel(d):\n    return d * 2\n"
