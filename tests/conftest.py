@@ -21,7 +21,7 @@ from cluster_manager.storage.database import create_pool
 from cluster_manager.telemetry.probes import ProbeFactory
 from tests import database
 
-pytest_plugins = ["pytester", "tests.reliability", "tests.fake_ncu"]
+pytest_plugins = ["pytester", "tests.reliability", "tests.fake_ncu", "tests.scheduling"]
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = EXAMPLES_DIR
