@@ -1,6 +1,7 @@
 """The real ASGI app over a real Postgres and the local launcher, reached through httpx:
 in process (ASGITransport) for requests and answers, through a uvicorn on 127.0.0.1 where a
-stream must be read as it arrives (or dropped half-way)."""
+stream must be read as it arrives (or dropped half-way). Runs are replayed from recordings
+(tests/replay.py) unless a test asks for `real_runs`."""
 
 from __future__ import annotations
 
@@ -21,11 +22,17 @@ from cluster_manager.core.models import Limits
 from cluster_manager.core.task import load_task
 from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
-from cluster_manager.launchers.local import LocalLauncher
+from cluster_manager.launchers.base import Launcher
 from cluster_manager.scheduler import SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
+from tests import replay
 from tests.conftest import EXAMPLES
+
+# Runs on the "local" GPU types are replayed unless a test asks for `real_runs`.
+local_launcher = replay.local_launcher
+real_runs = replay.real_runs
+replay_launcher = replay.replay_launcher
 
 ADMIN_TOKEN = "admin-token-for-tests"
 IDENTITY = EXAMPLES / "identity_py"
@@ -56,7 +63,11 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
 
 @pytest.fixture
 async def app(
-    pool: Any, db_url: str, api_registry: GpuRegistry, settings: Settings, tmp_path: Path
+    pool: Any,
+    db_url: str,
+    api_registry: GpuRegistry,
+    settings: Settings,
+    local_launcher: Launcher,
 ) -> App:
     service = Service(pool, api_registry)
     await service.create_leaderboard(
@@ -72,7 +83,7 @@ async def app(
         embedded=False,
         pool=pool,
         registry=api_registry,
-        launchers={"local": LocalLauncher(tmp_path / "runs")},
+        launchers={"local": local_launcher},
         service=service,
     )
 

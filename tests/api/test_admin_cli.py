@@ -19,6 +19,7 @@ cm = cli_on_database  # the fixture, under the name the tests use
 pytestmark = pytest.mark.timeout(300)
 
 
+# Real runs: the CLI on the database is a process of its own, with its own launchers.
 def submit(cm, user: str):
     return cm(
         "submit", "identity", str(IDENTITY / "submission.py"), "--user", user, "--mode", "test"

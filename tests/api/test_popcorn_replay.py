@@ -21,6 +21,7 @@ from cluster_manager.app import App
 from cluster_manager.core.protocol import format_case
 from cluster_manager.core.task import load_task
 from tests.api.conftest import BOARD, IDENTITY, source, token_of
+from tests.replay import ReplayLauncher
 
 POLL_S = 0.2  # popcorn-cli waits 5 s between polls; the protocol is the same
 
@@ -199,14 +200,16 @@ async def test_streaming_refusals_come_before_the_stream(popcorn: Popcorn):
 )
 @pytest.mark.usefixtures("scheduler")
 async def test_a_client_that_goes_away_mid_stream_loses_nothing(
-    app: App, popcorn: Popcorn, live_url: str
+    app: App, popcorn: Popcorn, live_url: str, replay_launcher: ReplayLauncher
 ):
+    replay_launcher.hold()  # the client hangs up while the runs are in flight
     async with popcorn.client() as http:
         url = f"{live_url}/{BOARD}/CPU/leaderboard"
         async with http.stream("POST", url, files={"file": ("submission.py", source())}) as answer:
             async for chunk in answer.aiter_text():
                 if "event: status" in chunk:
                     break  # hang up at the first progress report
+    replay_launcher.let_go()
     submission_id = await app.pool.fetchval("SELECT id FROM submissions")
     for _ in range(600):
         report = await app.service.report(submission_id)

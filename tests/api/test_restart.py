@@ -14,6 +14,7 @@ from cluster_manager.app import App
 from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
 from cluster_manager.settings import Settings
 from tests.api.conftest import BOARD, FAST, popcorn_headers, source, token_of
+from tests.replay import ReplayLauncher
 
 
 def client_of(app: App, settings: Settings) -> httpx.AsyncClient:
@@ -29,10 +30,11 @@ def client_of(app: App, settings: Settings) -> httpx.AsyncClient:
     "the new server sees the submission succeed, ranked",
 )
 async def test_a_restarted_server_finishes_what_the_dead_one_left(
-    app: App, settings: Settings, record_property
+    app: App, settings: Settings, replay_launcher: ReplayLauncher, record_property
 ):
     token = await token_of(app, "alice")
     headers = popcorn_headers(token)
+    replay_launcher.hold()  # the runs are still in flight when the first server dies
     first_stop = asyncio.Event()
     first = asyncio.create_task(keep_scheduling(app, first_stop, FAST))
     async with client_of(app, settings) as http:
@@ -50,6 +52,7 @@ async def test_a_restarted_server_finishes_what_the_dead_one_left(
     with pytest.raises(asyncio.CancelledError):
         await first
     states = [r["state"] for r in await app.pool.fetch("SELECT state FROM jobs ORDER BY id")]
+    replay_launcher.let_go()
 
     second_stop = asyncio.Event()
     second = asyncio.create_task(keep_scheduling(app, second_stop, FAST))

@@ -42,6 +42,7 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+# A real run: `serve` is a process of its own, with the launchers it builds itself.
 def test_a_served_submission_runs_on_the_servers_own_scheduler(db_url: str, tmp_path: Path):
     created = cli(
         db_url,

@@ -12,6 +12,7 @@ import pytest
 from cluster_manager.app import App
 from cluster_manager.core.task import load_task
 from tests.api.conftest import ADMIN_TOKEN, BOARD, IDENTITY, popcorn_headers, source, token_of
+from tests.replay import ReplayLauncher
 
 DONE_STATES = {"succeeded", "failed", "timed_out"}
 
@@ -45,7 +46,8 @@ async def wait_done(client: httpx.AsyncClient, token: str, submission_id: int) -
     raise AssertionError(f"submission {submission_id} did not finish")
 
 
-@pytest.mark.usefixtures("scheduler")
+# The API's one end-to-end run on the real local launcher (runner, sandbox, harness).
+@pytest.mark.usefixtures("scheduler", "real_runs")
 async def test_a_ranked_submission_is_accepted_run_and_reported_as_popcorn_reads_it(
     app: App, client: httpx.AsyncClient
 ):
@@ -140,12 +142,14 @@ async def test_history_lists_newest_first_with_filters_and_bounds(
 
 @pytest.mark.usefixtures("scheduler")
 async def test_deleting_waits_for_the_run_and_then_ranks_again_without_it(
-    app: App, client: httpx.AsyncClient
+    app: App, client: httpx.AsyncClient, replay_launcher: ReplayLauncher
 ):
     token = await token_of(app, "alice")
+    replay_launcher.hold()  # the first run is still in flight when it is deleted
     first = (await submit(client, token)).json()["details"]["id"]
     early = await client.delete(f"/user/submissions/{first}", headers=popcorn_headers(token))
     assert early.status_code == 409 and "still queued or running" in early.json()["detail"]
+    replay_launcher.let_go()
     await wait_done(client, token, first)
     second = (await submit(client, token)).json()["details"]["id"]
     await wait_done(client, token, second)

@@ -26,13 +26,18 @@ from cluster_manager.core.task import load_task
 from cluster_manager.discord.bot import BotConfig, ClusterBot
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher
-from cluster_manager.launchers.local import LocalLauncher
 from cluster_manager.scheduler import SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
+from tests import replay
 from tests.conftest import EXAMPLES, Clock
 from tests.discord.fake_discord import APP_ID, FakeDiscord, Message
 from tests.fakes import FakeLauncher
+
+# Runs on the "local" GPU types are replayed unless a test asks for `real_runs`.
+local_launcher = replay.local_launcher
+real_runs = replay.real_runs
+replay_launcher = replay.replay_launcher
 
 GUILD_ID = 700
 CHANNEL_ID = 701
@@ -300,8 +305,10 @@ def fake_launcher() -> FakeLauncher:
 
 
 @pytest.fixture
-def launchers(tmp_path: Path, fake_launcher: FakeLauncher) -> dict[str, Launcher]:
-    return {"local": LocalLauncher(tmp_path / "runs"), "fake": fake_launcher}
+def launchers(local_launcher: Launcher, fake_launcher: FakeLauncher) -> dict[str, Launcher]:
+    """Runs on "local" GPU types are replayed from recordings unless a test asks for
+    `real_runs` (tests/replay.py)."""
+    return {"local": local_launcher, "fake": fake_launcher}
 
 
 @pytest.fixture

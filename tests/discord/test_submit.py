@@ -21,6 +21,8 @@ def status_and_report(reply):
     return ack, status, report
 
 
+# Discord's one end-to-end run on the real local launcher (runner, sandbox, harness).
+@pytest.mark.usefixtures("real_runs")
 async def test_ranked_submission_through_the_local_launcher(make_harness, app, clock):
     await create_board(app, clock)
     harness = await make_harness(scheduler=True)

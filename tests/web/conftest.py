@@ -6,6 +6,9 @@ from tests.api.conftest import (  # noqa: F401
     app,
     client,
     live_url,
+    local_launcher,
+    real_runs,
+    replay_launcher,
     scheduler,
     settings,
 )
