@@ -143,9 +143,47 @@ def pg_template(pg_server: str, worker_id: str) -> Iterator[str]:
     database.drop(pg_server, name)
 
 
+@pytest.fixture(scope="session")
+def shared_database(pg_server: str, pg_template: str) -> Iterator[database.SharedDatabase]:
+    shared = database.SharedDatabase(pg_server, pg_template)
+    yield shared
+    shared.drop()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fresh_db(reason): db_url (and pool) is a fresh database of the test's own, not the "
+        "shared one; the reason says why",
+    )
+
+
 @pytest.fixture
-def db_url(pg_server: str, pg_template: str) -> Iterator[str]:
-    """A freshly migrated database of its own for each test."""
+def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """This test process's migrated database, emptied before each test (so a test that stopped
+    half way leaves nothing behind) and shared by its tests one after another.
+
+    A test that migrates, drops or alters the schema, hands the URL to a process that may
+    outlive it, or needs the database to itself in another way takes `fresh_db_url`, or is
+    marked `fresh_db` when it reaches the database through fixtures (pool, service, app)."""
+    if request.node.get_closest_marker("fresh_db"):
+        yield request.getfixturevalue("fresh_db_url")
+        return
+    shared: database.SharedDatabase = request.getfixturevalue("shared_database")
+    shared.reset()
+    yield shared.url
+    if shared.schema_changed():
+        shared.rebuild()  # for the tests after this one
+        pytest.fail(
+            "the test changed the schema of the shared database (db_url): give it fresh_db_url "
+            "or mark it fresh_db",
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def fresh_db_url(pg_server: str, pg_template: str) -> Iterator[str]:
+    """A freshly migrated database of the test's own, dropped after it."""
     name, url = database.create_copy(pg_server, pg_template)
     yield url
     database.drop(pg_server, name)

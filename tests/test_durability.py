@@ -50,6 +50,7 @@ async def wait_for(pool, query: str, expected: int, timeout: float) -> None:
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.fresh_db("its worker processes may outlive it and would claim the next test's jobs")
 @pytest.mark.reliability(
     "Faults",
     "the worker is killed (SIGKILL) with 5 jobs in flight, then a new worker starts",
