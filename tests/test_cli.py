@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, write_task
+from tests.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
 
 IDENTITY = EXAMPLES / "identity_py"
 
@@ -27,9 +28,7 @@ def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]
 
 
 def test_leaderboard_json_has_a_passing_result_and_a_positive_score():
-    done = cli(
-        "eval", str(IDENTITY), str(IDENTITY / "submission.py"), "--mode", "leaderboard", "--json"
-    )
+    done = cli("eval", str(FAST_TASK), str(FAST_SUBMISSION), "--mode", "leaderboard", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["passed"] is True
@@ -40,14 +39,14 @@ def test_leaderboard_json_has_a_passing_result_and_a_positive_score():
 
 
 def test_readable_report_for_a_wrong_answer_exits_1():
-    done = cli("eval", str(IDENTITY), str(IDENTITY / "wrong" / "wrong_answer.py"))
+    done = cli("eval", str(FAST_TASK), str(FAST_WRONG_ANSWER))
     assert done.returncode == 1
     assert "❌" in done.stdout and "wrong_answer" in done.stdout
     assert "Tests (test phase)" in done.stdout
 
 
 def test_benchmark_report_shows_a_table():
-    done = cli("eval", str(IDENTITY), str(IDENTITY / "submission.py"), "--mode", "benchmark")
+    done = cli("eval", str(FAST_TASK), str(FAST_SUBMISSION), "--mode", "benchmark")
     assert done.returncode == 0, done.stderr
     assert "mean ± err" in done.stdout and "best" in done.stdout and "runs" in done.stdout
     assert "… benchmark" in done.stderr  # live progress goes to stderr

@@ -17,6 +17,7 @@ import pytest
 
 from tests import database
 from tests.conftest import EXAMPLES, write_task
+from tests.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
 from tests.telemetry.fakes import HOT_ONCE_ENV
 
 IDENTITY = EXAMPLES / "identity_py"
@@ -47,6 +48,15 @@ def create_identity(cm) -> subprocess.CompletedProcess[str]:
     """`leaderboard create identity` on CPU, open until 2099."""
     return cm(
         "leaderboard", "create", "identity", "--task", str(IDENTITY), "--deadline", FUTURE,
+        "--gpu", "CPU",
+    )  # fmt: skip
+
+
+def create_quick(cm) -> subprocess.CompletedProcess[str]:
+    """`leaderboard create quick` from the fast fixture task on CPU, open until 2099: for
+    tests about the commands, not about a task."""
+    return cm(
+        "leaderboard", "create", "quick", "--task", str(FAST_TASK), "--deadline", FUTURE,
         "--gpu", "CPU",
     )  # fmt: skip
 
@@ -87,15 +97,15 @@ def test_commands_refuse_an_unmigrated_database(pg_server: str, tmp_path: Path):
 
 
 def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
-    created = create_identity(cm)
+    created = create_quick(cm)
     assert created.returncode == 0, created.stderr
-    assert "created identity on CPU" in created.stdout
+    assert "created quick on CPU" in created.stdout
 
     listed = cm("leaderboard", "list")
     assert listed.returncode == 0
-    assert "identity" in listed.stdout and "2099-01-01 00:00 UTC" in listed.stdout
+    assert "quick" in listed.stdout and "2099-01-01 00:00 UTC" in listed.stdout
 
-    submitted = cm("submit", "identity", str(IDENTITY / "submission.py"), "--user", "alice")
+    submitted = cm("submit", "quick", str(FAST_SUBMISSION), "--user", "alice")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     progress = submitted.stderr
     assert "[CPU] queued (position" in progress
@@ -106,27 +116,19 @@ def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
     assert "secret re-run: passed" in submitted.stdout
     assert "🏆 rank #1" in submitted.stdout and "new personal best" in submitted.stdout
 
-    shown = cm("leaderboard", "show", "identity")
+    shown = cm("leaderboard", "show", "quick")
     assert shown.returncode == 0
-    assert "identity on CPU" in shown.stdout and "alice" in shown.stdout and "#1" in shown.stdout
+    assert "quick on CPU" in shown.stdout and "alice" in shown.stdout and "#1" in shown.stdout
 
-    wrong = cm(
-        "submit",
-        "identity",
-        str(IDENTITY / "wrong" / "wrong_answer.py"),
-        "--user",
-        "bob",
-        "--mode",
-        "test",
-    )
+    wrong = cm("submit", "quick", str(FAST_WRONG_ANSWER), "--user", "bob", "--mode", "test")
     assert wrong.returncode == 1
     assert "wrong_answer" in wrong.stdout
 
-    refused = cm("leaderboard", "delete", "identity")
+    refused = cm("leaderboard", "delete", "quick")
     assert refused.returncode == 2 and "--yes" in refused.stderr
-    deleted = cm("leaderboard", "delete", "identity", "--yes")
+    deleted = cm("leaderboard", "delete", "quick", "--yes")
     assert deleted.returncode == 0
-    assert "identity" not in cm("leaderboard", "list").stdout
+    assert "quick" not in cm("leaderboard", "list").stdout
 
 
 @pytest.mark.reliability(
@@ -291,12 +293,12 @@ def test_a_submit_finishes_the_job_a_dead_submit_left_on_its_gpu(
         "CLUSTER_MANAGER_LOCAL_CONCURRENCY": "1",
     }
     command = [sys.executable, "-m", "cluster_manager"]
-    create = ["leaderboard", "create", "identity", "--task", str(IDENTITY), "--deadline", FUTURE]
+    create = ["leaderboard", "create", "quick", "--task", str(FAST_TASK), "--deadline", FUTURE]
     done = subprocess.run([*command, *create, "--gpu", "CPU"], env=env, capture_output=True)
     assert done.returncode == 0, done.stderr
     slow = tmp_path / "slow.py"  # runs long enough to be killed mid-run
-    slow.write_text("import time\ntime.sleep(3)\n" + (IDENTITY / "submission.py").read_text())
-    submit = [*command, "submit", "identity", "--mode", "test", "--user"]
+    slow.write_text("import time\ntime.sleep(3)\n" + FAST_SUBMISSION.read_text())
+    submit = [*command, "submit", "quick", "--mode", "test", "--user"]
 
     dead = subprocess.Popen([*submit, "alice", str(slow)], env=env, stderr=subprocess.DEVNULL)
     try:
@@ -310,7 +312,7 @@ def test_a_submit_finishes_the_job_a_dead_submit_left_on_its_gpu(
 
     # Before, this waited for ever: the orphan held the only slot and nobody adopted it.
     heir = subprocess.run(
-        [*submit, "bob", str(IDENTITY / "submission.py")],
+        [*submit, "bob", str(FAST_SUBMISSION)],
         env=env,
         capture_output=True,
         text=True,
@@ -346,37 +348,22 @@ def test_task_files_and_template_from_the_database(cm, tmp_path: Path):
 
 
 def test_leaderboard_export_writes_a_data_set(cm, tmp_path: Path):
-    assert (
-        cm(
-            "leaderboard",
-            "create",
-            "identity",
-            "--task",
-            str(IDENTITY),
-            "--deadline",
-            FUTURE,
-            "--gpu",
-            "CPU",
-        ).returncode
-        == 0
-    )
-    submitted = cm(
-        "submit", "identity", str(IDENTITY / "submission.py"), "--user", "alice", "--mode", "test"
-    )
+    assert create_quick(cm).returncode == 0
+    submitted = cm("submit", "quick", str(FAST_SUBMISSION), "--user", "alice", "--mode", "test")
     assert submitted.returncode == 0, submitted.stderr
-    rankings = cm("leaderboard", "export", "identity")
+    rankings = cm("leaderboard", "export", "quick")
     assert (
         rankings.returncode == 0
-        and "wrote 0 rankings rows to identity-rankings.csv" in rankings.stdout
+        and "wrote 0 rankings rows to quick-rankings.csv" in rankings.stdout
     )
-    assert (tmp_path / "identity-rankings.csv").read_text().startswith("leaderboard,gpu,rank,")
-    everything = cm("leaderboard", "export", "identity", "--all", "--format", "jsonl", "--out", "-")
+    assert (tmp_path / "quick-rankings.csv").read_text().startswith("leaderboard,gpu,rank,")
+    everything = cm("leaderboard", "export", "quick", "--all", "--format", "jsonl", "--out", "-")
     assert (
         everything.returncode == 0 and "still open; this export holds its code" in everything.stderr
     )
     (row,) = [json.loads(line) for line in everything.stdout.splitlines()]
     assert row["user_id"] == "alice" and row["mode"] == "test" and row["runs"][0]["passed"]
-    binary = cm("leaderboard", "export", "identity", "--format", "parquet", "--out", "-")
+    binary = cm("leaderboard", "export", "quick", "--format", "parquet", "--out", "-")
     assert binary.returncode == 2 and "give --out a file name" in binary.stderr
     unknown = cm("leaderboard", "export", "nope", "--out", "nope.csv")
     assert unknown.returncode == 2 and not (tmp_path / "nope.csv").exists()
@@ -417,13 +404,13 @@ def test_leaderboard_sync_plans_applies_and_holds(cm, tmp_path: Path):
 def test_a_ranked_run_on_a_throttling_gpu_is_retried_and_then_ranked(cm, tmp_path: Path):
     """The first ranked run's GPU throttles (a probe injected the way an operator names one):
     the submit follows the retry its result queued, and ranks the clean retry."""
-    created = create_identity(cm)
+    created = create_quick(cm)
     assert created.returncode == 0, created.stderr
     hot = tmp_path / "hot-once"
     submitted = cm(
         "submit",
-        "identity",
-        str(IDENTITY / "submission.py"),
+        "quick",
+        str(FAST_SUBMISSION),
         "--user",
         "alice",
         env={

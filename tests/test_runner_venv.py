@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager import runner_venv
 from cluster_manager.runner_venv import (
     BUILDING_PREFIX,
     COMPLETE_MARKER,
@@ -29,6 +30,20 @@ def _requirements(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "requirements-runner.txt"
     path.write_text(text)
     return path
+
+
+@pytest.fixture
+def pipless(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Environments built without pip or their requirements (ensurepip alone takes seconds),
+    for tests of when they are built, reused and removed rather than of what they hold."""
+
+    def build(target: Path, spec: EnvSpec) -> None:
+        venv = [sys.executable, "-m", "venv", "--without-pip", str(target)]
+        if spec.system_site_packages:
+            venv.insert(3, "--system-site-packages")
+        subprocess.run(venv, check=True)
+
+    monkeypatch.setattr(runner_venv, "_build", build)
 
 
 def _builder(requirements: Path, root: Path) -> subprocess.Popen[str]:
@@ -122,6 +137,7 @@ def _age(env: Path, days: float) -> None:
         os.utime(env / marker, (then, then))
 
 
+@pytest.mark.usefixtures("pipless")
 def test_an_environment_no_job_used_for_the_kept_days_is_removed(tmp_path: Path) -> None:
     root, said = tmp_path / "venvs", []
     old = ensure(EnvSpec(()), root, log=said.append)
@@ -140,6 +156,7 @@ def test_an_environment_no_job_used_for_the_kept_days_is_removed(tmp_path: Path)
     assert sum(line.startswith(f"runner environment {old}: building") for line in said) == 2
 
 
+@pytest.mark.usefixtures("pipless")
 def test_an_environment_in_use_or_being_built_is_not_removed(tmp_path: Path) -> None:
     root = tmp_path / "venvs"
     env = ensure(EnvSpec(()), root, log=lambda _: None)
@@ -154,6 +171,7 @@ def test_an_environment_in_use_or_being_built_is_not_removed(tmp_path: Path) -> 
     assert prune(root) == [env] and not env.exists()
 
 
+@pytest.mark.usefixtures("pipless")
 def test_a_reused_environment_is_marked_as_used(tmp_path: Path) -> None:
     root = tmp_path / "venvs"
     env = ensure(EnvSpec(()), root, log=lambda _: None)

@@ -24,8 +24,8 @@ from cluster_manager.core.models import Limits, Mode, RunRequest
 from cluster_manager.core.records import dispatch_key
 from cluster_manager.core.sealed import KEY_ENV, as_key, generate_key
 from cluster_manager.core.task import load_task
-from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.launchers.github.payloads import dispatch_inputs
+from tests.fast_task import FAST_SUBMISSION, FAST_TASK
 
 REPO = Path(__file__).resolve().parents[2]
 UPLOAD_ACTION = Path(__file__).resolve().parent / "upload_artifact"
@@ -35,17 +35,16 @@ ENTRYPOINT_STEP = "⭐ Run Main Run"
 # (workflow file, runner labels) of a GPU type of each vendor, as in the shipped registry.
 NVIDIA = ("nvidia_workflow.yml", ["self-hosted", "nvidia", "b200"])
 AMD = ("amd_workflow.yml", ["self-hosted", "amd", "mi300x"])
-IDENTITY = EXAMPLES_DIR / "identity_py"
 
 
-def identity_request(
+def fast_request(
     mode: Mode, *, padding: str = "", seed: int | None = None, prelude: str = ""
 ) -> tuple[RunRequest, str]:
-    """The identity example's request, its code marked so the log can be searched for it;
-    `prelude` runs first, at import."""
+    """A request of the fast fixture task (the workflows are under test, not a task), its code
+    marked so the log can be searched for it; `prelude` runs first, at import."""
     marker = f"cm-act-marker-{secrets.token_hex(8)}"
-    code = prelude + (IDENTITY / "submission.py").read_text() + f"\n# {marker}\n{padding}"
-    task = load_task(IDENTITY)
+    code = prelude + FAST_SUBMISSION.read_text() + f"\n# {marker}\n{padding}"
+    task = load_task(FAST_TASK)
     return RunRequest.of_submission(task, code, mode, Limits(), secret_seed=seed), marker
 
 

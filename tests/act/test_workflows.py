@@ -25,7 +25,7 @@ from cluster_manager.launchers.base import RunState
 from cluster_manager.launchers.github.payloads import dispatch_inputs
 from cluster_manager.launchers.github.runs import RUN_NAME
 from cluster_manager.launchers.local import LocalLauncher
-from tests.act.driver import ACT, AMD, NVIDIA, Act, ActJob, identity_request
+from tests.act.driver import ACT, AMD, NVIDIA, Act, ActJob, fast_request
 from tests.act.system_python import machine_python_with_torch
 
 # Shared by the test processes of one machine, like a runner's disk: the first job builds
@@ -84,7 +84,7 @@ def test_nvidia_workflow_runs_a_ranked_request_like_the_local_launcher(
     act: Act, tmp_path: Path
 ) -> None:
     seed = 10**11 + secrets.randbelow(10**11)
-    request, marker = identity_request(Mode.LEADERBOARD, seed=seed)
+    request, marker = fast_request(Mode.LEADERBOARD, seed=seed)
     job, inputs, payload_key = act.dispatch(*NVIDIA, request)
     result = _result(job, payload_key)
     assert result.passed, result.message
@@ -98,7 +98,7 @@ def test_nvidia_workflow_runs_a_ranked_request_like_the_local_launcher(
 def test_amd_workflow_uses_the_machines_torch(act: Act, tmp_path: Path) -> None:
     machine_bin = machine_python_with_torch(SHARED / "machine-python")
     amd = Act(cache=act.cache, extra_path=[str(machine_bin)])
-    request, marker = identity_request(Mode.TEST)
+    request, marker = fast_request(Mode.TEST)
     job, inputs, payload_key = amd.dispatch(*AMD, request)
     result = _result(job, payload_key)
     assert result.passed, result.message
@@ -116,20 +116,20 @@ def test_the_largest_payload_the_launcher_sends_runs_and_a_larger_one_is_refused
 ) -> None:
     # Random text: compression cannot shrink it below the limit.
     padding = f"# {secrets.token_urlsafe(GITHUB_INPUTS_LIMIT)}\n"
-    request, marker = identity_request(Mode.TEST, padding=padding)
+    request, marker = fast_request(Mode.TEST, padding=padding)
     while True:
         try:
             dispatch_inputs(request, "k" * 40, NVIDIA[1], as_key(generate_key()))
             break
         except LauncherError:
             padding = padding[:-500] + "\n"
-            request, marker = identity_request(Mode.TEST, padding=padding)
+            request, marker = fast_request(Mode.TEST, padding=padding)
     job, inputs, payload_key = act.dispatch(*NVIDIA, request)
     assert len(json.dumps(inputs)) > GITHUB_INPUTS_LIMIT - 2000
     assert _result(job, payload_key).passed
     _assert_nothing_leaked(job, inputs, marker, None)
 
-    bigger, _ = identity_request(Mode.TEST, padding=padding + f"# {secrets.token_urlsafe(3000)}\n")
+    bigger, _ = fast_request(Mode.TEST, padding=padding + f"# {secrets.token_urlsafe(3000)}\n")
     with pytest.raises(LauncherError, match=f"GitHub accepts at most {GITHUB_INPUTS_LIMIT:,}"):
         dispatch_inputs(bigger, "k" * 40, NVIDIA[1], as_key(generate_key()))
 
@@ -201,7 +201,7 @@ def test_a_submission_cannot_change_the_environment_later_jobs_reuse(
     if plain_user and os.geteuid() == 0:
         act = Act(cache=SHARED / "act-cache-plain-user", plain_user=True)
     planter = PLANTER.replace("__CACHE__", repr(str(act.cache)))
-    request, marker = identity_request(Mode.TEST, prelude=planter)
+    request, marker = fast_request(Mode.TEST, prelude=planter)
     job, inputs, payload_key = act.dispatch(*NVIDIA, request)
     result = _result(job, payload_key)
     assert result.system.get(SANDBOX_KEY) == FULL, result.system
