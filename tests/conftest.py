@@ -150,14 +150,6 @@ def shared_database(pg_server: str, pg_template: str) -> Iterator[database.Share
     shared.drop()
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "fresh_db(reason): db_url (and pool) is a fresh database of the test's own, not the "
-        "shared one; the reason says why",
-    )
-
-
 @pytest.fixture
 def db_url(request: pytest.FixtureRequest) -> Iterator[str]:
     """This test process's migrated database, emptied before each test (so a test that stopped

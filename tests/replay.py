@@ -9,7 +9,7 @@ and recorded under tests/fixtures/recorded_runs/ (checked in), so a new test cos
 run and is fast from then on. Delete a recording (or bump `FORMAT_VERSION` for all of them)
 to record it again.
 
-A test that needs the real launcher uses the `real_runs` fixture; one that needs a run in
+A test that needs the real launcher is marked `real_runs`; one that needs a run in
 flight (cancelled, adopted after a crash, deleted while running) holds the runs with
 `ReplayLauncher.hold` until it lets them go.
 """
@@ -238,16 +238,10 @@ class ReplayLauncher(Launcher):
 
 
 @pytest.fixture
-def real_runs() -> None:
-    """Asked for by a test (`@pytest.mark.usefixtures("real_runs")`) whose runs must go
-    through the real `LocalLauncher`: the one end-to-end run kept per front end."""
-
-
-@pytest.fixture
 def local_launcher(request: pytest.FixtureRequest, tmp_path: Path) -> Launcher:
-    """The launcher behind the "local" GPU types: replaying, unless the test asks for
-    `real_runs`."""
-    if "real_runs" in request.fixturenames:
+    """The launcher behind the "local" GPU types: replaying, unless the test is marked
+    `real_runs` (the one end-to-end run kept per front end)."""
+    if request.node.get_closest_marker("real_runs"):
         return LocalLauncher(tmp_path / "runs")
     return ReplayLauncher(tmp_path / "runs")
 

@@ -1,7 +1,7 @@
 """The real ASGI app over a real Postgres and the local launcher, reached through httpx:
 in process (ASGITransport) for requests and answers, through a uvicorn on 127.0.0.1 where a
 stream must be read as it arrives (or dropped half-way). Runs are replayed from recordings
-(tests/replay.py) unless a test asks for `real_runs`."""
+(tests/replay.py) unless a test is marked `real_runs`."""
 
 from __future__ import annotations
 
@@ -29,9 +29,8 @@ from cluster_manager.settings import Settings
 from tests import replay
 from tests.conftest import EXAMPLES
 
-# Runs on the "local" GPU types are replayed unless a test asks for `real_runs`.
+# Runs on the "local" GPU types are replayed unless a test is marked `real_runs`.
 local_launcher = replay.local_launcher
-real_runs = replay.real_runs
 replay_launcher = replay.replay_launcher
 
 ADMIN_TOKEN = "admin-token-for-tests"

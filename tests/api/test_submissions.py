@@ -47,7 +47,8 @@ async def wait_done(client: httpx.AsyncClient, token: str, submission_id: int) -
 
 
 # The API's one end-to-end run on the real local launcher (runner, sandbox, harness).
-@pytest.mark.usefixtures("scheduler", "real_runs")
+@pytest.mark.real_runs
+@pytest.mark.usefixtures("scheduler")
 async def test_a_ranked_submission_is_accepted_run_and_reported_as_popcorn_reads_it(
     app: App, client: httpx.AsyncClient
 ):

@@ -34,9 +34,8 @@ from tests.conftest import EXAMPLES, Clock
 from tests.discord.fake_discord import APP_ID, FakeDiscord, Message
 from tests.fakes import FakeLauncher
 
-# Runs on the "local" GPU types are replayed unless a test asks for `real_runs`.
+# Runs on the "local" GPU types are replayed unless a test is marked `real_runs`.
 local_launcher = replay.local_launcher
-real_runs = replay.real_runs
 replay_launcher = replay.replay_launcher
 
 GUILD_ID = 700
@@ -306,7 +305,7 @@ def fake_launcher() -> FakeLauncher:
 
 @pytest.fixture
 def launchers(local_launcher: Launcher, fake_launcher: FakeLauncher) -> dict[str, Launcher]:
-    """Runs on "local" GPU types are replayed from recordings unless a test asks for
+    """Runs on "local" GPU types are replayed from recordings unless a test is marked
     `real_runs` (tests/replay.py)."""
     return {"local": local_launcher, "fake": fake_launcher}
 

@@ -22,7 +22,7 @@ def status_and_report(reply):
 
 
 # Discord's one end-to-end run on the real local launcher (runner, sandbox, harness).
-@pytest.mark.usefixtures("real_runs")
+@pytest.mark.real_runs
 async def test_ranked_submission_through_the_local_launcher(make_harness, app, clock):
     await create_board(app, clock)
     harness = await make_harness(scheduler=True)

@@ -7,7 +7,6 @@ from tests.api.conftest import (  # noqa: F401
     client,
     live_url,
     local_launcher,
-    real_runs,
     replay_launcher,
     scheduler,
     settings,

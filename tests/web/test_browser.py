@@ -103,7 +103,7 @@ async def test_tiles_a_ranking_and_its_chart(app: App, live_url: str):
 
 
 # The web's one end-to-end run on the real local launcher (runner, sandbox, harness).
-@pytest.mark.usefixtures("real_runs")
+@pytest.mark.real_runs
 async def test_sign_in_submit_from_the_form_and_watch_it_run(app: App, live_url: str):
     await seed(app)  # before the scheduler starts: these runs are finished by hand
     token = await app.service.issue_token(Submitter("frank", "Frank"))
