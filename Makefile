@@ -25,8 +25,10 @@ LOCAL_PG := postgresql://postgres@127.0.0.1:5432/postgres
 SLURM_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$CI" ]; fi
 # The browser tests drive Debian's chromium (installed here as root when missing).
 BROWSER_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/web/install-browser.sh || [ -z "$$CI" ]; fi
+# One test at a time per process (--maxschedchunk 1): xdist's default first hands each process a
+# quarter of the suite in collection order, which would give one of them every heavy test.
 PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
-	$(BIN)/pytest -n 2 --dist load
+	$(BIN)/pytest -n 2 --dist load --maxschedchunk 1
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks scripts

@@ -1,5 +1,7 @@
 """Keeps both test processes busy to the end: the tests known to be heavy go first, longest
-first, so xdist hands them out while the many quick ones are left to fill the gaps.
+first, so xdist hands them out while the many quick ones are left to fill the gaps. That
+needs `--maxschedchunk 1` (the Makefile's): xdist otherwise starts each process on a quarter of
+the suite in this order, and one of them would get every heavy test.
 
 What is heavy comes from tests/durations.json, written by a whole-suite run with
 `--store-durations` (`make durations`); tests it does not list keep their collection order

@@ -3,13 +3,15 @@ compact, failures as text, the timed call's replies in order; and the stand-in b
 
 from __future__ import annotations
 
-import multiprocessing
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 import torch
 
 from cluster_manager.harness import cases, tensors, wire, worker, workers
+from cluster_manager.harness.zygote import Zygote
 
 
 def test_a_view_of_a_larger_storage_is_sent_at_its_own_size():
@@ -70,8 +72,17 @@ def test_inputs_travel_as_raw_tensors_and_come_back_equal():
     back["x"].add_(1)  # writable: a kernel may work in place on its own copy
 
 
-def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_held_one():
-    stand_in = workers.StandIn(multiprocessing.get_context("spawn"))
+@pytest.fixture
+def zygote() -> Iterator[Zygote]:
+    started = Zygote()
+    yield started
+    started.close()
+
+
+def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_held_one(
+    zygote: Zygote,
+):
+    stand_in = workers.StandIn(zygote)
     try:
         assert stand_in.round_trip() > 0
         stand_in.send("open", None, 0, None, 0, True)
@@ -87,8 +98,8 @@ def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_hel
         stand_in.stop()
 
 
-def test_the_stand_in_cannot_be_traced_by_its_own_user():
-    stand_in = workers.StandIn(multiprocessing.get_context("spawn"))
+def test_the_stand_in_cannot_be_traced_by_its_own_user(zygote: Zygote):
+    stand_in = workers.StandIn(zygote)
     try:
         stand_in.round_trip()
         status = Path(f"/proc/{stand_in.process.pid}/status").read_text()

@@ -31,6 +31,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import NoReturn
 
 from cluster_manager.core import protocol
 from cluster_manager.core.models import Case
@@ -53,11 +54,9 @@ MAX_BENCHMARK_BUDGET_S = 3.0
 # Ranked runs take enough calls, budget permitting, that the few whose windows a preempted
 # process stretched can be left out of holding them to this process's clock.
 RANKED_MIN_RUNS = 100
-# For the workers and the stand-in (glibc reads these when a process starts): buffers up to
-# 32 MiB come from a heap that is never given back, not from fresh mappings whose pages fault
-# in anew on every call. glibc's default moves that threshold with each process's history, so
-# two processes moving the same data took hundreds of µs apart for a megabyte.
-ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+HARNESS_MODULE = "cluster_manager.harness.evaluate"
+# Where a restarted harness finds the secret seed (see `_restart_without_the_seed`).
+SEED_FD_ENV = "CLUSTER_MANAGER_SEED_FD"
 
 
 class Harness:
@@ -137,15 +136,39 @@ class Harness:
         return passed
 
 
+def _restart_without_the_seed(argv: list[str]) -> NoReturn:
+    """Every fork of this process carries the strings of the environment it started with, the
+    secret seed among them: the seed goes into a pipe, and the harness starts again without
+    it in its environment (it reads the pipe once the zygote has forked)."""
+    seed = os.environ.pop(protocol.ENV_SEED)
+    read, write = os.pipe()
+    os.write(write, seed.encode())
+    os.close(write)
+    os.set_inheritable(read, True)
+    command = [sys.executable, "-m", HARNESS_MODULE]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    env = {**os.environ, SEED_FD_ENV: str(read)}
+    os.execve(sys.executable, [*command, *argv], env)  # noqa: S606 - our own interpreter
+
+
+def _take_seed(fd_raw: str | None) -> str | None:
+    if not fd_raw:
+        return None
+    with os.fdopen(int(fd_raw), "rb") as pipe:
+        return pipe.read().decode() or None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if protocol.ENV_SEED in os.environ:
+        _restart_without_the_seed(argv)
+    seed_fd = os.environ.pop(SEED_FD_ENV, None)
     fd_raw = os.environ.pop(protocol.ENV_FD, None)
-    seed_raw = os.environ.pop(protocol.ENV_SEED, None)
     gpus = int(os.environ.pop(protocol.ENV_GPUS, "1") or 1)
     budget_s = float(os.environ.pop(protocol.ENV_TIME_BUDGET, "60") or 60)
     # Keeps the workers (same user) out of /proc/<pid>/fd, environ and mem, and from ptrace.
     make_undumpable()
-    os.environ.update(ALLOCATOR_ENV)
     if not fd_raw:
         print(f"{protocol.ENV_FD} is not set", file=sys.stderr)
         return protocol.EXIT_PIPE_FAIL
@@ -161,6 +184,13 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"cannot read test cases from {tests_file}: {exc}", file=sys.stderr)
         return protocol.EXIT_TEST_SPEC
+    # Started before anything secret is read: the zygote that forks them is a copy of this
+    # process as it is now.
+    workers = Workers(
+        gpus if any(world_size_of(c) for _, c in cases) else 1,
+        timed=mode in ("benchmark", "leaderboard"),
+    )
+    seed_raw = _take_seed(seed_fd)
     if seed_raw:
         secret = int(seed_raw)
         for _, case in cases:
@@ -169,11 +199,6 @@ def main(argv: list[str] | None = None) -> int:
                 case["seed"] = protocol.combine_seed(seed, secret)
 
     out = Reporter(int(fd_raw))
-    # Started first: their interpreters boot while this process imports the reference.
-    workers = Workers(
-        gpus if any(world_size_of(c) for _, c in cases) else 1,
-        timed=mode in ("benchmark", "leaderboard"),
-    )
     try:
         reference = Reference()
         if mode in ("benchmark", "leaderboard"):

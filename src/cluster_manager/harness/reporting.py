@@ -10,7 +10,8 @@ from cluster_manager.harness.outcome import Outcome
 
 class Reporter:
     def __init__(self, fd: int) -> None:
-        # Workers are spawned from this process: none of them may inherit the pipe.
+        # No worker may hold the pipe: the zygote that forks them closes it, and no process
+        # this one starts inherits it.
         os.set_inheritable(fd, False)
         self._file = os.fdopen(fd, "w", encoding="utf-8")
 

@@ -1,5 +1,5 @@
-"""The submission's side of the built-in harness: a spawned process that imports the
-submission and does what the harness process asks, one step at a time.
+"""The submission's side of the built-in harness: a process forked by the zygote (`zygote.py`)
+that imports the submission and does what the harness process asks, one step at a time.
 
 Nothing this process says is trusted. It runs the kernel and reports what came out and how
 long its own clock says the call took; the harness process (`evaluate.py`) makes every input

@@ -7,7 +7,6 @@ request's random token; anything else ends the case and the worker with it.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import multiprocessing
 import os
@@ -15,13 +14,13 @@ import secrets
 import time
 from collections.abc import Sequence
 from multiprocessing import resource_tracker
-from multiprocessing.process import BaseProcess
 from typing import Any
 
 from cluster_manager.core.models import Verdict
 from cluster_manager.harness import worker
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
 from cluster_manager.harness.witness import Calibration
+from cluster_manager.harness.zygote import Zygote
 
 _clock = time.perf_counter_ns
 
@@ -110,33 +109,36 @@ class Peer:
         return float(value)
 
 
-class WorkerProcess(Peer):
-    """One spawned worker, which imports the submission."""
+class ForkedPeer(Peer):
+    """A process of its own, forked by the zygote, at the other end of a fresh pipe."""
 
-    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
-        ours, theirs = context.Pipe()
+    ROLE = ""
+
+    def __init__(self, zygote: Zygote) -> None:
+        ours, theirs = multiprocessing.Pipe()
         super().__init__(ours)
-        self.process: BaseProcess = context.Process(target=worker.serve, args=(theirs,))
-        self.process.start()
-        theirs.close()
+        try:
+            self.process = zygote.fork(self.ROLE, theirs)
+        finally:
+            theirs.close()
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self.process.kill()
+        self.process.kill()
         self.connection.close()
 
 
-class StandIn(Peer):
+class WorkerProcess(ForkedPeer):
+    """One worker, which imports the submission."""
+
+    ROLE = "worker"
+
+
+class StandIn(ForkedPeer):
     """The trusted stand-in for an honest worker: a process of its own like a worker's, so
     its calls cross the same pipe and wake the same way, which never imports the submission
     and is undumpable (nothing of the submission's can trace it or take its pipe)."""
 
-    def __init__(self, context: multiprocessing.context.SpawnContext) -> None:
-        ours, theirs = context.Pipe()
-        super().__init__(ours)
-        self.process: BaseProcess = context.Process(target=worker.serve_stand_in, args=(theirs,))
-        self.process.start()
-        theirs.close()
+    ROLE = "stand_in"
 
     def round_trip(self) -> float:
         """An empty step there and back: the way to a process as load makes it right now."""
@@ -144,11 +146,6 @@ class StandIn(Peer):
         self.send("ping")
         self.duration(self.receive())
         return float(_clock() - began)
-
-    def stop(self) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            self.process.kill()
-        self.connection.close()
 
 
 def _out_of_turn() -> CaseFailed:
@@ -160,11 +157,12 @@ def _died() -> CaseFailed:
 
 
 def _no_resource_tracker() -> None:
-    """multiprocessing starts a resource tracker with the first spawned process: one more
-    process of the submission's user, dumpable, outside the workers' filter. The harness
-    shares no semaphores or memory by name, so the tracker gets /dev/null instead (it is
-    alive to every probe) and is never started; what a submission registers is dropped,
-    and the run's own tmpfs and cgroup go with the run."""
+    """multiprocessing starts a resource tracker with the first process or shared object a
+    submission's worker makes: one more process of the submission's user, dumpable, outside
+    the workers' filter. The harness shares no semaphores or memory by name, so the tracker
+    gets /dev/null instead (it is alive to every probe) before the zygote forks, and is never
+    started; what a submission registers is dropped, and the run's own tmpfs and cgroup go
+    with the run."""
     tracker = resource_tracker._resource_tracker
     if getattr(tracker, "_fd", None) is None:
         setattr(tracker, "_fd", os.open(os.devnull, os.O_WRONLY))  # noqa: B010 - not in stubs
@@ -177,8 +175,8 @@ class Workers:
 
     def __init__(self, size: int, *, timed: bool = True) -> None:
         _no_resource_tracker()
-        self._context = multiprocessing.get_context("spawn")
-        self._stand_in = StandIn(self._context) if timed else None
+        self._zygote = Zygote()
+        self._stand_in = StandIn(self._zygote) if timed else None
         self._processes = [self._started() for _ in range(size)]
         self.calibrations: dict[int | None, Calibration] = {}  # per world size
         self.guarded = ""  # what the workers' own syscall filter got (`guard.py`)
@@ -190,16 +188,16 @@ class Workers:
         return self._stand_in
 
     def _started(self) -> WorkerProcess:
-        process = WorkerProcess(self._context)
+        process = WorkerProcess(self._zygote)
         process.send("guard", self._protected())
         self.guarded = str(process.message(process.receive()).get("guard", ""))
         return process
 
     def _protected(self) -> list[int]:
-        """This process and the stand-in."""
-        pids = [os.getpid()]
+        """This process, the zygote and the stand-in."""
+        pids = [os.getpid(), self._zygote.pid]
         if self._stand_in is not None:
-            pids.append(self._stand_in.process.pid or 0)
+            pids.append(self._stand_in.process.pid)
         return [pid for pid in pids if pid > 0]
 
     def ranks(self, world_size: int | None) -> list[WorkerProcess]:
@@ -221,3 +219,4 @@ class Workers:
             process.stop()
         if self._stand_in is not None:
             self._stand_in.stop()
+        self._zygote.close()
