@@ -3,6 +3,7 @@ timer on short kernels, the secret seed, and tasks whose cases carry no seed."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -253,6 +254,73 @@ def test_the_secret_seed_cannot_be_recovered(identity, record_property):
     record_property("observed", f"{result.verdict.value}; secret printed: {str(SECRET) in printed}")
     assert result.passed, result.message
     assert str(SECRET) not in printed
+
+
+# Scans every writable page of the worker (heap, stacks, data: where a copy of the harness
+# would keep what it read) for the secret seed in decimal. The code holds only its first
+# digits and the hash of the whole, so it cannot find itself. Then the worker's descriptors
+# beyond stdin, stdout and stderr, by what they point at.
+HUNT_THE_WORKER = """
+import ctypes, hashlib, os
+
+PREFIX, LENGTH, WANTED = {prefix!r}, {length}, {wanted!r}
+
+def seed_copies():
+    found = 0
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            span, permissions = line.split()[:2]
+            if not permissions.startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            chunk = ctypes.string_at(start, end - start)  # our own pages: no /proc/self/mem
+            at = chunk.find(PREFIX)
+            while at >= 0:
+                found += hashlib.sha256(chunk[at : at + LENGTH]).hexdigest() == WANTED
+                at = chunk.find(PREFIX, at + 1)
+    return found
+
+def descriptors():
+    held = []
+    for fd in sorted(int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2):
+        try:
+            held.append(os.readlink(f"/proc/self/fd/{{fd}}").split(":")[0])
+        except OSError:
+            pass  # the listing's own descriptor, closed by now
+    return held
+
+print("HELD", descriptors(), "COPIES", seed_copies(), flush=True)
+
+def custom_kernel(data):
+    print("COPIES", seed_copies(), flush=True)
+    return data.clone()
+"""
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "reading every writable page of the submission's own process for the secret seed, and "
+    "listing the descriptors it holds (workers are forked from a copy of the harness process)",
+    "none found: the copy was taken before the seed was read, and a worker holds only its own pipe",
+)
+def test_a_workers_memory_and_descriptors_hold_no_secret(identity, record_property):
+    """Attack: at import and inside the ranked kernel, search the worker's writable memory for
+    the secret seed and list its descriptors. Expected: no copy of the seed (the zygote that
+    forks the workers was taken before the harness read it, from a pipe, never the
+    environment) and no descriptor but the worker's own socket to the harness (the result
+    pipe and the seed's pipe stay with the harness)."""
+    secret = str(SECRET).encode()
+    code = HUNT_THE_WORKER.format(
+        prefix=secret[:6], length=len(secret), wanted=hashlib.sha256(secret).hexdigest()
+    )
+    result = attack(identity, code)
+    printed = stdout_of(result)
+    copies = [line.rsplit(" ", 1)[1] for line in printed.splitlines() if "COPIES" in line]
+    held = {line.split("COPIES")[0] for line in printed.splitlines() if line.startswith("HELD")}
+    record_property("observed", f"{result.verdict.value}; seed copies {copies}; {sorted(held)}")
+    assert result.passed, result.message
+    assert copies and set(copies) == {"0"}, printed[-2000:]
+    assert held == {"HELD ['socket'] "}, held
 
 
 SEEDLESS_REFERENCE = IDENTITY_REFERENCE.replace(
