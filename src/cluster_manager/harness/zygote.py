@@ -19,6 +19,7 @@ import signal
 import socket
 import struct
 import sys
+import time
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -36,6 +37,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 
 _PID = struct.Struct("<q")
 _MAX_ROLE = 64
+_EXIT_WAIT_S = 1.0
 
 
 def _roles() -> dict[str, Callable[[Connection], None]]:
@@ -87,11 +89,16 @@ class Zygote:
         return ForkedProcess(pid)
 
     def close(self) -> None:
-        self._channel.close()  # it exits when the channel closes
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
+        """Hangs up, which ends the zygote; killed if it has not ended within a second."""
+        self._channel.close()
+        deadline = time.monotonic() + _EXIT_WAIT_S
         with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+            while not os.waitpid(self.pid, os.WNOHANG)[0]:
+                if time.monotonic() > deadline:
+                    os.kill(self.pid, signal.SIGKILL)
+                    os.waitpid(self.pid, 0)
+                    return
+                time.sleep(0.001)
 
 
 def _serve(channel: socket.socket) -> NoReturn:
