@@ -197,6 +197,24 @@ def test_leaderboard_mode_scores_by_the_tasks_ranking(tmp_path: Path):
     assert result.score == pytest.approx(expected)
 
 
+def test_a_request_may_time_each_benchmark_case_for_less(identity_task):
+    """`leaderboard check` asks for a short look at each case. A kernel this noisy never
+    reaches the stop rule's precision, so it is timed until its budget runs out: about 1,500
+    calls of 1-3 ms in the harness's own 3 s, at most 0.1 s / 1 ms in a budget of 0.1 s."""
+    noisy = """
+    import random, time
+    def custom_kernel(data):
+        time.sleep(random.uniform(0.001, 0.003))
+        return data.clone()
+    """
+    limits = Limits(memory_bytes=8 << 30, benchmark_case_s=0.1)
+    result = run_code(identity_task, noisy, Mode.BENCHMARK, limits=limits)
+    assert result.passed, result.message
+    assert result.benchmarks and all(3 <= b.runs <= 100 for b in result.benchmarks), [
+        b.runs for b in result.benchmarks
+    ]
+
+
 def test_benchmark_mode_runs_tests_first_and_stops_on_failure(identity_task):
     result = run_code(
         identity_task, "def custom_kernel(data):\n    return data + 1\n", Mode.BENCHMARK

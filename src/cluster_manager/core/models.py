@@ -186,6 +186,8 @@ class Limits:
     processes: int | None = None  # threads included; None: the runner's default for the host
     # Extra seconds a phase may take beyond the task's timeout for process start-up.
     grace: float = 0.0
+    # The longest one benchmark case is timed; None: the harness's own cap (3 s).
+    benchmark_case_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,9 @@ ENV_SEED = "POPCORN_SEED"
 ENV_GPUS = "POPCORN_GPUS"
 # Not popcorn: how long the built-in harness may spend timing benchmarks; the runner sets it.
 ENV_TIME_BUDGET = "CLUSTER_MANAGER_TIME_BUDGET"
+# Not popcorn: the longest the built-in harness times one benchmark case, where a request
+# asks for less than its own cap (`leaderboard check`).
+ENV_CASE_BUDGET = "CLUSTER_MANAGER_CASE_BUDGET"
 # The vendors' variables that pin a process to GPUs (NVIDIA's, then AMD's two).
 VISIBLE_DEVICE_ENVS = ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES")
 

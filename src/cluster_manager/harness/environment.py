@@ -68,6 +68,8 @@ def phase_env(
     """A phase's environment: the run's, `extra` (a profiler's), the time budget the task's
     main plans its benchmarks by, and in the secret phase only, the secret seed."""
     phase_env = {**env, **extra, protocol.ENV_TIME_BUDGET: f"{timeout * 0.8:g}"}
+    if request.limits.benchmark_case_s is not None:
+        phase_env[protocol.ENV_CASE_BUDGET] = f"{request.limits.benchmark_case_s:g}"
     if phase.secret and request.secret_seed is not None:
         phase_env[protocol.ENV_SEED] = str(request.secret_seed)
     return phase_env
