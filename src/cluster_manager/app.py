@@ -23,7 +23,7 @@ from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.settings import Settings, local_limits
 from cluster_manager.storage.database import DatabaseError, create_pool, database_url
 from cluster_manager.storage.installation import installation_id
-from cluster_manager.storage.migrations import apply_migrations, pending_migrations
+from cluster_manager.storage.migrations import apply_migrations, pending_on
 
 
 @dataclass
@@ -110,14 +110,13 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
     async with database_url(settings.database_url, settings.data_dir) as (url, embedded):
         if embedded:
             await asyncio.to_thread(apply_migrations, url)
-        else:
-            pending = await asyncio.to_thread(pending_migrations, url)
-            if pending:
-                raise DatabaseError(
-                    f"the database needs migrations {', '.join(pending)}: "
-                    "run `cluster-manager db migrate`"
-                )
         pool = await create_pool(url)
+        if pending := await pending_on(pool):
+            await pool.close()
+            raise DatabaseError(
+                f"the database needs migrations {', '.join(pending)}: "
+                "run `cluster-manager db migrate`"
+            )
         launchers: dict[str, Launcher] = {}
         try:
             registry = load_settings_registry(settings)
