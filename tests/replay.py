@@ -21,7 +21,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,12 +238,24 @@ class ReplayLauncher(Launcher):
 
 
 @pytest.fixture
-def local_launcher(request: pytest.FixtureRequest, tmp_path: Path) -> Launcher:
+def local_launcher(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Launcher]:
     """The launcher behind the "local" GPU types: replaying, unless the test is marked
-    `real_runs` (the one end-to-end run kept per front end)."""
+    `real_runs` (the one end-to-end run kept per front end).
+
+    On CI a run that had to be recorded fails the test: its recording is missing from the
+    checkout, so every CI run would pay for it (a change to what a request holds changes
+    every key, and the front-end tests silently ran for real, twice as long)."""
     if request.node.get_closest_marker("real_runs"):
-        return LocalLauncher(tmp_path / "runs")
-    return ReplayLauncher(tmp_path / "runs")
+        yield LocalLauncher(tmp_path / "runs")
+        return
+    launcher = ReplayLauncher(tmp_path / "runs")
+    yield launcher
+    if launcher.recorded and os.environ.get("CI"):
+        pytest.fail(
+            f"{len(launcher.recorded)} run(s) had no recording in {RECORDINGS}: "
+            f"{', '.join(launcher.recorded)}. Run this test once outside CI and commit them.",
+            pytrace=False,
+        )
 
 
 @pytest.fixture

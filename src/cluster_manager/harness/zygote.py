@@ -48,7 +48,7 @@ def _roles() -> dict[str, Callable[[Connection], None]]:
 
 class ForkedProcess:
     """A process the zygote forked. Not our child, so it is killed by pid; the zygote reaps it
-    only on a later request, so the pid cannot name another process before then."""
+    only on the next request, so the pid cannot name another process before then."""
 
     def __init__(self, pid: int) -> None:
         self.pid = pid
@@ -111,10 +111,10 @@ def _serve(channel: socket.socket) -> NoReturn:
         _tune_allocator()
         roles = _roles()
         while True:
-            _reap()
             message, fds, _, _ = socket.recv_fds(channel, _MAX_ROLE, 1)
             if not message or len(fds) != 1:
                 break  # the harness hung up
+            _reap()  # before answering: what ended before a request is gone once it is answered
             pid = _fork(roles[message.decode()], fds[0], channel)
             os.close(fds[0])
             channel.send(_PID.pack(pid))
