@@ -4,10 +4,8 @@ compact, failures as text, the timed call's replies in order; and the stand-in b
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 import torch
 
 from cluster_manager.harness import cases, tensors, wire, worker, workers
@@ -70,13 +68,6 @@ def test_inputs_travel_as_raw_tensors_and_come_back_equal():
     assert back["half"].dtype == torch.bfloat16 and back["empty"].shape == (0, 3)
     assert back["scalars"] == (7, 2.5, "name", None)
     back["x"].add_(1)  # writable: a kernel may work in place on its own copy
-
-
-@pytest.fixture
-def zygote() -> Iterator[Zygote]:
-    started = Zygote()
-    yield started
-    started.close()
 
 
 def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_held_one(

@@ -4,20 +4,12 @@ a pipe of its own, and collected once they end."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from cluster_manager.harness import workers
 from cluster_manager.harness.zygote import Zygote
-
-
-@pytest.fixture
-def zygote() -> Iterator[Zygote]:
-    started = Zygote()
-    yield started
-    started.close()
 
 
 def _state(pid: int) -> str | None:

@@ -13,7 +13,6 @@ strings). It is undumpable, dies with the harness, and its children die with it.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import socket
@@ -26,13 +25,18 @@ from multiprocessing.connection import Connection
 from typing import NoReturn
 
 from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
+from cluster_manager.sandbox.namespaces import libc
 
 # For the workers and the stand-in: buffers up to 32 MiB come from a heap that is never given
 # back, not from fresh mappings whose pages fault in anew on every call. glibc's default moves
 # that threshold with each process's history, so two processes moving the same data took
 # hundreds of µs apart for a megabyte. Set in the zygote, so every fork starts with it; the
 # environment carries it to whatever those processes start.
-ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+_MMAP_THRESHOLD, _TRIM_THRESHOLD = 32 << 20, 1 << 30
+ALLOCATOR_ENV = {
+    "MALLOC_MMAP_THRESHOLD_": str(_MMAP_THRESHOLD),
+    "MALLOC_TRIM_THRESHOLD_": str(_TRIM_THRESHOLD),
+}
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
 
 _PID = struct.Struct("<q")
@@ -148,10 +152,9 @@ def _keep_only(fd: int) -> None:
 
 def _tune_allocator() -> None:
     os.environ.update(ALLOCATOR_ENV)
-    with contextlib.suppress(AttributeError, OSError):  # not glibc
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, int(ALLOCATOR_ENV["MALLOC_MMAP_THRESHOLD_"]))
-        libc.mallopt(_M_TRIM_THRESHOLD, int(ALLOCATOR_ENV["MALLOC_TRIM_THRESHOLD_"]))
+    with contextlib.suppress(AttributeError):  # not glibc
+        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
 
 
 def _reap() -> None:
