@@ -8,6 +8,9 @@
 - `ranked_vs_benchmark_ratio_max_busy`: the same while another process keeps one core busy.
 - `ranked_score_spread`: the largest over the smallest score of five leaderboard runs of the
   identity solution (the kernel with the least work, so the most noise).
+- `ranked_pairs_failed`: honest ranked runs the witness failed when two ran at once (a
+  submission's public and secret runs, as the demo and a one-machine launcher run them), of
+  the softmax template and solution (megabytes of output per call); target none.
 """
 
 from __future__ import annotations
@@ -19,12 +22,13 @@ import sys
 import tempfile
 import textwrap
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import yaml
 from benchlib import Figure, log, median, report
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.harness import runner
@@ -34,6 +38,7 @@ BUSY_RATIO_TARGET = 1.5
 SPREAD_TARGET = 1.10
 REPEATS = 2
 SPREAD_RUNS = 5
+CONCURRENT_ROUNDS = 3
 EXAMPLES = ("identity_py", "vectoradd_py", "softmax_py")
 # Each timed phase gets this long (the harness plans per case budgets from 80 % of it).
 PHASE_TIMEOUT_S = 15
@@ -152,6 +157,35 @@ def spread(task: Task, code: str) -> Figure:
     return Figure("ranked_score_spread", round(value, 3), "x", SPREAD_TARGET, details=details)
 
 
+def concurrent_pairs(task: Task, files: tuple[str, ...], folder: Path) -> Figure:
+    """Each file's public and secret ranked runs at once, `CONCURRENT_ROUNDS` times."""
+
+    def ranked(code: str, secret: int | None) -> RunResult:
+        request = RunRequest(
+            task=task,
+            submission_name=task.submission_name,
+            submission_code=code,
+            mode=Mode.LEADERBOARD,
+            secret_seed=secret,
+            limits=Limits(),
+        )
+        return runner.run(request, isolate=True)
+
+    failed: list[str] = []
+    runs = 0
+    with ThreadPoolExecutor(2) as pool:
+        for name in files:
+            code = (folder / name).read_text()
+            for i in range(CONCURRENT_ROUNDS):
+                log(f"{name}: public and secret ranked runs at once, {i + 1}/{CONCURRENT_ROUNDS}")
+                for result in pool.map(ranked, [code, code], [None, SECRET + i]):
+                    runs += 1
+                    if not result.passed:
+                        failed.append(f"{name}: {result.message}")
+    details = {"runs": runs, "failed": failed}
+    return Figure("ranked_pairs_failed", len(failed), "runs", 0, details=details)
+
+
 def ratio_figure(name: str, target: float, tasks: dict[str, tuple[Task, str]]) -> Figure:
     found = ratios(tasks)
     worst = max(r for case_ratios in found.values() for r in case_ratios)
@@ -181,6 +215,13 @@ def main() -> int:
             figures.append(spread(*chosen["identity_py"]))
         except Exception as exc:
             figures.append(Figure("ranked_score_spread", None, "x", SPREAD_TARGET, error=repr(exc)))
+        softmax = EXAMPLES_DIR / "softmax_py"
+        try:
+            figures.append(
+                concurrent_pairs(load_task(softmax), ("template.py", "submission.py"), softmax)
+            )
+        except Exception as exc:
+            figures.append(Figure("ranked_pairs_failed", None, "runs", 0, error=repr(exc)))
     return report(figures)
 
 

@@ -23,6 +23,7 @@ from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
 from cluster_manager.harness import timing, wire
 from cluster_manager.harness.checks import Reference
+from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
 from cluster_manager.harness.witness import Calibration, ClockWitness, PairedWitness
 from cluster_manager.harness.workers import Peer, StandIn, Workers
@@ -52,7 +53,7 @@ def _free_port() -> int:
 class TimedCall:
     window_ns: float  # rank 0's call as this process saw it: from `run` sent to duration read
     reported_ns: float  # rank 0's duration as its worker reported it
-    outputs: list[bytes] = field(default_factory=list)  # as sent, when asked for
+    outputs: list[Received] = field(default_factory=list)  # as sent, when asked for
     replies: list[dict[str, Any]] = field(default_factory=list)  # the outputs read
     output_ns: float = 0.0  # from the duration read to the last output read
 
@@ -111,11 +112,11 @@ class CaseRun:
         for process in self.ranks:
             process.send(step, *args)
 
-    def receive(self) -> list[bytes]:
+    def receive(self) -> list[Received]:
         """Every rank's reply: all are read, so none is left for the next step to find."""
         return [process.receive() for process in self.ranks]
 
-    def decode(self, raw: list[bytes]) -> list[dict[str, Any]]:
+    def decode(self, raw: list[Received]) -> list[dict[str, Any]]:
         replies: list[dict[str, Any]] = []
         failures: list[tuple[int, CaseFailed]] = []
         for r, (process, data) in enumerate(zip(self.ranks, raw, strict=True)):

@@ -6,13 +6,13 @@ long its own clock says the call took; the harness process (`evaluate.py`) makes
 (this process never calls the task's generator, so hooking it moves no work off the clock),
 checks every output, and holds the clock that decides whether a reported time can be true.
 Replies are `torch.save` bytes, which the harness reads with
-`torch.load(weights_only=True)`: tensors, numbers, strings and containers, never code.
+`torch.load(weights_only=True)`: tensors, numbers, strings and containers, never code; large
+tensors follow them as raw frames (`frames.py`).
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import gc
 import gzip
 import io
@@ -26,7 +26,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness import guard, output_types, timing, wire
+from cluster_manager.harness import frames, guard, output_types, timing, wire
 from cluster_manager.harness.ncu import NVTX_RANGE, PROFILER_ENV
 from cluster_manager.harness.tensors import clone, compact, not_plain
 from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
@@ -312,14 +312,16 @@ def answer(
 
 
 def _send(connection: Connection, reply: Reply, token: int) -> None:
+    if isinstance(reply, float):
+        connection.send_bytes(DONE.pack(reply, token))
+        return
     try:
-        if isinstance(reply, float):
-            connection.send_bytes(DONE.pack(reply, token))
-        else:
-            connection.send_bytes(encode({**reply, "token": token}))
+        head, large = frames.split({**reply, "token": token})
+        data = frames.header(large) + encode(head)
     except Exception as exc:  # e.g. an output torch.save cannot write
-        with contextlib.suppress(Exception):
-            connection.send_bytes(encode({**failure(exc), "token": token}))
+        data, large = frames.header([]) + encode({**failure(exc), "token": token}), []
+    connection.send_bytes(data)
+    frames.send_frames(connection, large)
 
 
 # A trace bigger than this (gzipped, base64) is left out: the result pipe of a whole phase

@@ -1,8 +1,9 @@
 """The harness process's ends of the pipes: the submission's workers, one per rank, and the
 stand-in that replays each timed call as an honest worker would, on a thread of this process.
 
-What a worker sends is read as data only (`torch.load(weights_only=True)`) and must echo its
-request's random token; anything else ends the case and the worker with it.
+What a worker sends is read as data only (`torch.load(weights_only=True)`, large tensors as raw
+frames: `frames.py`) and must echo its request's random token; anything else ends the case and
+the worker with it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from multiprocessing import resource_tracker
 from typing import Any
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness import worker
+from cluster_manager.harness import frames, worker
+from cluster_manager.harness.frames import FrameError, Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
 from cluster_manager.harness.witness import Calibration
 from cluster_manager.harness.zygote import Zygote
@@ -30,11 +32,11 @@ _clock = time.perf_counter_ns
 _FAILURE_VERDICTS = {Verdict.RUNTIME_ERROR.value, Verdict.MEMORY_LIMIT.value}
 
 
-def _parse(data: bytes) -> dict[str, Any]:
+def _parse(received: Received) -> dict[str, Any]:
     import torch
 
     try:
-        message = torch.load(io.BytesIO(data), weights_only=True, map_location="cpu")
+        message = torch.load(io.BytesIO(received.data), weights_only=True, map_location="cpu")
     except Exception as exc:
         raise broken(
             "the submission's process sent something other than plain tensors, numbers and "
@@ -42,7 +44,11 @@ def _parse(data: bytes) -> dict[str, Any]:
         ) from None
     if not isinstance(message, dict) or not isinstance(message.get("ok"), bool):
         raise broken("the submission's process sent a malformed reply")
-    return message
+    try:
+        joined: dict[str, Any] = frames.join(message, received.frames)
+    except FrameError as exc:
+        raise broken(f"the submission's process sent a malformed reply: {exc}") from None
+    return joined
 
 
 def _first_line(exc: Exception) -> str:
@@ -83,23 +89,30 @@ class Peer:
         except OSError:
             raise _died() from None
 
-    def receive(self) -> bytes:
+    def receive(self) -> Received:
+        """A duration, or a reply with the frames that follow it (`frames.py`)."""
         try:
-            return self.connection.recv_bytes()
+            data = self.connection.recv_bytes()
+            if len(data) == worker.DONE.size:
+                return Received(data)
+            return frames.receive(self.connection, data)
         except (EOFError, OSError):
             raise _died() from None
+        except FrameError as exc:
+            raise broken(f"the submission's process sent a malformed reply: {exc}") from None
 
-    def message(self, data: bytes) -> dict[str, Any]:
-        if len(data) == worker.DONE.size:
+    def message(self, received: Received) -> dict[str, Any]:
+        if len(received.data) == worker.DONE.size:
             raise _out_of_turn()  # a duration where none was asked for
-        message = _parse(data)
+        message = _parse(received)
         if message.get("token") != self._token:
             raise _out_of_turn()
         return _unwrap(message)
 
-    def duration(self, data: bytes) -> float:
+    def duration(self, received: Received) -> float:
+        data = received.data
         if len(data) != worker.DONE.size:
-            self.message(data)  # raises the failure a worker sent in place of a duration
+            self.message(received)  # raises the failure a worker sent in place of a duration
             raise broken("the submission's process sent no duration")
         value, token = worker.DONE.unpack(data)
         if token != self._token:
