@@ -190,3 +190,16 @@ def test_the_run_disk_setting_reaches_every_run_and_a_type_may_override_it():
     assert registry.get("LAB").run_limits(base).disk_bytes == 256 << 20
     with pytest.raises(ClusterManagerError, match="CLUSTER_MANAGER_RUN_DISK_MB"):
         load_settings({"CLUSTER_MANAGER_RUN_DISK_MB": "0"}, dotenv_path=None)
+
+
+def test_the_benchmark_case_setting_reaches_every_run():
+    assert local_limits(load_settings({}, dotenv_path=None)).benchmark_case_s is None
+    settings = load_settings({"CLUSTER_MANAGER_BENCHMARK_CASE_S": "0.25"}, dotenv_path=None)
+    base = local_limits(settings)
+    assert base.benchmark_case_s == 0.25
+    registry = parse_registry(
+        {"gpus": {"B200": {"launcher": "github", "workflow": "w.yml", "runner_labels": ["b"]}}}
+    )
+    assert registry.get("B200").run_limits(base).benchmark_case_s == 0.25
+    with pytest.raises(ClusterManagerError, match="CLUSTER_MANAGER_BENCHMARK_CASE_S must be"):
+        load_settings({"CLUSTER_MANAGER_BENCHMARK_CASE_S": "soon"}, dotenv_path=None)

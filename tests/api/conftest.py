@@ -27,7 +27,7 @@ from cluster_manager.scheduler import SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
 from tests import replay
-from tests.conftest import EXAMPLES
+from tests.conftest import BENCHMARK_CASE_S, EXAMPLES
 
 # Runs on the "local" GPU types are replayed unless a test is marked `real_runs`.
 local_launcher = replay.local_launcher
@@ -57,6 +57,7 @@ def settings(db_url: str, tmp_path: Path) -> Settings:
         local_memory_limit_mb=None,
         admin_token=ADMIN_TOKEN,
         api_rate_limit_per_minute=10_000,
+        benchmark_case_s=BENCHMARK_CASE_S,
     )
 
 

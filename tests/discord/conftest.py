@@ -30,7 +30,7 @@ from cluster_manager.scheduler import SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
 from tests import replay
-from tests.conftest import EXAMPLES, Clock
+from tests.conftest import BENCHMARK_CASE_S, EXAMPLES, Clock
 from tests.discord.fake_discord import APP_ID, FakeDiscord, Message
 from tests.fakes import FakeLauncher
 
@@ -320,7 +320,12 @@ def app(
     tmp_path: Path,
 ) -> App:
     return App(
-        settings=Settings(database_url=db_url, data_dir=tmp_path, local_memory_limit_mb=None),
+        settings=Settings(
+            database_url=db_url,
+            data_dir=tmp_path,
+            local_memory_limit_mb=None,
+            benchmark_case_s=BENCHMARK_CASE_S,
+        ),
         database_url=db_url,
         embedded=False,
         pool=pool,
