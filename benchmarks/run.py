@@ -48,6 +48,7 @@ FIGURES = {
         "ranked_vs_benchmark_ratio_max",
         "ranked_vs_benchmark_ratio_max_busy",
         "ranked_score_spread",
+        "ranked_pairs_failed",
     ),
     "github_overhead": ("github_overhead_s_p50",),
     "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),

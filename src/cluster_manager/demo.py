@@ -152,7 +152,7 @@ async def _run_and_follow(app: App, receipts: Receipts, echo: Callable[[str], No
 
 async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str], None]) -> bool:
     """Prints each submission's verdicts and the rankings; True if all were as expected."""
-    rows, as_expected = [], True
+    rows, as_expected, surprises = [], True, []
     for submission_id, (plan, _) in receipts.items():
         report = await service.report(submission_id, admin=True)  # the operator's demo
         verdicts = sorted(
@@ -161,6 +161,13 @@ async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str],
         )
         ok = report.passed == plan.should_pass
         as_expected &= ok
+        if not ok:
+            surprises += [
+                f"#{submission_id} {plan.path}{' (secret run)' if r.secret else ''}: "
+                f"{r.result.get('message') or r.verdict.value}"
+                for r in report.runs
+                if r.passed != plan.should_pass
+            ]
         rows.append(
             (
                 f"#{submission_id}",
@@ -174,6 +181,8 @@ async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str],
         )
     echo("")
     echo(format_table(("id", "leaderboard", "user", "file", "mode", "verdicts", "expected"), rows))
+    for line in surprises:
+        echo(f"Unexpected: {line}")
     for name in DEMO_LEADERBOARDS:
         echo("")
         echo(format_ranking(name, await service.ranking(name)))

@@ -207,13 +207,31 @@ def check_case(case: CaseRun) -> Outcome:
     return Outcome(ok=True, message=case.check(case.everywhere("call")))
 
 
-def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Outcome:
+@dataclass
+class Retimings:
+    """How many cases of a phase whose timing the witness flagged are timed once more: a
+    burst of load from elsewhere can flag an honest timing, while hidden work shows in every
+    timing. One per phase, so a phase keeps within the budget it planned (a case's share of it
+    is kept free: `Harness.run_benchmarks`)."""
+
+    left: int = 1
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+def benchmark_case(
+    case: CaseRun, *, recheck: bool, rule: timing.StopRule, retimings: Retimings | None = None
+) -> Outcome:
     # One checked call first: it also triggers any JIT compilation for this shape.
     first = case.everywhere("call")
     case.check(first)
     case.everywhere("warm_up")
     if case.world_size is None:
-        return _paired_case(case, first[0].get("output"), rule)
+        return _paired_case(case, first[0].get("output"), rule, retimings or Retimings(0))
     witness = ClockWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
     fresh = _fresh_seeds(case) if recheck else None
@@ -239,16 +257,31 @@ def benchmark_case(case: CaseRun, *, recheck: bool, rule: timing.StopRule) -> Ou
     return Outcome(ok=True, stats=stats)
 
 
-def _paired_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
+def _paired_case(
+    case: CaseRun, output: Any, rule: timing.StopRule, retimings: Retimings
+) -> Outcome:
     """The timed loop of one rank, the same in benchmark and ranked runs (so a ranked time is
     what the benchmark showed): every timed call on fresh inputs made here, checked here, and
     replayed right before or after by the stand-in, which takes the same inputs, waits as long
     as the submission reported last and returns an output of the same size. Durations count
     as reported: the run fails instead if the submission's calls took longer around its
-    reports than the stand-in's, beyond what noise explains (`PairedWitness`)."""
+    reports than the stand-in's, beyond what noise explains (`PairedWitness`), in this timing
+    and, when `retimings` allows one, in another."""
     stand_in = case.stand_in
     stand_in.send("stand_in", output)
     stand_in.message(stand_in.receive())
+    stats, problem = _paired_timing(case, rule)
+    if problem and retimings.take():
+        stats, problem = _paired_timing(case, rule)
+    if problem:
+        return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
+    return Outcome(ok=True, stats=stats)
+
+
+def _paired_timing(case: CaseRun, rule: timing.StopRule) -> tuple[timing.Stats, str | None]:
+    """One timing of the case, call by call against the stand-in's replays, and what the
+    witness found wrong with it, if anything."""
+    stand_in = case.stand_in
     witness = PairedWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
     fresh = _fresh_seeds(case)
@@ -285,10 +318,7 @@ def _paired_case(case: CaseRun, output: Any, rule: timing.StopRule) -> Outcome:
     if stand_in_pid:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(stand_in_pid, os.sched_getaffinity(0))
-    problem = witness.problem()
-    if problem:
-        return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
-    return Outcome(ok=True, stats=stats)
+    return stats, witness.problem()
 
 
 def _fresh_seeds(case: CaseRun) -> Callable[[int], Case]:
