@@ -39,7 +39,11 @@ def competition_file(path: Path, problem_set: str | None) -> Path:
 
 
 def load_problem_set(path: Path, registry: GpuRegistry) -> LoadedProblemSet:
+    """The competition file's problems, each task read from files under the file's own folder
+    (its problems' directories must be there too): an uploaded archive whose file names its
+    own folder as a task cannot reach the server's files through its sources."""
     competition = load_competition(path)
+    root = path.resolve().parent
     label = path.name
     problems: list[tuple[ProblemSpec, list[str]]] = []
     skipped: list[str] = []
@@ -63,7 +67,7 @@ def load_problem_set(path: Path, registry: GpuRegistry) -> LoadedProblemSet:
                 f"here (known: {', '.join(sorted(known))})"
             )
             continue
-        task = load_task(problem.directory)
+        task = load_task(problem.directory, root=root)
         notes = [f"GPU type {g} is not configured here: left out" for g in unknown]
         problems.append((ProblemSpec(problem.name, task, deadline, gpus), notes))
     return LoadedProblemSet(competition.name, problems, skipped)

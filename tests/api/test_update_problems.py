@@ -24,12 +24,12 @@ problems:
 """
 
 
-def repository_zip(extra: dict[str, bytes] | None = None) -> bytes:
+def repository_zip(extra: dict[str, bytes] | None = None, season: str = SEASON) -> bytes:
     """As GitHub serves a repository: one top folder, the problem sets under `problems/`."""
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as archive:
         top = "kernels-main/problems/"
-        archive.writestr(top + "season.yaml", SEASON)
+        archive.writestr(top + "season.yaml", season)
         archive.writestr(top + "season/utils.py", (EXAMPLES / "utils.py").read_bytes())
         for path in (EXAMPLES / "identity_py").iterdir():
             if path.is_file():
@@ -91,3 +91,28 @@ async def test_bad_archives_change_nothing(
     answer = await post(client, data, **fields)
     assert answer.status_code == 400 and message in answer.json()["detail"]
     assert [b.name for b in await app.service.list_leaderboards(include_closed=True)] == before
+
+
+@pytest.mark.reliability(
+    "Access",
+    "POST /admin/update-problems whose competition file names its own folder as the task "
+    "and whose task.yml sources ../../../../etc/passwd",
+    "400: the source leads outside the problem set's folder; nothing synced, no server file "
+    "read or named",
+)
+async def test_an_archive_cannot_publish_the_servers_files(app: App, client: httpx.AsyncClient):
+    escape = '\n  - {"name": "passwd.py", "source": "' + "../" * 12 + 'etc/passwd"}'
+    task_yml = (EXAMPLES / "identity_py" / "task.yml").read_text()
+    task_yml = task_yml.replace('"source": "../utils.py"}', '"source": "../utils.py"}' + escape)
+    here = SEASON.replace("directory: season/identity_py", 'directory: "."')
+    top = "kernels-main/problems/"
+    extra = {top + "task.yml": task_yml.encode()}
+    for name in ("reference.py", "task.py", "submission.py", "template.py"):
+        extra[top + name] = (EXAMPLES / "identity_py" / name).read_bytes()
+    data = repository_zip(extra, season=here)
+    answer = await post(client, data)
+    assert answer.status_code == 400, answer.text
+    detail = answer.json()["detail"]
+    assert "leads outside the root, problems/" in detail
+    assert "/tmp" not in detail and "root:" not in detail
+    assert "synced-identity" not in [b.name for b in await app.service.list_leaderboards()]

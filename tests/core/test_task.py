@@ -306,7 +306,7 @@ def test_sibling_source_of_problem_set_loads(tmp_path: Path) -> None:
 @pytest.mark.reliability(
     "Bad input",
     "task.yml source `../../../x.py` leading out of the problem sets' root",
-    "refused: names task.yml, key files[1].source, the path and 'outside the root'",
+    "refused: names task.yml, key files[1].source, the source and 'outside the root'",
 )
 def test_source_escaping_problem_set_is_refused(tmp_path: Path, record_property) -> None:
     (tmp_path / "x.py").write_text("secret = 1\n")  # exists: refusal is about the path
@@ -356,14 +356,14 @@ def test_without_a_marker_the_root_is_the_grandparent(tmp_path: Path) -> None:
 @pytest.mark.reliability(
     "Bad input",
     "a root given by the organiser (`--root`) that the task's sibling source lies outside",
-    "refused: key files[2].source, naming the resolved path and 'outside the root'",
+    "refused: key files[2].source, 'outside the root' and the root's folder name, no server path",
 )
 def test_an_explicit_root_bounds_the_sources(tmp_path: Path, record_property) -> None:
     folder = sibling_sets(tmp_path, ".git")
     err = invalid(lambda path: load_task(path, root=folder.parent), folder)
     record_property("observed", str(err))
     assert err.key == "files[2].source" and "outside the root" in err.reason
-    assert str((tmp_path / "repo/problems/pmpp_v2/utils.py").resolve()) in err.reason
+    assert f"the root, {folder.parent.name}/" in err.reason and str(tmp_path) not in err.reason
 
 
 @pytest.mark.reliability(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from pathlib import Path
@@ -11,8 +12,9 @@ import pytest
 
 from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.task import load_task
+from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import RunState, RunTimedOutError
-from cluster_manager.launchers.local import LocalLauncher
+from cluster_manager.launchers.local import LocalLauncher, runner_env
 from tests.conftest import CORRECT, make_request, processes_with, write_task
 
 
@@ -161,3 +163,17 @@ def test_submitting_the_same_key_twice_starts_one_run(tmp_path: Path):
     assert first == again
     assert result is not None and result.passed
     assert [p.name for p in (tmp_path / "runs").iterdir()] == ["job-7-1"]
+
+
+def test_each_slot_gets_its_share_of_the_cores_for_the_tasks_threads():
+    cores = len(os.sched_getaffinity(0))
+    two_slots = GpuType("CPU", "local", max_concurrent=2)
+    assert runner_env({"PATH": "/bin"}, two_slots) == {
+        "PATH": "/bin",
+        "OMP_NUM_THREADS": str(max(1, cores // 2)),
+    }
+    crowded = GpuType("CPU", "local", max_concurrent=cores * 4)
+    assert runner_env({}, crowded)["OMP_NUM_THREADS"] == "1"
+    # The operator's choice stands; without a GPU type nothing is added.
+    assert runner_env({"OMP_NUM_THREADS": "7"}, two_slots)["OMP_NUM_THREADS"] == "7"
+    assert runner_env({"PATH": "/bin"}, None) == {"PATH": "/bin"}

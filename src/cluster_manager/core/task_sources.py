@@ -108,8 +108,9 @@ class FolderSource:
         rel = _check_relative(rel, file=TASK_YAML, key=key)
         target = (self.task_dir / rel).resolve()
         if not target.is_relative_to(self.root):
+            # Only the root's own name: the message may reach whoever sent the task.
             raise InvalidTaskError(
-                TASK_YAML, key, f"{rel!r} leads to {target}, outside the root {self.root}"
+                TASK_YAML, key, f"{rel!r} leads outside the root, {self.root.name or ''}/"
             )
         if not target.is_file():
             raise InvalidTaskError(TASK_YAML, key, f"file {rel!r} does not exist")

@@ -15,7 +15,7 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from cluster_manager.core.models import RunRequest, RunResult
@@ -69,6 +69,7 @@ class LocalLauncher(Launcher):
                 stdout=asyncio.subprocess.DEVNULL,
                 stderr=progress,
                 start_new_session=True,
+                env=runner_env(os.environ, gpu),
             )
         except OSError as exc:
             raise LauncherError(f"cannot start the runner: {exc}") from exc
@@ -153,6 +154,18 @@ def _pid(run_dir: Path) -> int | None:
         return int((run_dir / PID_FILE).read_text())
     except (OSError, ValueError):
         return None
+
+
+def runner_env(environ: Mapping[str, str], gpu: GpuType | None) -> dict[str, str]:
+    """The runner's environment: ours, and unless the operator chose otherwise, a share of
+    this machine's cores for the task's threads (torch's intra-op pool), one slot of the GPU
+    type's `max_concurrent` each. A kernel whose threads outnumber the cores left to it waits
+    for a core at every parallel region, a wait that belongs to the other jobs, not to it."""
+    env = dict(environ)
+    if gpu is not None and "OMP_NUM_THREADS" not in env:
+        cores = len(os.sched_getaffinity(0))
+        env["OMP_NUM_THREADS"] = str(max(1, cores // max(gpu.max_concurrent, 1)))
+    return env
 
 
 def _alive(run_dir: Path) -> bool:
