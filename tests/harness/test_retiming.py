@@ -1,5 +1,5 @@
 """A case whose timing the witness flags is timed once more per phase: an honest timing that
-a burst of load flagged passes the second time, hidden work fails both."""
+a burst of load flagged passes when the second is clearly clean, hidden work fails."""
 
 from __future__ import annotations
 
@@ -19,27 +19,52 @@ def _case() -> SimpleNamespace:
     return SimpleNamespace(stand_in=stand_in)
 
 
+class Found:
+    """What a timing's witness found: a problem, or how much of its tolerance it used."""
+
+    def __init__(self, problem: str | None, share: float = 0.0) -> None:
+        self._problem, self._share = problem, share
+
+    def problem(self) -> str | None:
+        return self._problem
+
+    def hidden_ns(self) -> float:
+        return self._share * 10_000.0
+
+    def tolerance_ns(self) -> float:
+        return 10_000.0
+
+
+CLEAN = None  # a timing that found nothing, with no excess
+
+
 @pytest.fixture
-def timings(monkeypatch) -> list[str | None]:
+def timings(monkeypatch) -> list[Found | None]:
     """What each timing of the case finds, in order; each one taken is removed."""
-    found: list[str | None] = []
+    found: list[Found | None] = []
 
     def timed(case, rule):
-        return STATS, found.pop(0)
+        return STATS, found.pop(0) or Found(None)
 
     monkeypatch.setattr(cases, "_paired_timing", timed)
     return found
 
 
 def test_a_timing_flagged_once_is_timed_again_and_passes(timings):
-    timings += [FLAGGED, None]
+    timings += [Found(FLAGGED), Found(None, share=0.4)]
     outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings())
     assert outcome.ok and outcome.stats == STATS
     assert timings == []
 
 
+def test_a_second_timing_that_scrapes_under_its_tolerance_does_not_clear_the_first(timings):
+    timings += [Found(FLAGGED), Found(None, share=0.9)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings())
+    assert not outcome.ok and outcome.error == FLAGGED
+
+
 def test_a_timing_flagged_twice_fails_with_the_witness_finding(timings):
-    timings += [FLAGGED, FLAGGED]
+    timings += [Found(FLAGGED), Found(FLAGGED)]
     outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings())
     assert not outcome.ok and outcome.verdict is Verdict.RUNTIME_ERROR
     assert outcome.error == FLAGGED
@@ -47,8 +72,8 @@ def test_a_timing_flagged_twice_fails_with_the_witness_finding(timings):
 
 def test_a_phase_times_only_one_flagged_case_again(timings):
     retimings = cases.Retimings()
-    timings += [FLAGGED, None, FLAGGED, None]
+    timings += [Found(FLAGGED), CLEAN, Found(FLAGGED), CLEAN]
     first = cases._paired_case(_case(), None, timing.StopRule(), retimings)
     second = cases._paired_case(_case(), None, timing.StopRule(), retimings)
     assert first.ok and not second.ok
-    assert timings == [None]  # the second case was not timed again
+    assert timings == [CLEAN]  # the second case was not timed again
