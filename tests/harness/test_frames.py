@@ -131,8 +131,9 @@ def _announce(count: int, sizes: list[int]) -> bytes:
         (_announce(1, [8]), [b"x" * 9], "was longer"),
         (_announce(1, [8]), [b"x" * 7], "was shorter"),
         (b"\x01", [], "too short"),
+        (_announce(1, [frames.MAX_FRAME_BYTES]), [], "cannot be held"),
     ],
-    ids=["too-many", "sizes-missing", "too-big", "longer", "shorter", "no-count"],
+    ids=["too-many", "sizes-missing", "too-big", "longer", "shorter", "no-count", "unholdable"],
 )
 def test_announced_frames_are_checked_before_they_are_believed(pipe, head, then, why):
     ours, theirs = pipe

@@ -102,7 +102,10 @@ def receive(connection: Connection, data: bytes) -> Received:
     torch = _torch()
     frames = []
     for size in sizes:
-        buffer = torch.empty(size, dtype=torch.uint8)
+        try:
+            buffer = torch.empty(size, dtype=torch.uint8)
+        except (RuntimeError, MemoryError):  # more than this process may hold
+            raise FrameError(f"a frame announced as {size} bytes cannot be held") from None
         try:
             got = (
                 connection.recv_bytes_into(buffer.numpy()) if size else len(connection.recv_bytes())
