@@ -91,17 +91,22 @@ def quick(task: Task) -> Task:
     )
 
 
-def means(task: Task, code: str, mode: Mode) -> list[float]:
-    """One sandboxed run's benchmark means (ns), in case order."""
+def sandboxed(task: Task, code: str, mode: Mode, secret: int | None) -> RunResult:
+    """One run of `code` through the runner in the full sandbox, with the default limits."""
     request = RunRequest(
         task=task,
         submission_name=task.submission_name,
         submission_code=code,
         mode=mode,
-        secret_seed=SECRET if mode is Mode.LEADERBOARD else None,
+        secret_seed=secret,
         limits=Limits(),
     )
-    result = runner.run(request, isolate=True)
+    return runner.run(request, isolate=True)
+
+
+def means(task: Task, code: str, mode: Mode) -> list[float]:
+    """One sandboxed run's benchmark means (ns), in case order."""
+    result = sandboxed(task, code, mode, SECRET if mode is Mode.LEADERBOARD else None)
     if not result.passed:
         raise RuntimeError(f"{task.name} {mode.value} run did not pass: {result.message}")
     return [b.mean for b in result.phases[-1].benchmarks]
@@ -137,18 +142,10 @@ def one_core_busy() -> Iterator[None]:
 
 
 def spread(task: Task, code: str) -> Figure:
-    request = RunRequest(
-        task=task,
-        submission_name=task.submission_name,
-        submission_code=code,
-        mode=Mode.LEADERBOARD,
-        secret_seed=SECRET,
-        limits=Limits(),
-    )
     scores = []
     for i in range(SPREAD_RUNS):
         log(f"ranked run {i + 1}/{SPREAD_RUNS} of the identity solution")
-        result = runner.run(request, isolate=True)
+        result = sandboxed(task, code, Mode.LEADERBOARD, SECRET)
         if result.score is None:
             raise RuntimeError(f"the ranked run did not score: {result.message}")
         scores.append(result.score)
@@ -161,15 +158,7 @@ def concurrent_pairs(task: Task, files: tuple[str, ...], folder: Path) -> Figure
     """Each file's public and secret ranked runs at once, `CONCURRENT_ROUNDS` times."""
 
     def ranked(code: str, secret: int | None) -> RunResult:
-        request = RunRequest(
-            task=task,
-            submission_name=task.submission_name,
-            submission_code=code,
-            mode=Mode.LEADERBOARD,
-            secret_seed=secret,
-            limits=Limits(),
-        )
-        return runner.run(request, isolate=True)
+        return sandboxed(task, code, Mode.LEADERBOARD, secret)
 
     failed: list[str] = []
     runs = 0
