@@ -15,6 +15,7 @@ import pytest
 from cluster_manager.core import protocol
 from cluster_manager.core.models import Limits, Mode, RunResult, ScriptMode, Verdict
 from cluster_manager.core.task import load_task
+from cluster_manager.harness.witness import PAIRED_MIN_CALLS
 from tests.conftest import CORRECT, make_request, processes_with, run_code, write_task
 
 
@@ -213,6 +214,25 @@ def test_a_request_may_time_each_benchmark_case_for_less(identity_task):
     assert result.benchmarks and all(3 <= b.runs <= 100 for b in result.benchmarks), [
         b.runs for b in result.benchmarks
     ]
+
+
+def test_a_slow_case_gets_the_calls_its_witness_needs(identity_task):
+    """Each call takes 40 ms and its replay as long: a 0.05 s budget holds one pair, and one
+    preemption then reads as hidden work. The phase has time to spare, so each case is timed
+    past its budget until the witness has its `PAIRED_MIN_CALLS`."""
+    slow = """
+    import time
+    def custom_kernel(data):
+        time.sleep(0.04)
+        return data.clone()
+    """
+    limits = Limits(memory_bytes=8 << 30, benchmark_case_s=0.05)
+    result = run_code(identity_task, slow, Mode.LEADERBOARD, limits=limits)
+    assert result.passed, result.message
+    ranked = result.phases[-1]
+    assert ranked.benchmarks and all(
+        PAIRED_MIN_CALLS <= b.runs <= 2 * PAIRED_MIN_CALLS for b in ranked.benchmarks
+    ), [b.runs for b in ranked.benchmarks]
 
 
 def test_benchmark_mode_runs_tests_first_and_stops_on_failure(identity_task):

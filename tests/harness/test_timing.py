@@ -77,6 +77,17 @@ def test_wall_budget_stops_a_slow_benchmark():
     assert stats.runs < 20
 
 
+def test_a_floor_of_calls_outlasts_the_budget_up_to_its_own():
+    # Every clock read advances 1 ms: the 2 ms budget ends after one call, the floor's does not.
+    rule = timing.StopRule(min_runs=3, wall_budget_ns=2e6, floor_runs=10, floor_budget_ns=1e9)
+    clock = fake_clock(1_000_000)
+    assert timing.measure(steps(itertools.repeat(5.0)), rule, clock=clock).runs == 10
+    short = timing.StopRule(min_runs=3, wall_budget_ns=2e6, floor_runs=10, floor_budget_ns=4e6)
+    assert (
+        timing.measure(steps(itertools.repeat(5.0)), short, clock=fake_clock(1_000_000)).runs < 10
+    )
+
+
 def test_a_failing_step_ends_the_measurement():
     def step(i: int) -> float:
         if i == 4:

@@ -11,6 +11,7 @@ from cluster_manager.harness.witness import (
     ECHO_FACTOR,
     PAIRED_CALL_SHARE,
     PAIRED_FLOOR_NS,
+    PAIRED_MIN_CALLS,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
     Calibration,
@@ -126,6 +127,21 @@ def test_the_tolerance_is_a_floor_a_share_of_the_call_or_the_noise():
     noisy = [(1e6 + rng.uniform(0, 2e6), 1e6, 20e3) for _ in range(100)]
     witness = paired(noisy, quiet * 2)
     assert witness.tolerance_ns() > PAIRED_CALL_SHARE * 1e6
+
+
+def test_too_few_pairs_convict_only_beyond_moving_the_data():
+    """One slow pair on a loaded machine: its excess is a single preemption as often as hidden
+    work. Below `PAIRED_MIN_CALLS` pairs the median may not convict within what moving the
+    data takes the stand-in; from there on the usual tolerance holds."""
+    replay = (10e6 + 30e6, 10e6, 30e6)  # 60 ms of moving 16 MiB there and back
+    late = (10e6 + 30e6, 10e6, 30e6 + 20e6)  # its output 20 ms later than the replay's
+    few = paired([late] * (PAIRED_MIN_CALLS - 1), [replay] * (PAIRED_MIN_CALLS - 1))
+    assert few.tolerance_ns() == pytest.approx(60e6)
+    assert few.problem() is None
+    enough = paired([late] * PAIRED_MIN_CALLS, [replay] * PAIRED_MIN_CALLS)
+    assert enough.problem() is not None and "after the timer stopped" in enough.problem()
+    far = (10e6 + 30e6, 10e6, 30e6 + 90e6)  # beyond all of moving the data: no load explains it
+    assert paired([far], [replay]).problem() is not None
 
 
 def test_a_forged_1_ns_report_of_a_100_us_call_fails():

@@ -280,7 +280,8 @@ def _paired_case(
     stats, witness = _paired_timing(case, rule)
     problem = witness.problem()
     if problem and retimings.take():
-        stats, again = _paired_timing(case, rule)
+        # The second timing has only the share kept free for it (`Harness.run_benchmarks`).
+        stats, again = _paired_timing(case, replace(rule, floor_budget_ns=rule.wall_budget_ns))
         if again.problem() is None and again.hidden_ns() <= CLEARING_SHARE * again.tolerance_ns():
             problem = None
     if problem:

@@ -26,8 +26,10 @@ The work is split by job: `workers.py` (the pipes to the workers and the echo), 
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -48,6 +50,7 @@ from cluster_manager.harness.cases import (
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.outcome import CaseFailed, Outcome
 from cluster_manager.harness.reporting import Reporter
+from cluster_manager.harness.witness import PAIRED_MIN_CALLS
 from cluster_manager.harness.workers import Workers
 from cluster_manager.sandbox.lifecycle import make_undumpable
 
@@ -106,17 +109,24 @@ class Harness:
     ) -> bool:
         # One case's share is kept free for a flagged case timed again (`Retimings`).
         per_case = min(MAX_BENCHMARK_BUDGET_S, case_cap_s, budget_s / (len(cases) + 1))
-        rule = timing.StopRule(wall_budget_ns=per_case * 1e9)
+        rule = timing.StopRule(wall_budget_ns=per_case * 1e9, floor_runs=PAIRED_MIN_CALLS)
         retimings = Retimings()
         if recheck:
             rule = replace(rule, min_runs=RANKED_MIN_RUNS)
         passed = True
         self.out.log("benchmark-count", len(cases))
+        began = time.monotonic()
         for i, (spec, args) in enumerate(cases):
             self.out.log(f"benchmark.{i}.spec", spec)
+            # A slow case may run past its share to give the witness enough calls to judge,
+            # from what earlier cases left unused: every later case and the retiming keep theirs.
+            spare_s = budget_s - (time.monotonic() - began) - per_case * (len(cases) - i)
+            case_rule = replace(rule, floor_budget_ns=max(per_case, spare_s) * 1e9)
             outcome = self.case(
                 args,
-                lambda case: benchmark_case(case, recheck=recheck, rule=rule, retimings=retimings),
+                functools.partial(
+                    benchmark_case, recheck=recheck, rule=case_rule, retimings=retimings
+                ),
             )
             if outcome.ok and outcome.stats is not None:
                 for name in protocol.BENCHMARK_STATS:

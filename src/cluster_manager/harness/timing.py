@@ -68,14 +68,20 @@ class RunningMoments:
 
 @dataclass(frozen=True)
 class StopRule:
-    """Stop when the standard error of the mean is small enough, within count and time bounds."""
+    """Stop when the standard error of the mean is small enough, within count and time bounds.
+    `floor_runs` calls are taken even past the wall budget, up to `floor_budget_ns`: whoever
+    judges the calls (the witness) needs that many to tell noise from a pattern."""
 
     target_rel_err: float = 0.001
     min_runs: int = 3
     max_runs: int = 10_000
     wall_budget_ns: float = 10e9
+    floor_runs: int = 0
+    floor_budget_ns: float = 0.0
 
     def should_stop(self, moments: RunningMoments, wall_ns: float) -> bool:
+        if moments.runs < self.floor_runs and wall_ns < self.floor_budget_ns:
+            return False
         if moments.runs >= self.max_runs or wall_ns >= self.wall_budget_ns:
             return True
         if moments.runs < self.min_runs:

@@ -49,6 +49,11 @@ PAIRED_CALL_SHARE = 0.05
 # a share of what it takes the stand-in, tens to hundreds of µs for megabytes.
 PAIRED_SLACK_SHARE = 0.10
 PAIRED_Z = 4.0
+# Pairs the median needs before it may convict: with one pair (a slow case on a loaded
+# machine, in a short budget) a single preemption reads as hidden work. The timing loop takes
+# this many, past its budget where the phase has time to spare (`timing.StopRule.floor_runs`);
+# with fewer, only an excess beyond what moving the call's data takes the stand-in fails.
+PAIRED_MIN_CALLS = 10
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
 # A reported duration may not exceed the window that contains it (clocks differ a little).
@@ -165,7 +170,8 @@ class PairedWitness:
     def tolerance_ns(self) -> float:
         """What honest noise can put between a call and its replay's median: a floor, a
         share of the call, a share of moving its data (the replay's own slack), or four
-        standard errors of the median (robustly estimated)."""
+        standard errors of the median (robustly estimated); with too few pairs to estimate
+        that error, all of moving the data."""
         excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
         if not excess:
             return PAIRED_FLOOR_NS
@@ -174,11 +180,13 @@ class PairedWitness:
         error = 1.2533 * sigma / math.sqrt(len(excess))
         call = statistics.median(self._reported)
         moving = statistics.median(self._replay_slack)
+        few = moving if len(excess) < PAIRED_MIN_CALLS else 0.0
         return max(
             PAIRED_FLOOR_NS,
             PAIRED_CALL_SHARE * call,
             PAIRED_SLACK_SHARE * moving,
             PAIRED_Z * error,
+            few,
         )
 
     def lopsided(self) -> int:
