@@ -45,6 +45,30 @@ def test_readable_report_for_a_wrong_answer_exits_1():
     assert "Tests (test phase)" in done.stdout
 
 
+def test_errors_keep_their_point_and_only_the_users_frames(tmp_path: Path):
+    """A wrong answer's line is its headline (how many differ, the tolerance), not the last
+    of its details; a crash names the line of the user's own code that raised, and the
+    traceback holds no frame or path of the platform or of the machine that ran it."""
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(
+        "def custom_kernel(data):\n    out = data.clone()\n    out[::3] += 1\n    return out\n"
+    )
+    done = cli("eval", str(IDENTITY), str(wrong))
+    assert "— 43 of 127 elements differ (rtol=0, atol=0)" in done.stdout, done.stdout
+    assert "... and" not in done.stdout
+    crash = tmp_path / "crash.py"
+    crash.write_text(
+        "def helper(x):\n    raise RuntimeError('crashed on purpose')\n\n"
+        "def custom_kernel(data):\n    return helper(data)\n"
+    )
+    done = cli("eval", str(IDENTITY), str(crash))
+    assert "RuntimeError: crashed on purpose (submission.py, line 2)" in done.stdout, done.stdout
+    error = json.loads(cli("eval", str(IDENTITY), str(crash), "--json").stdout)["phases"][0]
+    text = error["tests"][0]["error"]
+    assert 'File "submission.py", line 5, in custom_kernel' in text, text
+    assert "cluster_manager" not in text and "/" not in text.replace("^", ""), text
+
+
 def test_benchmark_report_shows_a_table():
     done = cli("eval", str(FAST_TASK), str(FAST_SUBMISSION), "--mode", "benchmark")
     assert done.returncode == 0, done.stderr

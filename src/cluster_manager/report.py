@@ -11,6 +11,7 @@ from cluster_manager.core import sandboxing
 from cluster_manager.core.models import BenchmarkOutcome, Mode, RunResult, Verdict
 from cluster_manager.core.sandboxing import SANDBOX_KEY
 from cluster_manager.core.telemetry import summary_line
+from cluster_manager.core.verdicts import headline
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
@@ -41,7 +42,7 @@ def _timings(b: BenchmarkOutcome) -> tuple[str, ...]:
 def _benchmark_outcome(b: BenchmarkOutcome) -> str:
     if b.skipped:
         return f"· {b.error}"
-    return "❌ " + (b.error.strip().splitlines() or ["failed"])[-1].strip()
+    return "❌ " + (headline(b.error) or "failed")
 
 
 def _benchmark_table(benchmarks: tuple[BenchmarkOutcome, ...]) -> list[str]:
@@ -88,7 +89,7 @@ def format_report(result: RunResult, *, title: str = "") -> str:
             lines += ["", f"Tests ({phase.name} phase)"]
             for t in phase.tests:
                 mark = "✅" if t.passed else "❌"
-                detail = "" if t.passed else f" — {(t.error.strip().splitlines() or [''])[-1]}"
+                detail = "" if t.passed else f" — {headline(t.error)}"
                 lines.append(f"  {mark} {t.spec}{detail}")
         if phase.benchmarks and any(b.report for b in phase.benchmarks):
             for b in phase.benchmarks:

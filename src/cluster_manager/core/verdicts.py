@@ -6,6 +6,7 @@ submission prints to stdout or stderr can make a run pass or fail.
 
 from __future__ import annotations
 
+import re
 import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,12 +23,22 @@ class PhaseJudgement:
     benchmarks: tuple[BenchmarkOutcome, ...]
 
 
-def _first_line(text: str, limit: int = 300) -> str:
-    """The line that says what went wrong: the first, or a traceback's last (the exception)."""
+TRACEBACK_HEAD = "Traceback (most recent call last)"
+_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def headline(text: str, limit: int = 300) -> str:
+    """The line that says what went wrong: a check's first line (the count and tolerance,
+    before the details), or a traceback's last (the exception) with where it was raised."""
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     if not lines:
         return ""
-    line = lines[-1] if lines[0].startswith("Traceback (most recent call last)") else lines[0]
+    line = lines[0]
+    if lines[0].startswith(TRACEBACK_HEAD):
+        line = lines[-1]
+        frames = [m for m in map(_FRAME.match, lines) if m]
+        if frames:
+            line += f" ({frames[-1]['file']}, line {frames[-1]['line']})"
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -113,9 +124,9 @@ def _reported_failure(
         verdict = Verdict.WRONG_ANSWER
     if failures:
         where, error, _ = failures[0]
-        return verdict, f"{phase}: {where} failed: {_first_line(error)}"
+        return verdict, f"{phase}: {where} failed: {headline(error)}"
     if error := result.get("error", "").strip():  # a main's own reason (no GPU, bad tests file)
-        return verdict, f"{phase}: the harness reported a failure: {_first_line(error)}"
+        return verdict, f"{phase}: the harness reported a failure: {headline(error)}"
     return verdict, f"{phase}: the harness reported a failure"
 
 

@@ -17,6 +17,7 @@ from cluster_manager.core.records import (
     RunRecord,
 )
 from cluster_manager.core.telemetry import summary_line
+from cluster_manager.core.verdicts import headline
 from cluster_manager.discord.replies import code_block, truncate
 from cluster_manager.report import (
     format_duration_ns,
@@ -59,10 +60,6 @@ def seconds(score: float | None) -> str:
 
 def chunks(items: Sequence[T], size: int) -> list[list[T]]:
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
-
-
-def _last_line(text: str) -> str:
-    return (text.strip().splitlines() or [""])[-1]
 
 
 def number_pages(pages: list[discord.Embed]) -> list[discord.Embed]:
@@ -130,7 +127,7 @@ def personal_pages(name: str, runs: Sequence[RunRecord]) -> list[discord.Embed]:
 def _run_lines(result: RunResult) -> list[str]:
     lines = []
     for t in result.tests:
-        detail = "" if t.passed else f": {_last_line(t.error or t.message)}"
+        detail = "" if t.passed else f": {headline(t.error or t.message)}"
         lines.append(f"{icon(t.passed)} {t.spec}{detail}")
     for b in result.benchmarks:
         if b.passed and b.report:
@@ -140,7 +137,7 @@ def _run_lines(result: RunResult) -> list[str]:
         elif b.skipped:
             lines.append(f"⏭️ {b.spec}: {b.error}")
         elif not b.passed:
-            lines.append(f"❌ {b.spec}: {_last_line(b.error) or 'failed'}")
+            lines.append(f"❌ {b.spec}: {headline(b.error) or 'failed'}")
     for phase in result.phases:
         if phase.profiler is not None:  # an ncu report, or why the torch profiler was used
             lines.append(f"🔬 {phase.profiler.summary()}")
@@ -151,7 +148,7 @@ def _run_lines(result: RunResult) -> list[str]:
     if result.review:
         lines.append(f"⚠️ {result.review}")
     if not result.passed and result.message:
-        lines.append(_last_line(result.message))
+        lines.append((result.message.strip().splitlines() or [""])[-1])
     return lines
 
 

@@ -20,7 +20,6 @@ import os
 import struct
 import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from typing import Any
@@ -29,6 +28,7 @@ from cluster_manager.core.models import Verdict
 from cluster_manager.harness import frames, guard, output_types, timing, wire
 from cluster_manager.harness.ncu import NVTX_RANGE, PROFILER_ENV
 from cluster_manager.harness.tensors import clone, compact, not_plain
+from cluster_manager.harness.tracebacks import user_traceback
 from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
 
 MAX_ERROR_CHARS = 4000
@@ -59,7 +59,7 @@ def encode(message: dict[str, Any]) -> bytes:
 
 def failure(exc: BaseException) -> dict[str, Any]:
     """The submission's exception as text: it is never re-raised or sent as an object."""
-    text = "".join(traceback.format_exception(exc))[-MAX_ERROR_CHARS:]
+    text = user_traceback(exc)[-MAX_ERROR_CHARS:]
     lowered = str(exc).lower()
     oom = (
         isinstance(exc, MemoryError)
