@@ -130,8 +130,10 @@ def test_cuda_example_compiles_with_nvcc():
     assert result.compilation.command[0] == "nvcc"
     assert "-O3" in result.compilation.command
     if shutil.which("nvidia-smi") is None:
-        # No device: the binary runs and says so, which is not the submission's fault.
-        assert result.verdict is Verdict.RUNTIME_ERROR, result.message
+        # No device: one line says what the task needs; not the submission's fault.
+        assert result.verdict is Verdict.INTERNAL_ERROR, result.message
+        assert "vectoradd_cu is CUDA code and needs a GPU; this machine has none" in result.message
+        assert result.phases == ()
     else:
         assert result.passed, result.message
 

@@ -348,7 +348,7 @@ def test_multi_rank_example_still_runs_on_its_own_loopback(record_property):
 @pytest.mark.reliability(
     "Sandbox",
     "not an attack: nvcc compiling vectoradd_cu as the sandbox user, who cannot write the run dir",
-    "compilation succeeds; passed with a GPU, runtime_error without",
+    "compilation succeeds; passed with a GPU, without one refused in one line (internal_error)",
 )
 def test_cuda_compiles_as_the_sandbox_user(record_property):
     """Not an attack: nvcc runs as the sandbox user, which cannot write the run directory.
@@ -363,7 +363,7 @@ def test_cuda_compiles_as_the_sandbox_user(record_property):
     )
     assert sandbox_uid(result) is not None, result.system
     assert result.compilation is not None and result.compilation.success, result.compilation
-    expected = Verdict.PASSED if shutil.which("nvidia-smi") else Verdict.RUNTIME_ERROR
+    expected = Verdict.PASSED if shutil.which("nvidia-smi") else Verdict.INTERNAL_ERROR
     assert result.verdict is expected, result.message
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from cluster_manager.core.protocol import VISIBLE_DEVICE_ENVS
@@ -85,3 +86,20 @@ def check(gpu_count: int, system: dict[str, Any]) -> str | None:
     assignment = assigned(os.environ)
     system["devices"] = assignment.describe()
     return shortage(assignment, gpu_count, int(system.get("device_count") or 0))
+
+
+def cuda_without_gpu(task: str, system: dict[str, Any]) -> str | None:
+    """Why a CUDA task cannot run on this machine, if it has no GPU (`system_info`'s count):
+    its binary would fail every case with the driver's error, which is not the submission's."""
+    if int(system.get("device_count") or 0) > 0 or _device_nodes():
+        return None
+    return (
+        f"{task} is CUDA code and needs a GPU; this machine has none (nvidia-smi and rocm-smi "
+        "found no device). It compiled; run it where the leaderboard's GPUs are"
+    )
+
+
+def _device_nodes() -> bool:
+    """A GPU's device nodes, for a machine whose nvidia-smi or rocm-smi is not on PATH."""
+    dev = Path("/dev")
+    return any(dev.glob("nvidia[0-9]*")) or (dev / "kfd").exists()

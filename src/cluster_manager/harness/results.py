@@ -66,15 +66,20 @@ def compile_failed(
 
 
 def refused(
-    request: RunRequest, reason: str, system: dict[str, Any], durations: dict[str, float]
+    request: RunRequest,
+    reason: str,
+    system: dict[str, Any],
+    durations: dict[str, float],
+    compilation: CompileOutcome | None = None,
 ) -> RunResult:
-    """A run this runner must not start (it was given fewer GPUs than the run needs): the
-    runner's configuration is at fault, not the submission."""
+    """A run this runner must not start (fewer GPUs than the run needs, or none for CUDA
+    code): the runner's configuration is at fault, not the submission."""
     return RunResult(
         passed=False,
         verdict=Verdict.INTERNAL_ERROR,
         mode=request.mode,
         message=f"the runner refused the run: {reason}",
+        compilation=compilation,
         system=system,
         durations=durations,
     )

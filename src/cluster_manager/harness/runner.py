@@ -37,9 +37,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cluster_manager.core import protocol
-from cluster_manager.core.arch import target_flags
 from cluster_manager.core.models import (
-    CompileOutcome,
     Language,
     Mode,
     PhaseOutcome,
@@ -54,6 +52,7 @@ from cluster_manager.core.plan import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import PhaseJudgement, judge_phase
 from cluster_manager.harness import capture, devices, environment, overrun, results
+from cluster_manager.harness.cuda_build import CUDA_BINARY, compile_cuda
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
 from cluster_manager.sandbox.plan import (
@@ -70,7 +69,6 @@ from cluster_manager.telemetry.probes import ProbeFactory, visible_device
 from cluster_manager.telemetry.recorder import RunTelemetry
 
 BUILTIN_HARNESS = ("-m", "cluster_manager.harness.evaluate")
-CUDA_BINARY = "eval.out"
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -88,51 +86,6 @@ def materialise(request: RunRequest, workdir: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         content = request.submission_code if file.is_submission else file.content
         target.write_text(content or "", encoding="utf-8")
-
-
-def compile_cuda(
-    request: RunRequest, workdir: Path, env: dict[str, str], sandbox: Sandbox | None = None
-) -> CompileOutcome:
-    """Compiles as the sandbox user into its TMPDIR; the binary then becomes root's, read-only.
-    The target is the GPU type's exact arch, unless the task's own flags choose one."""
-    sandbox = sandbox or unsandboxed()
-    cuda = request.task.cuda
-    assert cuda is not None
-    built = f"{TMP_DIR}/{CUDA_BINARY}"
-    command = [
-        os.environ.get("CLUSTER_MANAGER_NVCC", "nvcc"),
-        *cuda.compile_flags,
-        *target_flags(request.arch, cuda.compile_flags),
-        *(f"-I{d}" for d in cuda.include_dirs),
-        *(f"-D{k}={v}" for k, v in cuda.defines.items()),
-        *cuda.sources,
-        "-o",
-        built,
-    ]
-    if shutil.which(command[0], path=env.get("PATH")) is None:
-        return CompileOutcome(False, tuple(command), f"{command[0]} not found on PATH", 0.0)
-    result = process.run_tree(
-        sandbox.wrap(command, keep_files=True),  # the binary comes back from its TMPDIR
-        cwd=workdir,
-        env=env,
-        timeout=request.limits.compile_timeout,
-        output_cap=request.limits.output_bytes,
-        limits=environment.limits(request, request.limits.compile_timeout, sandbox),
-        isolation=sandbox.isolation,
-    )
-    if result.exit_code == 0 and (workdir / built).is_file():
-        (workdir / built).replace(workdir / CUDA_BINARY)
-        if sandbox.user is not None:
-            share(workdir / CUDA_BINARY, executable=True)  # the submission cannot swap it
-    output = (result.stdout + result.stderr).strip()
-    if result.timed_out:
-        output += f"\ncompilation exceeded {request.limits.compile_timeout:g} s"
-    return CompileOutcome(
-        success=result.exit_code == 0,
-        command=tuple(command),
-        output=output,
-        duration_s=round(result.duration_s, 3),
-    )
 
 
 def _main_command(request: RunRequest, mode: RunMode, tests_file: str) -> list[str]:
@@ -274,6 +227,9 @@ def run(
                         system=system,
                         durations=results.total(durations, began),
                     )
+                if no_gpu := devices.cuda_without_gpu(request.task.name, system):
+                    took = results.total(durations, began)
+                    return results.refused(request, no_gpu, system, took, compilation)
             planned = plan_phases(request)
             telemetry = RunTelemetry(gpu_probe or chosen_factory(), visible_device(env))
             phases = _run_phases(
