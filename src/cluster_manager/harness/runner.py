@@ -27,6 +27,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -69,6 +70,9 @@ from cluster_manager.telemetry.probes import ProbeFactory, visible_device
 from cluster_manager.telemetry.recorder import RunTelemetry
 
 BUILTIN_HARNESS = ("-m", "cluster_manager.harness.evaluate")
+# The built-in harness failing to start, before it reported anything (no submission code has
+# run in it by then): what the runner's Python cannot import is the runner's to fix.
+_PLATFORM_IMPORT = re.compile(r"ModuleNotFoundError: No module named '(cluster_manager|torch)'")
 
 Progress = Callable[[dict[str, Any]], None]
 
@@ -160,13 +164,14 @@ def _judge(
 ) -> tuple[PhaseJudgement, Verdict, str]:
     """The phase's judgement from what the tree reported, and its verdict and message with
     the last line of stderr and the limit it hit, if any, named."""
+    reported = protocol.parse_result_lines(result.side_outputs[protocol.ENV_FD])
     judgement = judge_phase(
         phase.mode,
         case_count=len(phase.cases),
         exit_code=result.exit_code,
         timed_out=result.timed_out,
         timeout_s=timeout,
-        result=protocol.parse_result_lines(result.side_outputs[protocol.ENV_FD]),
+        result=reported,
         specs=[protocol.format_case(case) for case in phase.cases],
     )
     message = judgement.message
@@ -175,6 +180,17 @@ def _judge(
     verdict, message = overrun.explain(
         phase.mode, result, request.limits, judgement.verdict, message
     )
+    if (
+        not reported
+        and request.task.main is None
+        and (missing := _PLATFORM_IMPORT.search(result.stderr))
+    ):
+        verdict = Verdict.INTERNAL_ERROR
+        message = (
+            f"{phase.mode}: the harness cannot import {missing[1]} where it runs (the "
+            "sandbox's user may not read where it is installed): the runner's fault, not the "
+            "submission's"
+        )
     return judgement, verdict, message
 
 

@@ -31,6 +31,29 @@ def _readable(path: str, uid: int, gid: int) -> bool:
     return _may(path, uid, gid, 0o5 if Path(path).is_dir() else 0o4)
 
 
+# How deep a directory closed to the sandbox user is opened (a 0700 venv or `pip --target`
+# folder holds open packages one level down).
+OPEN_DEPTH = 3
+
+
+def opened(paths: tuple[str, ...], uid: int, gid: int) -> tuple[str, ...]:
+    """`paths` to bind for a sandbox user: a directory closed to it (say a `pip --target`
+    folder made by `mktemp -d`, mode 0700) is bound child by child, and bubblewrap creates
+    the directory itself, open (`bwrap._ancestors`). What is closed below that stays closed."""
+    return outermost(p for path in paths for p in _opened(Path(path), uid, gid, OPEN_DEPTH))
+
+
+def _opened(path: Path, uid: int, gid: int, depth: int) -> list[str]:
+    try:
+        closed = path.is_dir() and not path.is_symlink() and not _readable(str(path), uid, gid)
+        if not closed or depth == 0:
+            return [str(path)]
+        children = sorted(path.iterdir())
+    except OSError:
+        return [str(path)]
+    return [p for child in children for p in _opened(child, uid, gid, depth - 1)]
+
+
 def reachable(paths: list[str], uid: int, gid: int) -> bool:
     return all(_blocked_ancestor(p, uid, gid) is None and _readable(p, uid, gid) for p in paths)
 

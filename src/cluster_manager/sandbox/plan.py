@@ -33,7 +33,7 @@ from cluster_manager.core.sandboxing import (
 )
 from cluster_manager.sandbox import bwrap, cgroups, seccomp
 from cluster_manager.sandbox.gpu_nodes import GpuNodes, gpu_nodes
-from cluster_manager.sandbox.masks import plan_masks, reachable
+from cluster_manager.sandbox.masks import opened, plan_masks, reachable
 from cluster_manager.sandbox.namespaces import Isolation
 from cluster_manager.sandbox.namespaces import probe as probe_isolation
 from cluster_manager.sandbox.process import ResourceLimits
@@ -153,7 +153,8 @@ def _full(
     if identity is not None:
         uid, gid, private_user = identity
         _hand_over(workdir, uid, gid)
-        spec = SandboxSpec(view=spec.view, user=(uid, gid), groups=_device_groups(nodes))
+        view = dataclasses.replace(spec.view, read_only=opened(spec.view.read_only, uid, gid))
+        spec = SandboxSpec(view=view, user=(uid, gid), groups=_device_groups(nodes))
         # The user switch happens inside the sandbox (setpriv); the runner only needs to know
         # the id to kill what is left of it.
         isolation = Isolation(
