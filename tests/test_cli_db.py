@@ -340,6 +340,11 @@ def test_task_files_and_template_from_the_database(cm, tmp_path: Path):
     written = cm("leaderboard", "task", "identity", "--out", str(out))
     assert written.returncode == 0, written.stderr
     assert (out / "task.py").read_text() == (IDENTITY / "task.py").read_text()
+    # The folder is a task of its own: its template and a task.yml, and `eval` runs it.
+    assert (out / "template.py").read_text() == (IDENTITY / "template.py").read_text()
+    ran = cm("eval", str(out), str(IDENTITY / "submission.py"))
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "test: passed" in ran.stdout
     template = cm("leaderboard", "template", "identity")
     assert template.stdout == (IDENTITY / "template.py").read_text()
     missing = cm("leaderboard", "template", "identity", "cuda")

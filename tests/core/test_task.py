@@ -529,14 +529,13 @@ def test_cuda_task_missing_source_file_is_refused(tmp_path: Path, record_propert
 @pytest.mark.reliability(
     "Bad input",
     "task folder without task.yml",
-    "refused: names task.yml, 'does not exist'",
+    "refused in one line naming the folder and the missing task.yml",
 )
 def test_missing_task_yml(tmp_path: Path, record_property) -> None:
     folder = write_task(tmp_path / "t", None)
     err = invalid(load_task, folder)
     record_property("observed", str(err))
-    assert err.file == TASK_YAML
-    assert "does not exist" in err.reason
+    assert str(err) == "invalid task: t/: no task.yml here: a task folder holds one"
 
 
 @pytest.mark.parametrize(

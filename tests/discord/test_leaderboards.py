@@ -182,7 +182,13 @@ async def test_task_files_come_as_attachments(harness, app, clock):
     reply = await harness.command("leaderboard task", name="identity")
     message = reply.only
     assert message.ephemeral
-    assert sorted(message.files) == ["reference.py", "task.py", "utils.py"]
+    assert sorted(message.files) == [
+        "reference.py",
+        "task.py",
+        "task.yml",
+        "template.py",
+        "utils.py",
+    ]
     assert message.files["reference.py"] == (IDENTITY / "reference.py").read_bytes()
     assert "Identity: return a new 1-D float32 tensor" in message.content
 

@@ -545,10 +545,12 @@ async def test_task_files_exclude_the_submission_slot(service):
     await make_board(service, "files")
     files = await service.task_files("files")
     assert task.submission_name == "submission.py"
-    assert set(files) == {"task.py", "reference.py", "utils.py"}
+    assert set(files) == {"task.py", "reference.py", "utils.py", "template.py", "task.yml"}
     assert files["task.py"] == (EXAMPLES / "identity_py" / "task.py").read_text()
     assert files["utils.py"] == (EXAMPLES / "utils.py").read_text()
-    assert files == {f.name: f.content for f in task.files if not f.is_submission}
+    readable = {f.name: f.content for f in task.files if not f.is_submission}
+    assert {name: files[name] for name in readable} == readable
+    assert "submission.py" not in files
 
 
 async def test_templates_come_from_the_task(service, tmp_path: Path):

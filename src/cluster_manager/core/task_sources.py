@@ -112,6 +112,10 @@ class FolderSource:
             raise InvalidTaskError(
                 TASK_YAML, key, f"{rel!r} leads outside the root, {self.root.name or ''}/"
             )
+        if not target.is_file() and key == TASK_YAML:
+            raise InvalidTaskError(
+                f"{self.task_dir.name}/", None, f"no {TASK_YAML} here: a task folder holds one"
+            )
         if not target.is_file():
             raise InvalidTaskError(TASK_YAML, key, f"file {rel!r} does not exist")
         size = target.stat().st_size

@@ -19,6 +19,7 @@ from cluster_manager.core.records import (
     ScorePoint,
     check_leaderboard_name,
 )
+from cluster_manager.core.task_folder import folder_files
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.errors import (
@@ -202,9 +203,9 @@ class Leaderboards:
         return [redact(r) for r in runs]
 
     async def task_files(self, name: str) -> dict[str, str]:
-        """The files a participant may read (the submission slot is theirs to write)."""
-        board = await self.leaderboard(name)
-        return {f.name: f.content for f in board.task.files if f.content is not None}
+        """The files a participant may read (the submission slot is theirs to write), its
+        templates and a task.yml: a folder `eval` runs as it is."""
+        return folder_files((await self.leaderboard(name)).task)
 
     async def templates(self, name: str) -> dict[str, str]:
         return dict((await self.leaderboard(name)).task.templates)
