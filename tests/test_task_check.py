@@ -114,6 +114,18 @@ def test_every_shipped_example_passes_and_the_cuda_one_says_what_it_needs(tmp_pa
     assert checks["vectoradd_cuda"]["needs"] == "B200, and a solution"
 
 
+def test_each_task_shows_its_phases_and_how_it_ended_as_it_goes():
+    done = check(str(EXAMPLES / "identity_py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[:3] == [
+        "… [1/1] identity_py",
+        "…   identity_py: test: 3 case(s)",
+        "…   identity_py: benchmark: 2 case(s)",
+    ], lines
+    assert lines[3].startswith("✅ identity_py (") and lines[3].endswith(" s)"), lines
+
+
 def test_a_gpu_type_run_elsewhere_or_unknown_is_refused():
     done = check(str(COMPAT / "compat.yaml"), "--gpu", "B200")
     assert done.returncode == 2

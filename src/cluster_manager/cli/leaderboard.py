@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from cluster_manager.cli.common import (
 )
 from cluster_manager.cli.local_eval import run_here
 from cluster_manager.client import ApiClient
+from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.task import load_task
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.report import format_leaderboards, format_ranking, format_task_checks
@@ -70,17 +72,37 @@ def check_command(
     except ClusterManagerError as exc:
         fail(str(exc))
     limits = machine.run_limits(local_limits(settings))
-    run = functools.partial(run_here, sandbox=sandbox)
     checks = []
-    for target in targets:
-        if not as_json:
-            click.echo(f"… {target.name}", err=True)
+    for i, target in enumerate(targets, 1):
+        shown = None if as_json else _CheckProgress(target.name, i, len(targets))
+        run = functools.partial(run_here, sandbox=sandbox, on_progress=shown)
         checks.append(check_task(target, gpu=machine, limits=limits, run=run, root=root))
+        if shown is not None:
+            shown.done(checks[-1].ok)
     if as_json:
         click.echo(json.dumps([{**asdict(c), "ok": c.ok} for c in checks], indent=2))
     else:
         click.echo(format_task_checks(checks))
     sys.exit(EXIT_PASSED if all(c.ok for c in checks) else EXIT_FAILED)
+
+
+class _CheckProgress:
+    """What `check` is doing, on stderr: each task as it starts, its phases, how it ended."""
+
+    def __init__(self, name: str, index: int, count: int) -> None:
+        self.name = name
+        self.began = time.monotonic()
+        click.echo(f"… [{index}/{count}] {name}", err=True)
+
+    def __call__(self, event: ProgressEvent) -> None:
+        if event.get("event") == "compile":
+            click.echo(f"…   {self.name}: compiling", err=True)
+        elif phase := phase_started(event):
+            click.echo(f"…   {self.name}: {phase}", err=True)
+
+    def done(self, ok: bool) -> None:
+        took = time.monotonic() - self.began
+        click.echo(f"{'✅' if ok else '❌'} {self.name} ({took:.1f} s)", err=True)
 
 
 @leaderboard_group.command("create")
