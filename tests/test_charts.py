@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from cluster_manager.charts import ChartCache, best_over_time, draw, top_users, unit_for
+from cluster_manager.charts import (
+    MIN_SPAN,
+    ChartCache,
+    best_over_time,
+    draw,
+    time_limits,
+    top_users,
+    unit_for,
+)
 from cluster_manager.core.records import ScoreHistory, ScorePoint
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
@@ -57,6 +65,27 @@ def test_svg_and_png_hold_the_lines_and_labels():
         assert label in svg, label
     png = draw(history(), "png")
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10_000
+
+
+def test_any_user_name_is_drawn_as_written():
+    """Names are text: mathtext in them made the chart fail (500) or recurse, and a name
+    starting with "_" dropped out of the legend."""
+    names = [r"$\undefinedmacro$", "$" + r"\sqrt{" * 60 + "x" + "}" * 60 + "$", "_under", "a$b$c"]
+    points = tuple(point(name, 1e-3 * (i + 1), i) for i, name in enumerate(names))
+    svg = draw(history(points), "svg").decode()
+    for name in ("\\undefinedmacro", "_under", "a$b$c"):
+        assert name in svg, name
+    assert draw(history(points), "png").startswith(b"\x89PNG")
+
+
+def test_the_time_axis_ends_at_the_newest_result_and_fits_a_short_burst():
+    """Ten minutes of results span the axis (they were one vertical line in an hour centred
+    on them, half of it in the future); a single result gets `MIN_SPAN` before it."""
+    low, high = time_limits(T0, T0 + timedelta(minutes=10))
+    assert T0 - timedelta(minutes=1) < low < T0 and T0 + timedelta(minutes=10) < high
+    assert high - (T0 + timedelta(minutes=10)) < timedelta(minutes=1)
+    low, high = time_limits(T0, T0)
+    assert low <= T0 - MIN_SPAN and high - T0 < MIN_SPAN / 10
 
 
 def test_an_empty_history_says_so():

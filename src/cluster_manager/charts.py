@@ -23,7 +23,8 @@ Format = Literal["svg", "png"]
 T = TypeVar("T")
 TOP_USERS = 5
 CACHE_ENTRIES = 128
-MIN_SPAN = timedelta(hours=1)
+MIN_SPAN = timedelta(minutes=5)
+PAD_SHARE = 0.04
 _UNITS = (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9))
 
 
@@ -68,31 +69,44 @@ def draw(history: ScoreHistory, fmt: Format) -> bytes:
     )
     for user in top_users(points):
         mine = best_over_time(tuple(p for p in points if p.user == user))
-        _step_line(axes, mine, end, scale, lw=1.2, alpha=0.85, label=user)
+        _step_line(axes, mine, end, scale, lw=1.2, alpha=0.85, label=legend_label(user))
     scores = [p.score for p in points]
     if max(scores) / min(scores) > 20:
         axes.set_yscale("log")
     _time_axis(axes, min(p.at for p in points), end)
     axes.set_ylabel(f"score ({unit}, lower is better)")
     axes.grid(True, alpha=0.3)
-    axes.legend(loc="upper right", fontsize="small")
+    legend = axes.legend(loc="upper right", fontsize="small")
+    for text in legend.get_texts():  # user names are text: `$...$` is not mathtext here
+        text.set_parse_math(False)
     return _render(figure, fmt)
 
 
+def legend_label(user: str) -> str:
+    """A user's name as the legend shows it: matplotlib leaves out labels that start with
+    "_", so such a name gets a zero-width space in front."""
+    return f"\u200b{user}" if user.startswith("_") else user
+
+
+def time_limits(start: datetime, end: datetime) -> tuple[datetime, datetime]:
+    """The time axis's ends: the results' span with a little room each side; a span shorter
+    than `MIN_SPAN` (one result, a burst) is widened into the past, never into the future."""
+    span = max(end - start, MIN_SPAN)
+    pad = span * PAD_SHARE
+    return end - span - pad, end + pad
+
+
 def _time_axis(axes: Axes, start: datetime, end: datetime) -> None:
-    """Dates labelled as briefly as the span allows; a span shorter than an hour (one result,
-    a burst of results) is widened, so that its points do not sit on the frame."""
+    """Dates labelled as briefly as the span allows."""
     from matplotlib.dates import AutoDateLocator, ConciseDateFormatter, date2num
 
-    span = max(end - start, MIN_SPAN)
-    start -= (span - (end - start)) / 2  # centred in a widened span
-    pad = span * 0.06
+    low, high = time_limits(start, end)
     locator = AutoDateLocator()  # type: ignore[no-untyped-call]
     axes.xaxis.set_major_locator(locator)
     axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     axes.set_xlim(
-        float(date2num(start - pad)),  # type: ignore[no-untyped-call]
-        float(date2num(start + span + pad)),  # type: ignore[no-untyped-call]
+        float(date2num(low)),  # type: ignore[no-untyped-call]
+        float(date2num(high)),  # type: ignore[no-untyped-call]
     )
 
 
