@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import uuid
 
+import asyncpg
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -87,6 +89,21 @@ async def _http(_request: Request, exc: Exception) -> JSONResponse:
     return detail(exc.status_code, str(exc.detail), dict(exc.headers or {}))
 
 
+_OUT_OF_RANGE = re.compile(r": (-?\d+) \(value out of int(32|64) range\)")
+
+
+async def _unstorable(_request: Request, exc: Exception) -> JSONResponse:
+    """A value Postgres cannot hold (a number beyond its column, a NUL in text): the request's
+    fault, refused before anything was written (the statement failed as a whole)."""
+    assert isinstance(exc, asyncpg.exceptions.DataError)
+    if isinstance(exc, asyncpg.exceptions.CharacterNotInRepertoireError):
+        return detail(400, "text in the request holds a NUL character, which no field may hold")
+    if found := _OUT_OF_RANGE.search(str(exc)):
+        most = 2 ** (int(found[2]) - 1) - 1
+        return detail(400, f"{found[1]} is out of range: the most this field holds is {most}")
+    return detail(400, "a value in the request cannot be stored as it is")
+
+
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     error_id = uuid.uuid4().hex[:8]
     log.error("error %s on %s %s", error_id, request.method, request.url.path, exc_info=exc)
@@ -97,4 +114,5 @@ def install(api: FastAPI) -> None:
     api.add_exception_handler(ClusterManagerError, _ours)
     api.add_exception_handler(RequestValidationError, _invalid)
     api.add_exception_handler(HTTPException, _http)
+    api.add_exception_handler(asyncpg.exceptions.DataError, _unstorable)
     api.add_exception_handler(Exception, _unexpected)
