@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from cluster_manager.core.competition import load_competition
+from cluster_manager.core.names import hidden_problem
 from cluster_manager.core.sync_plan import ProblemSpec
 from cluster_manager.core.task import load_task
 from cluster_manager.core.task_sources import CORRUPT_ARCHIVE
@@ -100,6 +101,8 @@ def unpack_problem_sets(data: bytes, dest: Path) -> None:
             raise InvalidCompetitionError(label, info.filename, "escapes the archive")
         if stat.S_ISLNK(info.external_attr >> 16):
             raise InvalidCompetitionError(label, info.filename, "links are not allowed")
+        if problem := hidden_problem(name):
+            raise InvalidCompetitionError(label, ascii(info.filename), problem)
         if info.is_dir():
             continue
         try:
@@ -111,8 +114,13 @@ def unpack_problem_sets(data: bytes, dest: Path) -> None:
         if len(content) > MAX_ARCHIVE_FILE_BYTES or total > MAX_ARCHIVE_BYTES:
             raise InvalidCompetitionError(label, info.filename, "over the size limit")
         target = dest.joinpath(*parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(content)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError):
+            raise InvalidCompetitionError(
+                label, info.filename, "is both a file and a folder in the archive"
+            ) from None
 
 
 def find_problem_set(root: Path, problem_set: str) -> Path:

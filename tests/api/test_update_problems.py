@@ -4,6 +4,7 @@ the plan `leaderboard sync` prints; the archive is read with bounds and never tr
 from __future__ import annotations
 
 import io
+import tempfile
 import zipfile
 
 import httpx
@@ -73,8 +74,10 @@ async def test_only_the_admin_may(app: App, client: httpx.AsyncClient):
 @pytest.mark.reliability(
     "Bad input",
     "POST /admin/update-problems with an archive holding a '../' path, with no such problem "
-    "set, and with bytes that are no zip",
-    "400 naming the problem; no file written outside a temporary folder, nothing synced",
+    "set, with bytes that are no zip, with a file and a folder of one name, with U+202E in a "
+    "file's name, and naming a task folder it lacks",
+    "400 naming the problem (never a server path); no file written outside a temporary "
+    "folder, nothing synced",
 )
 @pytest.mark.parametrize(
     ("data", "fields", "message"),
@@ -82,6 +85,21 @@ async def test_only_the_admin_may(app: App, client: httpx.AsyncClient):
         (repository_zip({"../escape.txt": b"x"}), {}, "escapes the archive"),
         (repository_zip(), {"problem_set": "nope"}, "one nope.yaml; found it nowhere"),
         (b"not a zip", {}, "is not a readable zip"),
+        (
+            repository_zip({"kernels-main/x": b"a file", "kernels-main/x/y": b"and a folder"}),
+            {},
+            "is both a file and a folder in the archive",
+        ),
+        (
+            repository_zip({"kernels-main/problems/season/identity_py/\u202eyp.png": b"x"}),
+            {},
+            "holds characters that do not show as written (U+202E)",
+        ),
+        (
+            repository_zip(season=SEASON.replace("season/identity_py", "season/nope")),
+            {},
+            "invalid task: season/nope: no such file or folder",
+        ),
     ],
 )
 async def test_bad_archives_change_nothing(
@@ -90,6 +108,7 @@ async def test_bad_archives_change_nothing(
     before = [b.name for b in await app.service.list_leaderboards(include_closed=True)]
     answer = await post(client, data, **fields)
     assert answer.status_code == 400 and message in answer.json()["detail"]
+    assert "cm-problems" not in answer.text and tempfile.gettempdir() not in answer.text
     assert [b.name for b in await app.service.list_leaderboards(include_closed=True)] == before
 
 

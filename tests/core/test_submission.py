@@ -156,6 +156,20 @@ def test_nul_bytes_are_refused(record_property) -> None:
 
 @pytest.mark.reliability(
     "Bad input",
+    "a submission named with U+202E (right-to-left override) to read as another file",
+    "refused: the name holds characters that do not show as written, named by code point",
+)
+def test_names_that_do_not_read_as_written_are_refused(record_property) -> None:
+    msg = refused("\u202eyp.png", DEF_KERNEL)
+    record_property("observed", msg)
+    assert msg == (
+        "'\\u202eyp.png': the file name holds characters that do not show as written (U+202E)"
+    )
+    assert "U+200B" in refused("s\u200b.py", DEF_KERNEL)
+
+
+@pytest.mark.reliability(
+    "Bad input",
     "submission that is not UTF-8",
     "refused: 's.py: not UTF-8 text (byte 34)'",
 )

@@ -784,12 +784,13 @@ def test_invalid_task_yml(
 
 @pytest.mark.reliability(
     "Bad input",
-    "task.yml file `name` that is unsafe: `../x.py`, `/abs.py`, `a/../../x.py`, backslash, '', '.'",
+    "task.yml file `name` that is unsafe: `../x.py`, `/abs.py`, `a/../../x.py`, backslash, '', "
+    "'.', U+202E (right-to-left override)",
     "each refused: key files[1].name, '<name> is not a safe file name'",
 )
 def test_unsafe_file_names_are_refused(tmp_path: Path, record_property) -> None:
     seen: list[str] = []
-    for bad in ["../x.py", "/abs.py", "a/../../x.py", "a\\b.py", "", "."]:
+    for bad in ["../x.py", "/abs.py", "a/../../x.py", "a\\b.py", "", ".", "\u202eyp.png"]:
         spec = py_spec(
             files=[
                 {"name": "submission.py", "source": SUBMISSION_SOURCE},

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from cluster_manager.core.models import Language
+from cluster_manager.core.names import hidden_problem
 from cluster_manager.errors import InvalidSubmissionError
 
 MAX_SUBMISSION_BYTES = 256 * 1024
@@ -96,6 +97,8 @@ def validate_submission(
 ) -> Submission:
     """Size, extension, encoding and entry point; each problem gets its own message."""
     name = PurePosixPath(file_name.replace("\\", "/")).name
+    if problem := hidden_problem(name):
+        raise InvalidSubmissionError(f"{name!a}: the file name {problem}")
     if not data:
         raise InvalidSubmissionError(f"{name}: the file is empty")
     if len(data) > max_bytes:

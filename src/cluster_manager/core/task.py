@@ -23,6 +23,7 @@ from cluster_manager.core.models import (
     Task,
     TaskFile,
 )
+from cluster_manager.core.names import hidden_problem
 from cluster_manager.core.task_sources import (
     CORRUPT_ARCHIVE,
     DEFAULT_LIMITS,
@@ -56,7 +57,9 @@ def load_task(
             raise InvalidTaskError(path.name, None, f"not a valid zip archive ({exc})") from None
         with archive:
             return _load(ZipSource(archive, path.name, limits), path.stem, limits)
-    raise InvalidTaskError(str(path), None, "no such file or folder")
+    # Under a problem set's root, as its competition file names it: never a server's path.
+    shown = path.relative_to(root) if root is not None and path.is_relative_to(root) else path
+    raise InvalidTaskError(str(shown), None, "no such file or folder")
 
 
 def load_task_zip_bytes(data: bytes, name: str, *, limits: TaskLimits = DEFAULT_LIMITS) -> Task:
@@ -133,6 +136,7 @@ def _is_safe_name(name: str) -> bool:
         and ".." not in parts
         and "\\" not in name
         and "\x00" not in name
+        and hidden_problem(name) is None
     )
 
 
