@@ -6,8 +6,10 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from cluster_manager.api.app import LOGIN_ATTEMPTS_PER_MINUTE
 from cluster_manager.app import App
 from cluster_manager.service import Submitter
+from cluster_manager.storage.sessions import MAX_SESSIONS_PER_TOKEN
 from tests.api.conftest import ADMIN_TOKEN, BOARD
 from tests.web.helpers import HTML, rank, sign_in
 
@@ -38,6 +40,27 @@ async def test_over_https_the_cookie_is_secure(app: App, api):
         token = await app.service.issue_token(Submitter("alice", "Alice"))
         answer = await https.post("/login", data={"token": token})
         assert "Secure" in answer.headers["set-cookie"]
+
+
+@pytest.mark.reliability(
+    "Access",
+    "300 sign-ins in a second from one address, and one token signed in again and again",
+    "the 11th sign-in in a minute is refused (429, and no session); one token keeps at most "
+    "20 sessions, the oldest closing first",
+)
+async def test_sign_ins_are_limited_and_sessions_do_not_pile_up(app: App, client):
+    token = await app.service.issue_token(Submitter("alice", "Alice"))
+    answers = [await client.post("/login", data={"token": token}) for _ in range(12)]
+    assert [a.status_code for a in answers] == [303] * LOGIN_ATTEMPTS_PER_MINUTE + [429] * 2
+    assert "over 10 sign-in attempts per minute from this address" in answers[-1].text
+    assert "set-cookie" not in answers[-1].headers
+    opened = [
+        await app.service.open_session(token, admin_token=ADMIN_TOKEN)
+        for _ in range(MAX_SESSIONS_PER_TOKEN + 5)
+    ]
+    assert await app.pool.fetchval("SELECT count(*) FROM web_sessions") == MAX_SESSIONS_PER_TOKEN
+    assert await app.service.session(opened[-1], admin_token=ADMIN_TOKEN) is not None
+    assert await app.service.session(opened[0], admin_token=ADMIN_TOKEN) is None
 
 
 async def test_a_wrong_token_is_refused_on_the_form(client: httpx.AsyncClient):

@@ -7,7 +7,7 @@ from fastapi import FastAPI
 from cluster_manager.api import errors
 from cluster_manager.api.auth import RequestLimiter
 from cluster_manager.api.routes import admin, ours, popcorn
-from cluster_manager.api.streams import STATUS_INTERVAL_S
+from cluster_manager.api.streams import STATUS_INTERVAL_S, OpenStreams
 from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
 from cluster_manager.charts import ChartCache
 from cluster_manager.service import Service
@@ -15,6 +15,10 @@ from cluster_manager.settings import Settings
 from cluster_manager.web import pages, sessions, submissions
 
 API_VERSION = "1"
+
+
+# Sign-ins one address may try per minute: people type a token once; scripts use the API.
+LOGIN_ATTEMPTS_PER_MINUTE = 10
 
 
 def create_api(service: Service, settings: Settings) -> FastAPI:
@@ -26,7 +30,11 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.state.service = service
     api.state.admin_token = settings.admin_token
     api.state.limiter = RequestLimiter(settings.api_rate_limit_per_minute)
+    api.state.login_limiter = RequestLimiter(
+        LOGIN_ATTEMPTS_PER_MINUTE, "sign-in attempts per minute from this address"
+    )
     api.state.status_interval_s = STATUS_INTERVAL_S
+    api.state.streams = OpenStreams()
     api.state.charts = ChartCache()
     errors.install(api)
     # Pages and ours before popcorn's catch-all `/{lb}/{gpu}/{mode}`; a browser's request for

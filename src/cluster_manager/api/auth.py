@@ -38,6 +38,11 @@ class Caller:
     user: Submitter | None  # None: the admin token, which is nobody's
     admin: bool = False
 
+    @property
+    def key(self) -> str:
+        """Whose requests these are, for counting them."""
+        return "admin" if self.user is None else f"user:{self.user.external_id}"
+
     def require_user(self) -> Submitter:
         if self.user is None:
             raise PermissionDeniedError("the admin token acts for no user: use a user's token")
@@ -48,8 +53,9 @@ class RequestLimiter:
     """A moving window of requests per token (the `limits` library, in memory: one server
     process is one window; several behind a balancer would each keep their own)."""
 
-    def __init__(self, per_minute: int) -> None:
+    def __init__(self, per_minute: int, what: str = "requests per minute with this token") -> None:
         self.per_minute = per_minute
+        self.what = what
         self._item = RateLimitItemPerMinute(per_minute)
         self._limiter = strategies.MovingWindowRateLimiter(storage.MemoryStorage())
 
@@ -58,7 +64,7 @@ class RequestLimiter:
             return
         reset = self._limiter.get_window_stats(self._item, "api", key).reset_time
         raise RateLimitedError(
-            f"over {self.per_minute} requests per minute with this token",
+            f"over {self.per_minute} {self.what}",
             retry_after=timedelta(seconds=max(1.0, reset - time.time())),
         )
 

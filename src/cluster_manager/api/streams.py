@@ -15,7 +15,9 @@ import logging
 import time
 import uuid
 import zipfile
+from collections import Counter
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from typing import Any
 
 from sse_starlette import EventSourceResponse
@@ -25,7 +27,7 @@ from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.profiling import ProfilerOutcome
 from cluster_manager.core.records import RunRecord
 from cluster_manager.report import format_event, format_submission_report
-from cluster_manager.service import Service, SubmissionReport
+from cluster_manager.service import RateLimitedError, Service, SubmissionReport
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +35,42 @@ STATUS_INTERVAL_S = 3.0  # how often a waiting client hears that we are still at
 
 Event = dict[str, str]
 PING_S = 15  # a comment line now and then keeps proxies from closing a quiet stream
+
+
+# Live streams one caller may hold open at once: each follows its jobs in the database until
+# they end, so an unbounded number from one token is a load anyone could put on the server.
+MAX_OPEN_STREAMS = 8
+
+
+class OpenStreams:
+    """The event streams each caller holds open (in this server process); a stream beyond
+    `most` is refused before anything is done for it."""
+
+    def __init__(self, most: int = MAX_OPEN_STREAMS) -> None:
+        self.most = most
+        self._open: Counter[str] = Counter()
+
+    def check(self, caller: str) -> None:
+        if self._open[caller] >= self.most:
+            raise RateLimitedError(
+                f"{self.most} event streams are open with this token already: close one, or "
+                "read results at /user/submissions",
+                retry_after=timedelta(seconds=STATUS_INTERVAL_S),
+            )
+
+    def counted(self, caller: str, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """`events`, counted as one of `caller`'s open streams until it ends or is dropped."""
+        self.check(caller)
+        self._open[caller] += 1
+
+        async def stream() -> AsyncIterator[Event]:
+            try:
+                async for event in events:
+                    yield event
+            finally:
+                self._open[caller] -= 1
+
+        return stream()
 
 
 def event_response(events: AsyncIterator[Event]) -> EventSourceResponse:

@@ -74,4 +74,3 @@ def _config(task: Task) -> dict[str, Any]:
 def _benchmark(case: Case, index: int, task: Task) -> dict[str, Any]:
     floor = task.floors_us[index] if index < len(task.floors_us) else None
     return {**case, FLOOR_KEY: floor} if floor is not None else dict(case)
-

@@ -32,14 +32,37 @@ async def open_user_session(
             INSERT INTO web_sessions (id_hash, token_id, created_at, expires_at)
             SELECT $1, id, $3, $4 FROM token
         )
-        SELECT user_id, external_id, name FROM token
+        SELECT id AS token_id, user_id, external_id, name FROM token
         """,
         id_hash,
         token_hash,
         now,
         expires_at,
     )
-    return None if row is None else User(row["user_id"], row["external_id"], row["name"])
+    if row is None:
+        return None
+    await _keep_newest(db, "token_id", row["token_id"])
+    return User(row["user_id"], row["external_id"], row["name"])
+
+
+# Sessions one token (or the admin token) keeps open: a browser or two per person; signing
+# in again and again closes the oldest instead of piling up month-long sessions.
+MAX_SESSIONS_PER_TOKEN = 20
+
+
+async def _keep_newest(db: Executor, column: str, value: object) -> None:
+    """Closes all but the newest `MAX_SESSIONS_PER_TOKEN` sessions of one token."""
+    assert column in ("token_id", "admin_token_hash")  # names, never input
+    await db.execute(
+        f"""
+        DELETE FROM web_sessions WHERE {column} = $1 AND id_hash NOT IN (
+            SELECT id_hash FROM web_sessions WHERE {column} = $1
+            ORDER BY created_at DESC, id_hash LIMIT $2
+        )
+        """,
+        value,
+        MAX_SESSIONS_PER_TOKEN,
+    )
 
 
 async def open_admin_session(
@@ -54,6 +77,7 @@ async def open_admin_session(
         now,
         expires_at,
     )
+    await _keep_newest(db, "admin_token_hash", admin_token_hash)
 
 
 async def live_session(db: Executor, id_hash: bytes, now: datetime) -> StoredSession | None:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
 
 from cluster_manager.api.auth import SESSION_COOKIE
-from cluster_manager.service import UnauthorizedError
+from cluster_manager.service import RateLimitedError, UnauthorizedError
 from cluster_manager.service.sessions import SESSION_LIFETIME
 from cluster_manager.web.rendering import PageRoute, check_same_origin, render, service_of
 
@@ -36,7 +36,11 @@ async def login(request: Request) -> Response:
     token, target = str(form.get("token", "")), local_path(str(form.get("next", "/")))
     service = service_of(request)
     try:
+        # Per address: guessing tokens, or opening sessions by the hundred, is slow going.
+        request.app.state.login_limiter.hit(request.client.host if request.client else "")
         session_id = await service.open_session(token, admin_token=request.app.state.admin_token)
+    except RateLimitedError as exc:
+        return await render(request, "login.html", 429, next=target, error=str(exc))
     except UnauthorizedError as exc:
         return await render(request, "login.html", 401, next=target, error=str(exc))
     response = RedirectResponse(target, status_code=303)
