@@ -41,7 +41,7 @@ async def open_user_session(
     )
     if row is None:
         return None
-    await _keep_newest(db, "token_id", row["token_id"])
+    await _keep_newest(db, token_id=row["token_id"])
     return User(row["user_id"], row["external_id"], row["name"])
 
 
@@ -50,19 +50,21 @@ async def open_user_session(
 MAX_SESSIONS_PER_TOKEN = 20
 
 
-async def _keep_newest(db: Executor, column: str, value: object) -> None:
-    """Closes all but the newest `MAX_SESSIONS_PER_TOKEN` sessions of one token."""
-    assert column in ("token_id", "admin_token_hash")  # names, never input
-    await db.execute(
-        f"""
-        DELETE FROM web_sessions WHERE {column} = $1 AND id_hash NOT IN (
-            SELECT id_hash FROM web_sessions WHERE {column} = $1
-            ORDER BY created_at DESC, id_hash LIMIT $2
-        )
-        """,
-        value,
-        MAX_SESSIONS_PER_TOKEN,
-    )
+# All but the newest `MAX_SESSIONS_PER_TOKEN` sessions of one token ($1), or of the admin
+# token ($2: its hash); the other parameter is NULL.
+_CLOSE_OLDEST = """
+    DELETE FROM web_sessions WHERE (token_id = $1 OR admin_token_hash = $2)
+      AND id_hash NOT IN (
+        SELECT id_hash FROM web_sessions WHERE token_id = $1 OR admin_token_hash = $2
+        ORDER BY created_at DESC, id_hash LIMIT $3
+      )
+"""
+
+
+async def _keep_newest(
+    db: Executor, *, token_id: int | None = None, admin_hash: bytes | None = None
+) -> None:
+    await db.execute(_CLOSE_OLDEST, token_id, admin_hash, MAX_SESSIONS_PER_TOKEN)
 
 
 async def open_admin_session(
@@ -77,7 +79,7 @@ async def open_admin_session(
         now,
         expires_at,
     )
-    await _keep_newest(db, "admin_token_hash", admin_token_hash)
+    await _keep_newest(db, admin_hash=admin_token_hash)
 
 
 async def live_session(db: Executor, id_hash: bytes, now: datetime) -> StoredSession | None:
