@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
+
 from cluster_manager.core.models import (
     BenchmarkOutcome,
     Mode,
@@ -10,7 +12,13 @@ from cluster_manager.core.models import (
     Verdict,
 )
 from cluster_manager.core.protocol import NOT_RUN
-from cluster_manager.report import TERMINAL_WIDTH, format_duration_ns, format_report
+from cluster_manager.core.records import LeaderboardSummary
+from cluster_manager.report import (
+    TERMINAL_WIDTH,
+    format_duration_ns,
+    format_leaderboards,
+    format_report,
+)
 
 LONG_SPEC = "m: 1024; n: 1536; k: 7168; seed: 8135; dtype: bfloat16; layout: row-major"
 
@@ -55,3 +63,15 @@ def test_a_duration_just_under_a_unit_is_shown_in_that_unit():
     assert format_duration_ns(999_999.7) == "1 ms"
     assert format_duration_ns(999.4) == "999 ns"
     assert format_duration_ns(1_500) == "1.5 µs"
+
+
+def test_the_listing_tells_an_ended_board_from_an_invite_only_one():
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    boards = [
+        LeaderboardSummary("past", now - timedelta(days=1), ("CPU",), 3),
+        LeaderboardSummary("finals", now + timedelta(days=2), ("CPU",), 1, invite_only=True),
+    ]
+    past, finals = format_leaderboards(boards, now).splitlines()[2:]
+    assert past.split()[-3:] == ["ended", "public", "3"]
+    assert finals.split()[-4:] == ["2d", "0h", "invite-only", "1"]
+    assert "closed" not in format_leaderboards(boards, now)

@@ -158,10 +158,16 @@ def format_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> st
     return "\n".join(line.rstrip() for line in lines)
 
 
+# A board past its deadline has ended; "invite-only" is the other way a board is shut
+# (`admin close`), and the two are never called by the same word.
+ENDED = "ended"
+INVITE_ONLY = "invite-only"
+
+
 def format_time_left(deadline: datetime, now: datetime) -> str:
     left = deadline - now
     if left.total_seconds() <= 0:
-        return "closed"
+        return ENDED
     days, rest = divmod(int(left.total_seconds()), 86400)
     hours, rest = divmod(rest, 3600)
     minutes = rest // 60
@@ -179,11 +185,13 @@ def format_leaderboards(boards: list[LeaderboardSummary], now: datetime) -> str:
             ", ".join(b.gpus),
             b.deadline.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
             format_time_left(b.deadline, now),
+            INVITE_ONLY if b.invite_only else "public",
             str(b.submissions),
         )
         for b in boards
     ]
-    return format_table(("name", "GPUs", "deadline", "time left", "submissions"), rows)
+    header = ("name", "GPUs", "deadline", "time left", "access", "submissions")
+    return format_table(header, rows)
 
 
 def format_ranking(name: str, rankings: dict[str, list[RankingEntry]]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+from datetime import timedelta
 
 import pytest
 
@@ -55,8 +56,16 @@ async def test_list_shows_gpus_deadline_and_time_left(harness, app, clock):
     message = reply.only
     assert not message.ephemeral
     (embed,) = message.embeds
-    assert "**identity** · CPU, H100 · closes <t:" in embed["description"]
+    assert "**identity** · CPU, H100 · ends <t:" in embed["description"]
     assert "(3d 0h left) · 0 submission(s)" in embed["description"]
+
+
+async def test_list_says_ended_after_the_deadline(harness, app, clock):
+    await create_board(app, clock, "identity")
+    clock.now += timedelta(days=4)
+    (embed,) = (await harness.command("leaderboard list")).only.embeds
+    assert "**identity** · CPU · ended <t:" in embed["description"]
+    assert "closed" not in embed["description"]
 
 
 async def test_list_without_leaderboards(harness):

@@ -73,9 +73,9 @@ async def test_tiles_a_ranking_and_its_chart(app: App, live_url: str):
     async with chromium() as browser:
         page = await browser.new_page(viewport=DESKTOP)
         await page.goto(live_url + "/")
-        open_tiles = page.locator("ul.tiles:not(.closed) > li.tile")
+        open_tiles = page.locator("ul.tiles:not(.ended) > li.tile")
         await expect(open_tiles).to_have_count(2)
-        await expect(page.locator("ul.tiles.closed > li.tile h3")).to_have_text(["archive"])
+        await expect(page.locator("ul.tiles.ended > li.tile h3")).to_have_text(["archive"])
         leaders = open_tiles.filter(has_text=BOARD).locator("section.gpu").first.locator(".user")
         await expect(leaders).to_have_text(["bob", "alice", "carol"])
         await page.screenshot(path=screenshot_path("home"), full_page=True)

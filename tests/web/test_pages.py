@@ -14,7 +14,7 @@ from tests.api.conftest import BOARD, IDENTITY
 from tests.web.helpers import HTML, rank
 
 
-async def test_home_shows_open_tiles_with_their_leaders_and_closed_ones_below(
+async def test_home_shows_open_tiles_with_their_leaders_and_ended_ones_below(
     app: App, client: httpx.AsyncClient
 ):
     for user, score in (("alice", 3e-6), ("bob", 2e-6), ("carol", 4e-6), ("dave", 9e-6)):
@@ -28,8 +28,8 @@ async def test_home_shows_open_tiles_with_their_leaders_and_closed_ones_below(
     page = await client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     text = page.text
-    open_part, closed_part = text.split("<h2>Closed</h2>")
-    assert f'href="/leaderboards/{BOARD}"' in open_part and "archive" in closed_part
+    open_part, ended_part = text.split("<h2>Ended</h2>")
+    assert f'href="/leaderboards/{BOARD}"' in open_part and "archive" in ended_part
     # The top three on CPU, fastest first; the fourth is not on the tile.
     users = [html.unescape(u) for u in open_part.split('<span class="user">')[1:]]
     assert [u.split("<")[0] for u in users] == ["bob", "alice", "carol"]

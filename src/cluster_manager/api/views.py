@@ -42,6 +42,7 @@ def leaderboard_view(board: Leaderboard) -> Json:
         "description": board.description or board.task.description,
         "deadline": iso(board.deadline),
         "gpu_types": list(board.gpus),
+        "invite_only": board.closed,
         "task": task_view(board.task),
     }
 

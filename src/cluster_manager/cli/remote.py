@@ -36,6 +36,7 @@ def list_boards(client: ApiClient) -> str:
             datetime.fromisoformat(b["deadline"]),
             tuple(b["gpu_types"]),
             b["submissions"],
+            invite_only=bool(b.get("invite_only")),
         )
         for b in client.get("/leaderboards")
     ]

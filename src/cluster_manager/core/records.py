@@ -88,6 +88,7 @@ class LeaderboardSummary:
     deadline: datetime
     gpus: tuple[str, ...]
     submissions: int
+    invite_only: bool = False  # `Leaderboard.closed`
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
 from cluster_manager.discord.replies import code_block, truncate
 from cluster_manager.report import (
+    ENDED,
+    INVITE_ONLY,
     format_duration_ns,
     format_placement,
     format_time_left,
@@ -89,9 +91,11 @@ def leaderboard_pages(boards: Sequence[LeaderboardSummary], now: datetime) -> li
     for b in boards:
         left = format_time_left(b.deadline, now)
         when = discord.utils.format_dt(b.deadline, "f")
-        deadline = f"closed {when}" if left == "closed" else f"closes {when} ({left} left)"
+        deadline = f"{ENDED} {when}" if left == ENDED else f"ends {when} ({left} left)"
+        access = f" · {INVITE_ONLY}" if b.invite_only else ""
         lines.append(
-            f"**{b.name}** · {', '.join(b.gpus)} · {deadline} · {b.submissions} submission(s)"
+            f"**{b.name}** · {', '.join(b.gpus)} · {deadline}{access} · "
+            f"{b.submissions} submission(s)"
         )
     return number_pages(_line_pages("Leaderboards", lines, empty="No leaderboards yet."))
 

@@ -9,7 +9,7 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.service.errors import NotFoundError, StillRunningError
-from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.leaderboards import find_leaderboard, visible_or_none
 from cluster_manager.service.records import SubmissionReport, Submitter
 from cluster_manager.service.submissions import load_report
 from cluster_manager.storage import history as history_store
@@ -55,13 +55,18 @@ class History:
     async def visible_report(
         self, submission_id: int, user: Submitter | None, *, admin: bool = False
     ) -> SubmissionReport:
-        """`own_report`, or for anyone a ranked submission (its code included) once its
-        leaderboard has closed, as rankings are opened up after a competition; never before."""
+        """`own_report`, or for anyone who may see its leaderboard a ranked submission (its
+        code included) once the leaderboard has ended, as rankings are opened up after a
+        competition; never before."""
         report = await load_report(self.pool, submission_id, admin=admin)
         if admin or (user is not None and report.submission.user == user.external_id):
             return report
-        board = await find_leaderboard(self.pool, report.submission.leaderboard)
-        if board.is_open(self.clock()) or not await run_store.is_ranked(self.pool, submission_id):
+        board = await visible_or_none(self.pool, report.submission.leaderboard, user, False)
+        if (
+            board is None
+            or board.is_open(self.clock())
+            or not await run_store.is_ranked(self.pool, submission_id)
+        ):
             raise NotFoundError(f"there is no submission {submission_id}")
         return report
 

@@ -76,11 +76,24 @@ async def insert_new_leaderboard(
     return leaderboard_id is not None
 
 
+def missing(name: str) -> NotFoundError:
+    return NotFoundError(f"there is no leaderboard named {name!r}")
+
+
 async def find_leaderboard(pool: asyncpg.Pool, name: str) -> Leaderboard:
     found = await lb_store.get_leaderboard(pool, name)
     if found is None:
-        raise NotFoundError(f"there is no leaderboard named {name!r}")
+        raise missing(name)
     return found
+
+
+async def visible_or_none(
+    pool: asyncpg.Pool, name: str, viewer: Submitter | None, include_closed: bool
+) -> Leaderboard | None:
+    """The leaderboard if `viewer` may see it: open ones, invite-only ones they joined, all
+    with `include_closed` (admins). The one rule of every listing and every reading route."""
+    who = None if viewer is None else viewer.external_id
+    return await lb_store.get_visible_leaderboard(pool, name, who, include_closed)
 
 
 class Leaderboards:
@@ -136,6 +149,16 @@ class Leaderboards:
 
     async def leaderboard(self, name: str) -> Leaderboard:
         return await find_leaderboard(self.pool, name)
+
+    async def visible_leaderboard(
+        self, name: str, viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> Leaderboard:
+        """`leaderboard` for `viewer`: an invite-only one they have not joined is missing, in
+        the same words, so that a front end cannot tell that it exists."""
+        found = await visible_or_none(self.pool, name, viewer, include_closed)
+        if found is None:
+            raise missing(name)
+        return found
 
     async def list_leaderboards(
         self, viewer: Submitter | None = None, *, include_closed: bool = False

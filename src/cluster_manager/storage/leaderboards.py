@@ -142,13 +142,24 @@ async def secret_seed(db: Executor, leaderboard_id: int) -> int:
     return int(seed)
 
 
-# A closed leaderboard is visible to its members ($1: the viewer's external id, or NULL for
-# nobody signed in) and, with $2, to everyone (admins, organisers on the server).
+# An invite-only (`closed`) leaderboard is visible to its members ($1: the viewer's external
+# id, or NULL for nobody signed in) and, with $2, to everyone (admins, organisers on the
+# server). Every listing and every route that reads one leaderboard for a viewer uses it.
 VISIBLE_TO = """
     (NOT l.closed OR $2::boolean OR EXISTS (
         SELECT 1 FROM leaderboard_members m JOIN users mu ON mu.id = m.user_id
         WHERE m.leaderboard_id = l.id AND mu.external_id = $1::text))
 """
+
+
+async def get_visible_leaderboard(
+    db: Executor, name: str, viewer: str | None, include_closed: bool
+) -> Leaderboard | None:
+    """The leaderboard if `viewer` may see it (as `list_leaderboards` would list it)."""
+    row = await db.fetchrow(
+        f"{_SELECT_LEADERBOARD} WHERE l.name = $3 AND {VISIBLE_TO}", viewer, include_closed, name
+    )
+    return None if row is None else _leaderboard(row)
 
 
 async def list_leaderboards(
@@ -157,7 +168,7 @@ async def list_leaderboards(
     """Every leaderboard `viewer` (an external id) may see; all with `include_closed`."""
     rows = await db.fetch(
         f"""
-        SELECT l.name, l.deadline,
+        SELECT l.name, l.deadline, l.closed,
                ARRAY(SELECT gpu FROM leaderboard_gpus g WHERE g.leaderboard_id = l.id
                      ORDER BY gpu) AS gpus,
                (SELECT count(*) FROM submissions s WHERE s.leaderboard_id = l.id) AS submissions
@@ -169,7 +180,9 @@ async def list_leaderboards(
         include_closed,
     )
     return [
-        LeaderboardSummary(r["name"], r["deadline"], tuple(r["gpus"]), r["submissions"])
+        LeaderboardSummary(
+            r["name"], r["deadline"], tuple(r["gpus"]), r["submissions"], invite_only=r["closed"]
+        )
         for r in rows
     ]
 

@@ -16,7 +16,14 @@ from cluster_manager.core.records import Leaderboard
 from cluster_manager.report import format_time_left
 from cluster_manager.service import NotFoundError
 from cluster_manager.web import views
-from cluster_manager.web.rendering import HERE, BrowserRoute, PageRoute, render, service_of
+from cluster_manager.web.rendering import (
+    HERE,
+    BrowserRoute,
+    PageRoute,
+    render,
+    service_of,
+    visible_board,
+)
 
 TOP_PER_GPU = 3
 RANKING_ROWS = 100
@@ -45,7 +52,7 @@ async def home(request: Request) -> Response:
         request,
         "home.html",
         open_tiles=sorted(tiles[True], key=lambda t: t.deadline_iso),
-        closed_tiles=sorted(tiles[False], key=lambda t: t.deadline_iso, reverse=True),
+        ended_tiles=sorted(tiles[False], key=lambda t: t.deadline_iso, reverse=True),
     )
 
 
@@ -56,7 +63,7 @@ def anchor_of(gpu: str) -> str:
 @browser_router.get("/leaderboards/{name}")
 async def leaderboard(name: str, request: Request) -> Response:
     service = service_of(request)
-    board = await service.leaderboard(name)
+    board = await visible_board(request, name)
     rankings = await service.ranking(name, None, limit=RANKING_ROWS)
     sections = [
         views.GpuSection(
@@ -109,7 +116,7 @@ async def chart(name: str, gpu: str, request: Request) -> Response:
     """The best score over time on one GPU (cached until the ranking's history changes)."""
     service = service_of(request)
     charts: ChartCache = request.app.state.charts
-    key = await service.history_key(name, gpu)
+    key = await service.history_key(await visible_board(request, name), gpu)
     svg = await charts.chart(key, "svg", lambda: service.score_history(name, gpu))
     # Cheap to ask again: the server keeps the drawing until the history changes.
     return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
@@ -118,6 +125,7 @@ async def chart(name: str, gpu: str, request: Request) -> Response:
 @router.get("/leaderboards/{name}/files/{file_name:path}")
 async def task_file(name: str, file_name: str, request: Request) -> Response:
     """One of the task's readable files, to download."""
+    await visible_board(request, name)
     files = await service_of(request).task_files(name)
     if file_name not in files:
         raise NotFoundError(f"{name!r} has no file {file_name!r}")

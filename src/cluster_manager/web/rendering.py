@@ -18,6 +18,7 @@ from starlette.types import Scope
 
 from cluster_manager.api.auth import signed_in
 from cluster_manager.api.errors import status_of
+from cluster_manager.core.records import Leaderboard
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.service import PermissionDeniedError, Service, UnauthorizedError
 
@@ -48,6 +49,13 @@ TITLES = {
 def service_of(request: Request) -> Service:
     service: Service = request.app.state.service
     return service
+
+
+async def visible_board(request: Request, name: str) -> Leaderboard:
+    """The leaderboard, if whoever is signed in may see it; else 404 as for a missing one."""
+    viewer = await signed_in(request)
+    user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
+    return await service_of(request).visible_leaderboard(name, user, include_closed=admin)
 
 
 async def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:

@@ -18,6 +18,7 @@ from cluster_manager.web.rendering import (
     login_redirect,
     render,
     service_of,
+    visible_board,
 )
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
@@ -59,7 +60,8 @@ async def submit(name: str, request: Request) -> Response:
     if viewer.user is None:
         raise PermissionDeniedError("the admin acts for no user: sign in with a user's token")
     service = service_of(request)
-    await service.leaderboard(name)  # an unknown board is refused before the upload is read
+    # An unknown board, or one hidden from the user, is refused before the upload is read.
+    await visible_board(request, name)
     upload = await read_upload(request, service.max_submission_bytes)
     receipt = await service.submit(
         name,

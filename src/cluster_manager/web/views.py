@@ -41,6 +41,7 @@ class Tile:
     time_left: str
     submissions: int
     leaders: list[tuple[str, list[Leader]]]  # per GPU, the top three
+    invite_only: bool
 
 
 def description_of(board: Leaderboard) -> str:
@@ -62,6 +63,7 @@ def tile(
             (gpu, [Leader(e.user, seconds_text(e.score)) for e in entries])
             for gpu, entries in rankings.items()
         ],
+        invite_only=board.closed,
     )
 
 

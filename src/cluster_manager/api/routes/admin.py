@@ -61,7 +61,7 @@ async def pauses(request: Request) -> list[dict[str, Any]]:
 async def close(name: str, request: Request) -> dict[str, Any]:
     """Invite-only from now on: listed to and submittable by its members only."""
     await service_of(request).set_closed(name, True)
-    return {"status": "closed", "leaderboard": name}
+    return {"status": "invite-only", "leaderboard": name}
 
 
 @router.post("/leaderboards/{name}/open")

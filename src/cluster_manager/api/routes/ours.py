@@ -9,7 +9,7 @@ from fastapi.responses import PlainTextResponse
 
 from cluster_manager.api import views
 from cluster_manager.api.auth import Caller, caller, optional_caller
-from cluster_manager.api.routes.popcorn import service_of
+from cluster_manager.api.routes.popcorn import Viewer, service_of, visible_board
 from cluster_manager.api.streams import event_response, event_stream
 from cluster_manager.service import NotFoundError
 from cluster_manager.storage.database import round_trip_ms
@@ -28,23 +28,23 @@ async def health(request: Request) -> dict[str, Any]:
 async def leaderboard(
     name: str,
     request: Request,
+    who: Viewer,
     gpu: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
-    service = service_of(request)
-    board = await service.leaderboard(name)
-    return views.ranking_view(board, await service.ranking(name, gpu, limit=limit))
+    board = await visible_board(request, name, who)
+    return views.ranking_view(board, await service_of(request).ranking(name, gpu, limit=limit))
 
 
 @router.get("/leaderboards/{name}/task")
-async def task(name: str, request: Request) -> dict[str, Any]:
-    service = service_of(request)
-    board = await service.leaderboard(name)
-    return {**views.task_view(board.task), "files": await service.task_files(name)}
+async def task(name: str, request: Request, who: Viewer) -> dict[str, Any]:
+    board = await visible_board(request, name, who)
+    return {**views.task_view(board.task), "files": await service_of(request).task_files(name)}
 
 
 @router.get("/leaderboards/{name}/template/{language}")
-async def template(name: str, language: str, request: Request) -> PlainTextResponse:
+async def template(name: str, language: str, request: Request, who: Viewer) -> PlainTextResponse:
+    await visible_board(request, name, who)
     templates = await service_of(request).templates(name)
     found = next(
         (text for lang, text in templates.items() if lang.lower() == language.lower()), None
@@ -69,4 +69,5 @@ async def queue(
 async def events(submission_id: int, request: Request, who: Authenticated) -> Response:
     service = service_of(request)
     await service.own_report(submission_id, who.user, admin=who.admin)
-    return event_response(event_stream(service, submission_id))
+    streams = request.app.state.streams
+    return event_response(streams.counted(who.key, event_stream(service, submission_id)))

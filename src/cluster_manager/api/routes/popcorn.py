@@ -22,11 +22,12 @@ from cluster_manager.core.profiling import (
     ProfileOptions,
     chosen_options,
 )
-from cluster_manager.core.records import JobState
+from cluster_manager.core.records import JobState, Leaderboard
 from cluster_manager.service import Service, SubmissionReceipt
 
 router = APIRouter()
 Authenticated = Annotated[Caller, Depends(caller)]
+Viewer = Annotated[Caller | None, Depends(optional_caller)]
 
 REGISTER_HINT = (
     "this server does not take popcorn-cli's `register` (its OAuth callback goes to the server "
@@ -39,6 +40,12 @@ REGISTER_HINT = (
 def service_of(request: Request) -> Service:
     service: Service = request.app.state.service
     return service
+
+
+async def visible_board(request: Request, name: str, who: Caller | None) -> Leaderboard:
+    """The leaderboard, if the caller may see it; else 404 as for a missing one."""
+    user, admin = (None, False) if who is None else (who.user, who.admin)
+    return await service_of(request).visible_leaderboard(name, user, include_closed=admin)
 
 
 def parse_mode(raw: str) -> Mode:
@@ -55,9 +62,7 @@ async def auth_init() -> JSONResponse:
 
 
 @router.get("/leaderboards")
-async def leaderboards(
-    request: Request, who: Annotated[Caller | None, Depends(optional_caller)]
-) -> list[dict[str, Any]]:
+async def leaderboards(request: Request, who: Viewer) -> list[dict[str, Any]]:
     """Open leaderboards, and the invite-only ones the caller joined (all for the admin)."""
     service = service_of(request)
     user, admin = (None, False) if who is None else (who.user, who.admin)
@@ -69,8 +74,8 @@ async def leaderboards(
 
 
 @router.get("/gpus/{leaderboard}")
-async def gpus(leaderboard: str, request: Request) -> list[str]:
-    return list((await service_of(request).leaderboard(leaderboard)).gpus)
+async def gpus(leaderboard: str, request: Request, who: Viewer) -> list[str]:
+    return list((await visible_board(request, leaderboard, who)).gpus)
 
 
 async def _submit(
@@ -79,7 +84,8 @@ async def _submit(
     service = service_of(request)
     user = who.require_user()
     chosen = parse_mode(mode)
-    await service.leaderboard(leaderboard)  # an unknown board is 404 before the upload is read
+    # An unknown board, or one hidden from the caller, is 404 before the upload is read.
+    await visible_board(request, leaderboard, who)
     upload = await read_upload(request, service.max_submission_bytes)
     return await service.submit(
         leaderboard,
@@ -158,6 +164,8 @@ async def my_submissions(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
 ) -> list[dict[str, Any]]:
     service = service_of(request)
+    if leaderboard is not None:
+        await visible_board(request, leaderboard, who)
     reports = await service.user_submissions(
         who.require_user(), leaderboard=leaderboard, limit=limit
     )
@@ -192,8 +200,9 @@ async def delete_my_submission(
 
 @router.post("/profile/{leaderboard}/{gpu}")
 async def profile(leaderboard: str, gpu: str, request: Request, who: Authenticated) -> Response:
+    request.app.state.streams.check(who.key)  # before anything is submitted
     receipt = await _submit(request, who, leaderboard, gpu, Mode.PROFILE.value)
-    return _stream(request, receipt)
+    return _stream(request, who, receipt)
 
 
 @router.post("/{leaderboard}/{gpu}/{mode}")
@@ -201,11 +210,12 @@ async def submit_streaming(
     leaderboard: str, gpu: str, mode: str, request: Request, who: Authenticated
 ) -> Response:
     """The streaming form: progress as `status` events, then `result` (or `error`)."""
+    request.app.state.streams.check(who.key)  # before anything is submitted
     receipt = await _submit(request, who, leaderboard, gpu, mode)
-    return _stream(request, receipt)
+    return _stream(request, who, receipt)
 
 
-def _stream(request: Request, receipt: SubmissionReceipt) -> Response:
+def _stream(request: Request, who: Caller, receipt: SubmissionReceipt) -> Response:
     interval = request.app.state.status_interval_s
     events = submission_stream(service_of(request), receipt.submission_id, interval_s=interval)
-    return event_response(events)
+    return event_response(request.app.state.streams.counted(who.key, events))

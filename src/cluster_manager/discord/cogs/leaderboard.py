@@ -207,7 +207,7 @@ class LeaderboardCog(
         )
         await interaction.edit_original_response(
             content=(
-                f"🎉 Created **{board.name}** on {', '.join(board.gpus)}; it closes "
+                f"🎉 Created **{board.name}** on {', '.join(board.gpus)}; it ends "
                 f"{discord.utils.format_dt(board.deadline, 'f')}."
             ),
             view=None,
