@@ -296,6 +296,8 @@ async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDis
     monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base)
     yield fake
     await fake.stop()
+    # Whatever a test did, no message went over Discord's limits (Discord would refuse it).
+    assert not fake.refused, f"messages Discord would refuse: {fake.refused}"
 
 
 @pytest.fixture

@@ -1,6 +1,8 @@
 """A fake Discord HTTP API on 127.0.0.1: what discord.py calls, recorded and answered.
 
 It keeps the messages users would see, with Discord's rules where they matter:
+- a message over Discord's limits (2,000 characters of content, embed sizes, ten files of
+  10 MiB) is refused 400 "Invalid Form Body", as Discord does, and noted in `refused`;
 - an interaction must be acknowledged once, within 3 seconds;
 - the first followup after a deferral replaces the "thinking…" message and keeps its
   visibility (an ephemeral deferral makes an ephemeral answer);
@@ -38,6 +40,16 @@ BOT_USER = {
 EPHEMERAL = 64
 LOADING = 128
 ACK_WINDOW_S = 3.0
+
+# Discord's limits on what one message holds (its "Invalid Form Body" beyond them).
+CONTENT_CHARS = 2000
+EMBEDS = 10
+EMBED_TOTAL_CHARS = 6000
+EMBED_FIELDS = 25
+EMBED_CHARS = {"title": 256, "description": 4096}
+FIELD_CHARS = {"name": 256, "value": 1024}
+FILES = 10
+FILE_BYTES = 10 * 1024 * 1024  # a server without boosts
 
 _WEBHOOK = re.compile(r"/webhooks/(?P<app>\d+)/(?P<token>[^/]+)(?:/messages/(?P<mid>[^/]+))?")
 _CALLBACK = re.compile(r"/interactions/(?P<iid>\d+)/(?P<token>[^/]+)/callback")
@@ -117,6 +129,7 @@ class FakeDiscord:
         self.uploads: dict[int, tuple[str, bytes]] = {}
         self.synced: list[dict[str, Any]] = []
         self.expired: set[str] = set()
+        self.refused: list[list[str]] = []  # bodies over Discord's limits, as it would refuse
         self._ids = itertools.count(10_000)
         self._runner: web.AppRunner | None = None
         self.base = ""
@@ -203,6 +216,10 @@ class FakeDiscord:
         body, files = await _read_body(request)
         path = request.path
         self.requests.append(Recorded(request.method, path, dict(request.query), body, files))
+        message = (body.get("data") or {}) if _CALLBACK.search(path) else body
+        if isinstance(message, dict) and (problems := over_limits(message, files)):
+            self.refused.append(problems)
+            return _error(400, 50035, "Invalid Form Body: " + "; ".join(problems))
         try:
             return await self._route(request.method, path, body, files)
         finally:
@@ -386,6 +403,39 @@ class FakeDiscord:
             "webhook_id": str(APP_ID),
             "application_id": str(APP_ID),
         }
+
+
+def over_limits(body: dict[str, Any], files: dict[str, bytes]) -> list[str]:
+    """What of a message body Discord would refuse, as its error names it; [] when none."""
+    problems = []
+    if len(body.get("content") or "") > CONTENT_CHARS:
+        problems.append(f"content: {len(body['content'])} characters > {CONTENT_CHARS}")
+    embeds = body.get("embeds") or []
+    if len(embeds) > EMBEDS:
+        problems.append(f"embeds: {len(embeds)} > {EMBEDS}")
+    total = 0
+    for i, embed in enumerate(embeds):
+        for key, most in EMBED_CHARS.items():
+            if len(embed.get(key) or "") > most:
+                problems.append(f"embeds.{i}.{key}: {len(embed[key])} characters > {most}")
+        fields = embed.get("fields") or []
+        if len(fields) > EMBED_FIELDS:
+            problems.append(f"embeds.{i}.fields: {len(fields)} > {EMBED_FIELDS}")
+        for j, item in enumerate(fields):
+            for key, most in FIELD_CHARS.items():
+                if len(item.get(key) or "") > most:
+                    problems.append(f"embeds.{i}.fields.{j}.{key}: > {most} characters")
+        total += sum(len(embed.get(k) or "") for k in ("title", "description"))
+        total += sum(len(f.get("name") or "") + len(f.get("value") or "") for f in fields)
+        total += len((embed.get("footer") or {}).get("text") or "")
+    if total > EMBED_TOTAL_CHARS:
+        problems.append(f"embeds: {total} characters in all > {EMBED_TOTAL_CHARS}")
+    if len(files) > FILES:
+        problems.append(f"files: {len(files)} > {FILES}")
+    problems += [
+        f"files.{n}: {len(d)} bytes > {FILE_BYTES}" for n, d in files.items() if len(d) > FILE_BYTES
+    ]
+    return problems
 
 
 def _application() -> dict[str, Any]:

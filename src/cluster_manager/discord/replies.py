@@ -42,6 +42,31 @@ async def send_error(interaction: discord.Interaction, content: str) -> None:
     await interaction.followup.send(content, ephemeral=True)
 
 
+# What one message's content may hold; Discord refuses a longer one.
+MESSAGE_CHARS = 2000
+
+
+def fitted(text: str, *, file_name: str, head: str = "", code: bool = False) -> dict[str, Any]:
+    """A message's content (and file) holding `text` within Discord's limit: all of it when it
+    fits; else the lines that fit, and the whole of it as an attached file. `head` goes
+    first; `code` puts `text` in a code block."""
+
+    def shown(body: str, note: str = "") -> str:
+        return f"{head}```\n{body}\n```{note}" if code else f"{head}{body}{note}"
+
+    if len(whole := shown(text)) <= MESSAGE_CHARS:
+        return {"content": whole}
+    note = f"\n… and more: the whole is attached ({file_name})"
+    room = MESSAGE_CHARS - len(shown("", note))
+    kept: list[str] = []
+    for line in text.splitlines():
+        if sum(len(k) + 1 for k in kept) + len(line) > room:
+            break
+        kept.append(line)
+    body = "\n".join(kept) if kept else truncate(text, room, marker="")
+    return {"content": shown(body, note), "file": text_file(file_name, text)}
+
+
 def text_file(name: str, text: str) -> discord.File:
     return discord.File(io.BytesIO(text.encode("utf-8")), filename=name)
 

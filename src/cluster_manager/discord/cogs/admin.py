@@ -3,14 +3,14 @@ ban and unban users, see what is switched off, and the stats. Answers are privat
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import discord
 from discord import app_commands
 from discord.ext import commands
 
 from cluster_manager.discord.autocomplete import leaderboard_names
-from cluster_manager.discord.replies import answer, defer
+from cluster_manager.discord.replies import answer, defer, fitted
 from cluster_manager.discord.roles import admins_only, submitter
 from cluster_manager.ops_report import format_controls, format_stats
 from cluster_manager.service import Service
@@ -39,6 +39,13 @@ class AdminCog(
 
     async def _say(self, interaction: discord.Interaction, content: str) -> None:
         await answer(interaction, content=content, ephemeral=True)
+
+    async def _say_long(
+        self, interaction: discord.Interaction, text: str, *, file_name: str, **style: Any
+    ) -> None:
+        """A list that may run past Discord's 2,000 characters: its start, and all of it
+        attached."""
+        await answer(interaction, ephemeral=True, **fitted(text, file_name=file_name, **style))
 
     @app_commands.command(
         name="pause", description="Stop taking submissions (queued jobs still run)"
@@ -174,17 +181,25 @@ class AdminCog(
         await defer(interaction, ephemeral=True)
         if mint:
             codes = await self.service.mint_invites(leaderboard, mint, uses, actor(interaction))
-            listing = "\n".join(codes)
-            await self._say(
-                interaction, f"🎟️ {len(codes)} codes for {leaderboard}:\n```\n{listing}\n```"
+            await self._say_long(
+                interaction,
+                "\n".join(codes),
+                file_name=f"{leaderboard}-new-invites.txt",
+                head=f"🎟️ {len(codes)} codes for {leaderboard}:\n",
+                code=True,
             )
             return
         found = await self.service.invites(leaderboard)
         lines = [
             f"{i.code}  {'revoked' if i.revoked else f'{i.uses}/{i.max_uses} used'}" for i in found
         ]
-        body = "\n".join(lines) if lines else "no codes yet"
-        await self._say(interaction, f"Invite codes of {leaderboard}:\n```\n{body}\n```")
+        await self._say_long(
+            interaction,
+            "\n".join(lines) if lines else "no codes yet",
+            file_name=f"{leaderboard}-invites.txt",
+            head=f"Invite codes of {leaderboard}:\n",
+            code=True,
+        )
 
     @app_commands.command(
         name="revoke-invite", description="Stop an invite code from admitting anyone"
@@ -239,7 +254,7 @@ class AdminCog(
         await defer(interaction, ephemeral=True)
         pauses = [p.to_json() for p in await self.service.pauses()]
         bans = [b.to_json() for b in await self.service.bans()]
-        await self._say(interaction, format_controls(pauses, bans))
+        await self._say_long(interaction, format_controls(pauses, bans), file_name="status.txt")
 
     @app_commands.command(name="stats", description="Submissions, runs, queue waits and failures")
     @app_commands.describe(last_day="Only the last 24 hours")
@@ -247,4 +262,6 @@ class AdminCog(
     async def stats(self, interaction: discord.Interaction, last_day: bool = False) -> None:
         await defer(interaction, ephemeral=True)
         found = await self.service.stats(last_day=last_day)
-        await self._say(interaction, f"```\n{format_stats(found.to_json())}\n```")
+        await self._say_long(
+            interaction, format_stats(found.to_json()), file_name="stats.txt", code=True
+        )

@@ -13,7 +13,7 @@ from discord.ext import commands
 from cluster_manager.core import sandboxing
 from cluster_manager.discord import health
 from cluster_manager.discord.render import icon
-from cluster_manager.discord.replies import answer, defer
+from cluster_manager.discord.replies import answer, defer, fitted
 from cluster_manager.discord.roles import admins_only, submitter
 from cluster_manager.ops_report import format_queue
 
@@ -42,8 +42,8 @@ class OpsCog(commands.Cog):
     async def queue(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
         found = await self.bot.app.service.queues(submitter(interaction.user))
-        content = f"```\n{format_queue(found.to_json())}\n```"
-        await answer(interaction, content=content, ephemeral=True)
+        text = format_queue(found.to_json())
+        await answer(interaction, ephemeral=True, **fitted(text, file_name="queue.txt", code=True))
 
     @app_commands.command(name="verifydb", description="Check the database and its migrations")
     async def verifydb(self, interaction: discord.Interaction) -> None:
