@@ -46,13 +46,22 @@ async def test_unknown_leaderboard(harness, app, record_property):
 @pytest.mark.reliability(
     "Bad input",
     "/leaderboard show of an unknown leaderboard (a public command)",
-    "the public 'thinking…' message is removed; a private error names the leaderboard",
+    "nothing public is shown; a private error names the leaderboard",
 )
 async def test_unknown_leaderboard_in_a_public_command_stays_private(harness, record_property):
     reply = await harness.command("leaderboard show", name="nope")
     record_property("observed", seen(reply))
-    # The public "thinking…" message is removed and the error is a private message.
+    # The board is looked up before the public "thinking…": the channel sees nothing.
     assert_private_error(reply, "Not found", "'nope'")
+    assert all(m.ephemeral for m in reply.messages)
+
+
+async def test_a_public_command_failing_after_thinking_removes_the_public_message(
+    harness, app, clock
+):
+    await create_board(app, clock)
+    reply = await harness.command("leaderboard show", name="identity", gpu="NOPE")
+    assert_private_error(reply, "NOPE")
     assert harness.fake.calls("DELETE", r"/messages/@original$")
 
 

@@ -13,7 +13,8 @@ from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
 from cluster_manager.scheduler import Scheduler
 from cluster_manager.service import Submitter
 from tests.conftest import CORRECT
-from tests.discord.conftest import FAST, IDENTITY, Member, create_board
+from tests.discord.conftest import ALICE, BOB, FAST, IDENTITY, Member, create_board
+from tests.discord.test_errors import SOLUTION, assert_private_error, stored
 from tests.fakes import SANDBOXED
 
 
@@ -214,3 +215,33 @@ async def test_template_is_a_file_that_names_its_leaderboard(harness, app, clock
     missing = await harness.command("leaderboard template", name="identity", language="CUDA")
     assert "no CUDA template (it has: Python)" in missing.only.content
     assert missing.only.ephemeral
+
+
+@pytest.mark.reliability(
+    "Access",
+    "an invite-only leaderboard read and submitted to in Discord by a member who has not "
+    "joined it: /leaderboard show, task, template, show-personal, submit, GPU autocomplete",
+    "each answers privately as for a leaderboard that does not exist; a member reads its "
+    "ranking privately, not in the channel",
+)
+async def test_an_invite_only_board_is_missing_to_those_who_have_not_joined(harness, app, clock):
+    await create_board(app, clock)
+    await app.service.set_closed("identity", True)
+    script = harness.upload("submission.py", SOLUTION)
+    for path, options in [
+        ("leaderboard show", {"name": "identity"}),
+        ("leaderboard task", {"name": "identity"}),
+        ("leaderboard template", {"name": "identity"}),
+        ("leaderboard show-personal", {"name": "identity"}),
+        ("leaderboard submit", {"script": script, "leaderboard": "identity"}),
+    ]:
+        reply = await harness.command(path, BOB, **options)
+        assert_private_error(reply, "there is no leaderboard named 'identity'")
+    assert await stored(app, "submissions") == 0
+    assert (
+        await harness.autocomplete("leaderboard submit", "gpu", BOB, leaderboard="identity") == []
+    )
+    (code,) = await app.service.mint_invites("identity", 1, 1, "test")
+    await app.service.join(code, Submitter(str(ALICE.id), ALICE.name))
+    shown = await harness.command("leaderboard show", ALICE, name="identity")
+    assert shown.only.ephemeral and "identity" in shown.only.text()

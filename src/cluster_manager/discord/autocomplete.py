@@ -52,7 +52,9 @@ async def leaderboard_gpus(
     if not name:
         return []
     try:
-        board = await app_of(interaction).service.leaderboard(name)
+        board = await app_of(interaction).service.visible_leaderboard(
+            name, submitter(interaction.user), include_closed=is_admin(interaction.user)
+        )
     except ClusterManagerError:
         return []
     return _choices(list(board.gpus), current)

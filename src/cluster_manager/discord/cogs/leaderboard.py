@@ -137,6 +137,14 @@ class LeaderboardCog(
             edit_interval=self.bot.config.edit_interval,
         )
 
+    async def _visible(self, interaction: discord.Interaction, name: str) -> Leaderboard:
+        """The board if the member may see it; an invite-only one they have not joined is
+        missing, in the same words, so that nobody learns that it exists."""
+        user = interaction.user
+        return await self.service.visible_leaderboard(
+            name, submitter(user), include_closed=is_admin(user)
+        )
+
     async def _board_and_gpus(
         self,
         interaction: discord.Interaction,
@@ -154,7 +162,7 @@ class LeaderboardCog(
                 "name the leaderboard with the `leaderboard` option "
                 "or a `#!POPCORN leaderboard NAME` line in the file"
             )
-        board = await self.service.leaderboard(name)
+        board = await self._visible(interaction, name)
         gpus = [gpu] if gpu else None
         if gpus is None and "gpu" not in headers and len(board.gpus) > 1:
             gpus = await choose(
@@ -244,7 +252,9 @@ class LeaderboardCog(
     async def show(
         self, interaction: discord.Interaction, name: str, gpu: str | None = None
     ) -> None:
-        await defer(interaction, ephemeral=False)
+        # An invite-only board's ranking goes to the member who asked, not to the channel.
+        board = await self._visible(interaction, name)
+        await defer(interaction, ephemeral=board.closed)
         rankings = await self.service.ranking(name, gpu)
         pages = render.ranking_pages(name, rankings)
         files = []
@@ -259,7 +269,7 @@ class LeaderboardCog(
         await show_pages(
             interaction,
             pages,
-            ephemeral=False,
+            ephemeral=board.closed,
             timeout=self.bot.config.view_timeout,
             files=files,
         )
@@ -269,6 +279,7 @@ class LeaderboardCog(
     @app_commands.autocomplete(name=leaderboard_names)
     async def show_personal(self, interaction: discord.Interaction, name: str) -> None:
         await defer(interaction, ephemeral=True)
+        await self._visible(interaction, name)
         runs = await self.service.personal_runs(name, submitter(interaction.user))
         pages = render.personal_pages(name, runs)
         await show_pages(interaction, pages, ephemeral=True, timeout=self.bot.config.view_timeout)
@@ -278,8 +289,8 @@ class LeaderboardCog(
     @app_commands.autocomplete(name=leaderboard_names)
     async def task(self, interaction: discord.Interaction, name: str) -> None:
         await defer(interaction, ephemeral=True)
+        board = await self._visible(interaction, name)
         files = await self.service.task_files(name)
-        board = await self.service.leaderboard(name)
         items = sorted(files.items())
         for i in range(0, len(items), MAX_FILES_PER_MESSAGE):
             batch = items[i : i + MAX_FILES_PER_MESSAGE]
@@ -306,6 +317,7 @@ class LeaderboardCog(
         language: app_commands.Choice[str] | None = None,
     ) -> None:
         await defer(interaction, ephemeral=True)
+        await self._visible(interaction, name)
         templates = await self.service.templates(name)
         if not templates:
             raise NotFoundError(f"{name!r} has no starter files")
