@@ -12,6 +12,7 @@ from cluster_manager.discord import health
 from cluster_manager.scheduler import Scheduler
 from cluster_manager.service import Submitter
 from tests.discord.conftest import ADMIN, ALICE, BOB, FAST, SOLUTION, create_board
+from tests.discord.test_commands import command_payload
 
 
 async def test_run_shows_the_output_and_attaches_all_of_it(harness):
@@ -57,7 +58,7 @@ async def test_verifyruns_runs_the_example_on_every_served_gpu(harness):
 
 
 async def test_verifydb_times_a_round_trip_and_checks_migrations(harness):
-    reply = await harness.command("verifydb")
+    reply = await harness.command("verifydb", ADMIN)
     text = reply.only.content
     assert reply.only.ephemeral
     assert "✅ The database answered `SELECT 1` in " in text
@@ -71,9 +72,20 @@ async def test_verifydb_times_a_round_trip_and_checks_migrations(harness):
 )
 async def test_verifydb_reports_pending_migrations(harness, monkeypatch, record_property):
     monkeypatch.setattr(health, "pending_migrations", lambda url: ["0002.something"])
-    reply = await harness.command("verifydb")
+    reply = await harness.command("verifydb", ADMIN)
     record_property("observed", reply.only.content)
     assert "❌ Pending migrations: 0002.something" in reply.only.content
+
+
+async def test_organisers_commands_are_neither_listed_nor_answered_to_members(harness):
+    """/verifydb answered anyone (its errors are the database's own text); /admin, /resync and
+    /verifyruns were listed to every member."""
+    refused = await harness.command("verifydb")  # a member without the Admin role
+    assert refused.only.ephemeral and "SELECT 1" not in refused.only.content
+    synced = {c["name"]: c for c in await command_payload()}
+    for name in ("admin", "resync", "verifyruns", "verifydb"):
+        assert synced[name]["default_member_permissions"] == 32, name  # Manage Server
+        assert synced[name]["dm_permission"] is False, name
 
 
 async def test_ping_answers_with_the_latency(harness):

@@ -23,7 +23,10 @@ def actor(interaction: discord.Interaction) -> str:
     return f"discord:{interaction.user.name}"
 
 
+# Not listed to members (a server admin may open it to a role in the server's settings); the
+# Leaderboard Admin role is still checked on every call.
 @app_commands.guild_only()
+@app_commands.default_permissions(manage_guild=True)
 class AdminCog(
     commands.GroupCog,
     group_name="admin",

@@ -46,6 +46,9 @@ class OpsCog(commands.Cog):
         await answer(interaction, ephemeral=True, **fitted(text, file_name="queue.txt", code=True))
 
     @app_commands.command(name="verifydb", description="Check the database and its migrations")
+    @app_commands.guild_only()
+    @app_commands.default_permissions(manage_guild=True)
+    @admins_only
     async def verifydb(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
         check = await health.check_database(self.bot.app)
@@ -68,6 +71,7 @@ class OpsCog(commands.Cog):
         name="verifyruns", description="Run a known-good example on every GPU type served here"
     )
     @app_commands.guild_only()
+    @app_commands.default_permissions(manage_guild=True)
     @admins_only
     async def verifyruns(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
@@ -83,6 +87,7 @@ class OpsCog(commands.Cog):
 
     @app_commands.command(name="resync", description="Sync the slash commands with Discord")
     @app_commands.guild_only()
+    @app_commands.default_permissions(manage_guild=True)
     @admins_only
     async def resync(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
