@@ -39,6 +39,26 @@ async def test_autocomplete_suggests_leaderboards_by_prefix(harness, app, clock)
     ]
 
 
+async def test_autocomplete_finds_any_part_of_a_name_and_offers_no_ended_board_to_submit(
+    harness, app, clock
+):
+    for name in ("grayscale", "matmul", "amd-gemm", "old-gemm"):
+        await create_board(app, clock, name)
+    await app.pool.execute(  # old-gemm has ended
+        "UPDATE leaderboards SET deadline = $1 WHERE name = 'old-gemm'",
+        clock.now - timedelta(hours=1),
+    )
+    shown = await harness.autocomplete("leaderboard show", "name", name="gemm")
+    assert shown == ["amd-gemm", "old-gemm"]  # open first
+    assert await harness.autocomplete("leaderboard show", "name", name="a") == [
+        "amd-gemm",  # starts with it
+        "grayscale",
+        "matmul",
+    ]
+    offered = await harness.autocomplete("leaderboard submit", "leaderboard", leaderboard="gemm")
+    assert offered == ["amd-gemm"]
+
+
 async def test_autocomplete_suggests_gpus(harness, app, clock):
     await create_board(app, clock, gpus=("CPU", "H100"))
     found = await harness.autocomplete("leaderboard submit", "gpu", leaderboard="identity", gpu="")

@@ -415,14 +415,14 @@ async def test_list_is_empty_without_leaderboards(service):
     assert await service.leaderboard_names() == []
 
 
-async def test_names_by_prefix(service):
+async def test_names_hold_what_was_typed_those_starting_with_it_first(service):
     for name in ["abc", "abd", "ab", "b-ab", "xyz"]:
         await make_board(service, name)
     assert await service.leaderboard_names() == ["ab", "abc", "abd", "b-ab", "xyz"]
-    assert await service.leaderboard_names("ab") == ["ab", "abc", "abd"]
+    assert await service.leaderboard_names("ab") == ["ab", "abc", "abd", "b-ab"]
     assert await service.leaderboard_names("abc") == ["abc"]
     assert await service.leaderboard_names("abcd") == []
-    assert await service.leaderboard_names("b") == ["b-ab"]
+    assert await service.leaderboard_names("b") == ["b-ab", "ab", "abc", "abd"]
 
 
 @pytest.mark.reliability(
@@ -437,7 +437,7 @@ async def test_names_treat_underscore_and_percent_literally(service):
     assert await service.leaderboard_names("a_") == ["a_"]
     assert await service.leaderboard_names("%") == []
     assert await service.leaderboard_names("a%") == []
-    assert await service.leaderboard_names("_") == []
+    assert await service.leaderboard_names("_") == ["a_", "ab_1"]
     assert await service.leaderboard_names("\\") == []
 
 
@@ -446,7 +446,8 @@ async def test_names_are_limited(service, pool):
     for name in names:
         await make_board(service, name)
     assert await service.leaderboard_names("board") == names[:25]
-    assert await lb_store.leaderboard_names(pool, None, True, "board-2", limit=3) == names[20:23]
+    found = await lb_store.leaderboard_names(pool, None, True, "board-2", service.clock(), limit=3)
+    assert found == names[20:23]
 
 
 # --- deletion ---------------------------------------------------------------------------------

@@ -34,10 +34,13 @@ def _choices(names: list[str], current: str) -> list[app_commands.Choice[str]]:
 async def leaderboard_names(
     interaction: discord.Interaction, current: str
 ) -> list[app_commands.Choice[str]]:
+    command = interaction.command
     names = await app_of(interaction).service.leaderboard_names(
         current.strip().lower(),
         submitter(interaction.user),
         include_closed=is_admin(interaction.user),
+        # Submitting to an ended leaderboard is refused: it is not offered there.
+        open_only=command is not None and command.name == "submit",
     )
     return [app_commands.Choice(name=n, value=n) for n in names[:MAX_CHOICES]]
 

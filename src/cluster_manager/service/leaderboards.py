@@ -169,10 +169,18 @@ class Leaderboards:
         return await lb_store.list_leaderboards(self.pool, who, include_closed)
 
     async def leaderboard_names(
-        self, prefix: str = "", viewer: Submitter | None = None, *, include_closed: bool = False
+        self,
+        typed: str = "",
+        viewer: Submitter | None = None,
+        *,
+        include_closed: bool = False,
+        open_only: bool = False,
     ) -> list[str]:
+        """Names to offer someone typing `typed`: see `storage.leaderboards.leaderboard_names`."""
         who = None if viewer is None else viewer.external_id
-        return await lb_store.leaderboard_names(self.pool, who, include_closed, prefix)
+        return await lb_store.leaderboard_names(
+            self.pool, who, include_closed, typed, self.clock(), open_only=open_only
+        )
 
     async def delete_leaderboard(
         self, name: str, *, actor: Submitter | None = None, admin: bool = True

@@ -188,15 +188,30 @@ async def list_leaderboards(
 
 
 async def leaderboard_names(
-    db: Executor, viewer: str | None, include_closed: bool, prefix: str = "", limit: int = 25
+    db: Executor,
+    viewer: str | None,
+    include_closed: bool,
+    typed: str,
+    now: datetime,
+    *,
+    open_only: bool = False,
+    limit: int = 25,
 ) -> list[str]:
+    """Names holding `typed` anywhere (literally: no wildcards), open leaderboards first, then
+    those that start with it, then by name; only open ones with `open_only`."""
     rows = await db.fetch(
-        f"SELECT l.name FROM leaderboards l WHERE l.name LIKE $3 || '%' AND {VISIBLE_TO}"
-        " ORDER BY l.name LIMIT $4",
+        f"""
+        SELECT l.name FROM leaderboards l
+        WHERE strpos(l.name, $3) > 0 AND {VISIBLE_TO} AND (NOT $5::boolean OR l.deadline > $6)
+        ORDER BY l.deadline <= $6, strpos(l.name, $3) <> 1, l.name
+        LIMIT $4
+        """,
         viewer,
         include_closed,
-        prefix.replace("%", r"\%").replace("_", r"\_"),
+        typed,
         limit,
+        open_only,
+        now,
     )
     return [r["name"] for r in rows]
 
