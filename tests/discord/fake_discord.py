@@ -239,7 +239,7 @@ class FakeDiscord:
         if route == "/oauth2/applications/@me":
             return _json(_application())
         if match := _CALLBACK.fullmatch(route):
-            return self._callback(match["token"], body)
+            return self._callback(match["token"], body, files)
         if match := _WEBHOOK.fullmatch(route):
             return self._webhook(method, match["token"], match["mid"], body, files)
         if match := _CHANNEL_MESSAGES.fullmatch(route):
@@ -252,7 +252,7 @@ class FakeDiscord:
             return _json(self.synced)
         return _error(404, 0, f"no fake for {method} {route}")
 
-    def _callback(self, token: str, body: dict[str, Any]) -> web.Response:
+    def _callback(self, token: str, body: dict[str, Any], files: dict[str, bytes]) -> web.Response:
         interaction = self.interactions.get(token)
         if interaction is None:
             return _error(404, 10062, "Unknown interaction")
@@ -265,7 +265,7 @@ class FakeDiscord:
         kind, data = body["type"], body.get("data") or {}
         message: Message | None = None
         if kind == 4:  # a message
-            message = self._new_message(token, data, data.get("flags", 0))
+            message = self._new_message(token, data, data.get("flags", 0), files)
             interaction.original = message
         elif kind == 5:  # "thinking…"
             flags = data.get("flags", 0)
@@ -274,7 +274,7 @@ class FakeDiscord:
             interaction.original = message
         elif kind == 7:  # update the message the component sits on
             message = self.messages[interaction.message_id]  # type: ignore[index]
-            self._apply(message, data, {})
+            self._apply(message, data, files)
         elif kind == 8:
             interaction.choices = data["choices"]
         answer: dict[str, Any] = {

@@ -134,6 +134,11 @@ async def test_show_pages_through_a_long_ranking(harness, app, clock, fake_launc
     assert page["image"]["url"] == "attachment://ranking.png"
     assert message.files["ranking.png"].startswith(b"\x89PNG\r\n\x1a\n")
 
+    # Another member's press: their own private copy of the page; this message stays.
+    other = await harness.click(message, "Next", BOB)
+    assert other.only.ephemeral and other.only.embeds[0]["footer"]["text"] == "Page 2/2"
+    assert message.embeds[0]["footer"]["text"] == "Page 1/2"
+
     await harness.click(message, "Next")
     page = message.embeds[0]
     assert page["footer"]["text"] == "Page 2/2"
@@ -141,8 +146,10 @@ async def test_show_pages_through_a_long_ranking(harness, app, clock, fake_launc
         "`#11`",
         "`#12`",
     ]
+    assert not message.files and not message.attachments  # the chart is page 1's
     await harness.click(message, "Previous")
     assert message.embeds[0]["footer"]["text"] == "Page 1/2"
+    assert message.files["ranking.png"].startswith(b"\x89PNG")
 
 
 async def test_show_an_empty_ranking_for_one_gpu(harness, app, clock):

@@ -8,6 +8,7 @@ error handler as everything else.
 from __future__ import annotations
 
 import contextlib
+import io
 from collections.abc import Sequence
 from typing import Any
 
@@ -125,24 +126,53 @@ async def confirm(interaction: discord.Interaction, prompt: str, *, timeout: flo
     return bool(view.confirmed)
 
 
+# A file a page shows (a chart on the first page), as (name, bytes): sent anew with its page.
+PageFile = tuple[str, bytes]
+
+
 class PagesView(OwnedView):
+    """Pages of one answer. Its owner turns them; anyone else who presses a button gets the
+    page they asked for privately, and the owner's message stays as it is."""
+
     def __init__(
-        self, owner: discord.abc.User, pages: Sequence[discord.Embed], *, timeout: float
+        self,
+        owner: discord.abc.User,
+        pages: Sequence[discord.Embed],
+        *,
+        timeout: float,
+        first_page_files: Sequence[PageFile] = (),
     ) -> None:
         super().__init__(owner, timeout=timeout)
         self.pages = list(pages)
+        self.first_page_files = list(first_page_files)
         self.index = 0
         self.message: discord.WebhookMessage | None = None
         self._update_buttons()
+
+    async def interaction_check(self, interaction: discord.Interaction) -> bool:
+        return True  # who may turn the owner's message is `_show`'s to say
 
     def _update_buttons(self) -> None:
         self.previous.disabled = self.index == 0
         self.next.disabled = self.index == len(self.pages) - 1
 
+    def files_for(self, index: int) -> list[discord.File]:
+        """A page's own files: the first page's chart is not left on the others."""
+        chosen = self.first_page_files if index == 0 else []
+        return [discord.File(io.BytesIO(data), filename=name) for name, data in chosen]
+
     async def _show(self, interaction: discord.Interaction, index: int) -> None:
-        self.index = max(0, min(index, len(self.pages) - 1))
+        index = max(0, min(index, len(self.pages) - 1))
+        if interaction.user.id != self.owner_id:
+            await interaction.response.send_message(
+                embed=self.pages[index], files=self.files_for(index), ephemeral=True
+            )
+            return
+        self.index = index
         self._update_buttons()
-        await interaction.response.edit_message(embed=self.pages[self.index], view=self)
+        await interaction.response.edit_message(
+            embed=self.pages[index], view=self, attachments=self.files_for(index)
+        )
 
     @discord.ui.button(label="Previous", style=discord.ButtonStyle.secondary)
     async def previous(
@@ -168,14 +198,14 @@ async def show_pages(
     *,
     ephemeral: bool,
     timeout: float,
-    files: Sequence[discord.File] = (),
+    files: Sequence[PageFile] = (),
 ) -> None:
     """The first page with its files (an image the page shows), and buttons for the rest."""
-    extra = {"files": list(files)} if files else {}
+    view = PagesView(interaction.user, pages, timeout=timeout, first_page_files=files)
+    extra = {"files": view.files_for(0)} if files else {}
     if len(pages) == 1:
         await answer(interaction, embed=pages[0], ephemeral=ephemeral, **extra)
         return
-    view = PagesView(interaction.user, pages, timeout=timeout)
     view.message = await answer(
         interaction, embed=pages[0], view=view, ephemeral=ephemeral, **extra
     )

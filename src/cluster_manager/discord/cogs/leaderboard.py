@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import io
 from typing import TYPE_CHECKING
 
 import discord
@@ -264,7 +263,7 @@ class LeaderboardCog(
                 key = await self.service.history_key(name, shown)
                 load = functools.partial(self.service.score_history, name, shown)
                 png = await self.charts.chart(key, "png", load)
-                files.append(discord.File(io.BytesIO(png), filename=CHART_FILE))
+                files.append((CHART_FILE, png))
                 pages[0].set_image(url=f"attachment://{CHART_FILE}")
         await show_pages(
             interaction,
