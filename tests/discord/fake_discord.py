@@ -54,6 +54,7 @@ FILE_BYTES = 10 * 1024 * 1024  # a server without boosts
 _WEBHOOK = re.compile(r"/webhooks/(?P<app>\d+)/(?P<token>[^/]+)(?:/messages/(?P<mid>[^/]+))?")
 _CALLBACK = re.compile(r"/interactions/(?P<iid>\d+)/(?P<token>[^/]+)/callback")
 _CHANNEL_MESSAGES = re.compile(r"/channels/(?P<cid>\d+)/messages(?:/(?P<mid>\d+))?")
+_DM_CHANNELS = "/users/@me/channels"
 _COMMANDS = re.compile(r"/applications/(?P<app>\d+)(?:/guilds/(?P<gid>\d+))?/commands")
 
 
@@ -130,6 +131,8 @@ class FakeDiscord:
         self.synced: list[dict[str, Any]] = []
         self.expired: set[str] = set()
         self.refused: list[list[str]] = []  # bodies over Discord's limits, as it would refuse
+        self.dm_channels: dict[int, int] = {}  # DM channel id -> its user's id
+        self.dms_closed: set[int] = set()  # users who take no DMs from the bot (403 50007)
         self._ids = itertools.count(10_000)
         self._runner: web.AppRunner | None = None
         self.base = ""
@@ -190,7 +193,19 @@ class FakeDiscord:
         return [m for m in self.messages.values() if m.token == token and not m.deleted]
 
     def channel_messages(self) -> list[Message]:
-        return [m for m in self.messages.values() if m.token is None and not m.deleted]
+        """What the server's channel shows (DMs are not in it)."""
+        return [
+            m
+            for m in self.messages.values()
+            if m.token is None and not m.deleted and m.channel_id not in self.dm_channels
+        ]
+
+    def direct_messages(self, user_id: int) -> list[Message]:
+        return [
+            m
+            for m in self.messages.values()
+            if not m.deleted and self.dm_channels.get(m.channel_id) == user_id
+        ]
 
     def downloads(self) -> list[str]:
         return [r.path for r in self.requests if r.path.startswith("/attachments/")]
@@ -242,6 +257,8 @@ class FakeDiscord:
             return self._callback(match["token"], body, files)
         if match := _WEBHOOK.fullmatch(route):
             return self._webhook(method, match["token"], match["mid"], body, files)
+        if route == _DM_CHANNELS and method == "POST":
+            return self._open_dm(int(body["recipient_id"]))
         if match := _CHANNEL_MESSAGES.fullmatch(route):
             return self._channel(method, int(match["cid"]), match["mid"], body, files)
         if (match := _COMMANDS.fullmatch(route)) and method == "PUT":
@@ -320,9 +337,28 @@ class FakeDiscord:
             return web.Response(status=204)
         return _json(self._payload(target))
 
+    def _open_dm(self, user_id: int) -> web.Response:
+        cid = next((c for c, u in self.dm_channels.items() if u == user_id), None)
+        if cid is None:
+            cid = self.new_id()
+            self.dm_channels[cid] = user_id
+        recipient = {
+            "id": str(user_id),
+            "username": f"user{user_id}",
+            "discriminator": "0",
+            "global_name": None,
+            "avatar": None,
+            "public_flags": 0,
+        }
+        return _json(
+            {"id": str(cid), "type": 1, "recipients": [recipient], "last_message_id": None}
+        )
+
     def _channel(
         self, method: str, cid: int, mid: str | None, body: Any, files: dict[str, bytes]
     ) -> web.Response:
+        if self.dm_channels.get(cid) in self.dms_closed:
+            return _error(403, 50007, "Cannot send messages to this user")
         if method == "POST" and mid is None:
             message = self._new_message(None, body, body.get("flags", 0), files, channel_id=cid)
             return _json(self._payload(message))

@@ -75,6 +75,7 @@ async def test_every_command_and_option_has_a_description_and_a_unique_name():
     subcommands = {p[-1] for p, _ in walk(commands) if p[0] == "leaderboard" and len(p) == 2}
     assert subcommands == {
         "submit",
+        "get-submission",
         "create",
         "delete",
         "list",

@@ -16,8 +16,9 @@ from tests.discord.conftest import ALICE, SOLUTION, create_board
 
 
 def status_and_report(reply):
-    """The ephemeral acknowledgement, the public status message and the public report."""
+    """The acknowledgement, the status message and the report: all the submitter's own."""
     ack, status, report = reply.messages
+    assert ack.ephemeral and status.ephemeral and report.ephemeral
     return ack, status, report
 
 
@@ -33,8 +34,11 @@ async def test_ranked_submission_through_the_local_launcher(make_harness, app, c
     )
 
     ack, status, report = status_and_report(reply)
-    assert ack.ephemeral and "Submission #1 accepted" in ack.content
-    assert not status.ephemeral and not report.ephemeral
+    assert "Submission #1 accepted" in ack.content
+    # The channel sees what the competition publishes: whose ranked submission, its place.
+    (public,) = harness.fake.channel_messages()
+    assert public.content.startswith("✅ **Alice**'s ranked submission #1 to **identity** passed")
+    assert "CPU rank #1 with" in public.content and "Tests" not in public.content
     # Edited live, in order: queued… → running… → done.
     history = status.history
     assert status.edits >= 3, history
@@ -133,7 +137,7 @@ async def test_submissions_beyond_the_live_watch_limit_are_polled(
     assert report.embeds[0]["title"] == "✅ Submission #1: passed"
 
 
-async def test_the_status_moves_to_the_channel_when_the_token_expires(
+async def test_the_status_moves_to_a_direct_message_when_the_token_expires(
     make_harness, app, clock, fake_launcher
 ):
     await create_board(app, clock, gpus=("H100",))
@@ -150,9 +154,10 @@ async def test_the_status_moves_to_the_channel_when_the_token_expires(
         run.polls_left = 1
     await harness._finish(tasks, 30)
 
-    status, report = harness.fake.channel_messages()
+    # The rest of it goes on privately, in a direct message; the channel sees nothing.
+    assert harness.fake.channel_messages() == []
+    status, report = harness.fake.direct_messages(ALICE.id)
     assert "✅ **H100**: passed" in status.content and "🏁 Done in" in status.content
-    assert report.content == f"<@{ALICE.id}>"
     assert report.embeds[0]["title"].startswith("✅ Submission #")
     assert "submission-" in next(iter(report.files))
     jobs = await job_store.jobs_of_submission(app.pool, 1)

@@ -1,15 +1,18 @@
 """Following a submission: one status message edited as its jobs move, then the report.
 
-The jobs run in a scheduler elsewhere (the bot's own, or a worker); this only listens to the
-service's events. Interaction tokens expire after 15 minutes, so a long wait continues in a
-message of the bot's own in the channel.
+Both are the submitter's own (ephemeral): its output, files and profiles are nobody else's
+business. The channel sees only what the competition publishes: a ranked submission's verdict
+and placement, in one line. The jobs run in a scheduler elsewhere (the bot's own, or a
+worker); this only listens to the service's events. Interaction tokens expire after 15
+minutes, so a long wait continues in a direct message; a member who takes none is told once,
+in the channel, where the report will be (`/leaderboard get-submission`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +23,12 @@ from cluster_manager.core.records import EventState, JobEvent, JobState
 from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.replies import answer, text_file, truncate
 from cluster_manager.report import format_submission_report
-from cluster_manager.service import TERMINAL_EVENTS, Service, SubmissionReceipt
+from cluster_manager.service import (
+    TERMINAL_EVENTS,
+    Service,
+    SubmissionReceipt,
+    SubmissionReport,
+)
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +94,8 @@ class LiveSubmission:
 
 
 class LiveMessage:
-    """A message edited at most every `interval` seconds (Discord rate-limits edits)."""
+    """The submitter's status, edited at most every `interval` seconds (Discord rate-limits
+    edits): an ephemeral followup, then a direct message once the interaction expired."""
 
     def __init__(
         self, interaction: discord.Interaction, message: discord.abc.Snowflake, interval: float
@@ -96,10 +105,11 @@ class LiveMessage:
         self.interval = interval
         self.last_text = ""
         self.last_edit = 0.0
-        self.moved = False
+        self.moved = False  # now a direct message
+        self.lost = False  # no private place left: the member takes no direct messages
 
     async def show(self, text: str) -> None:
-        if text == self.last_text:
+        if text == self.last_text or self.lost:
             return
         loop = asyncio.get_running_loop()
         await asyncio.sleep(max(0.0, self.last_edit + self.interval - loop.time()))
@@ -108,18 +118,55 @@ class LiveMessage:
         except discord.HTTPException as exc:
             if self.moved or exc.status not in (401, 404):
                 raise
-            # The interaction token expired: carry on in a message of the bot's own.
-            log.info("interaction expired; following submission in the channel instead")
-            self.message = await self.fallback(content=text)
-            self.moved = True
+            log.info("interaction expired; following the submission in a direct message")
+            await self.move(content=text)
         self.last_text = text
         self.last_edit = loop.time()
 
-    async def fallback(self, **kwargs: Any) -> discord.Message:
+    async def move(self, **kwargs: Any) -> None:
+        """Carries on in a direct message; where the member takes none, says so in the channel
+        once (the submission goes on, and its report can be fetched)."""
+        self.moved = True
+        try:
+            self.message = await self.interaction.user.send(**kwargs)
+        except discord.Forbidden:
+            self.lost = True
+            await self.channel_note()
+
+    async def deliver(self, message: Callable[[], dict[str, Any]]) -> None:
+        """The report, privately: as a followup while the interaction lives, else by DM.
+        `message` makes the message's arguments anew for each try (a file is sent once)."""
+        if not self.moved:
+            try:
+                await answer(self.interaction, ephemeral=True, **message())
+                return
+            except discord.HTTPException as exc:
+                if exc.status not in (401, 404):
+                    raise
+            await self.move(**message())
+        elif not self.lost:
+            try:
+                await self.interaction.user.send(**message())
+            except discord.Forbidden:
+                self.lost = True
+                await self.channel_note()
+
+    async def channel_note(self) -> None:
+        submission_id = self.interaction.extras.get(SUBMISSION_KEY)
+        await self.public(
+            content=(
+                f"{self.interaction.user.mention}: Discord closed your submission's private "
+                "status after 15 minutes and you take no direct messages from the bot. It goes "
+                f"on: `/leaderboard get-submission {submission_id}` shows its report."
+            ),
+            allowed_mentions=discord.AllowedMentions(users=[self.interaction.user]),
+        )
+
+    async def public(self, **kwargs: Any) -> None:
         channel = self.interaction.channel
         if not isinstance(channel, discord.abc.Messageable):
-            raise RuntimeError("the interaction has no channel to continue in")
-        return await channel.send(**kwargs)
+            raise RuntimeError("the interaction has no channel to write in")
+        await channel.send(**kwargs)
 
 
 class Watchers:
@@ -151,6 +198,10 @@ class Watchers:
             await asyncio.sleep(self.poll_interval)
 
 
+# Where the interaction notes the submission it follows, for the channel note.
+SUBMISSION_KEY = "cm_submission_id"
+
+
 async def follow_submission(
     interaction: discord.Interaction,
     service: Service,
@@ -160,10 +211,11 @@ async def follow_submission(
     edit_interval: float,
 ) -> None:
     loop = asyncio.get_running_loop()
+    interaction.extras[SUBMISSION_KEY] = receipt.submission_id
     status = LiveSubmission(receipt, interaction.user.mention, started=loop.time())
     for job in receipt.jobs:
         status.apply(JobEvent.of_job(job))
-    first = await answer(interaction, content=status.render(loop.time()))
+    first = await answer(interaction, content=status.render(loop.time()), ephemeral=True)
     live = LiveMessage(interaction, first, edit_interval)
     live.last_text, live.last_edit = first.content, loop.time()
     async for event in watchers.events(service, receipt.submission_id):
@@ -180,17 +232,17 @@ async def follow_submission(
     if receipt.mode is Mode.LEADERBOARD and any(j.state is JobState.FINISHED for j in report.jobs):
         placements = await service.placements(receipt.submission_id)
     embed = render.report_embed(report, placements)
+    await live.deliver(lambda: {"embed": embed, "files": report_files(report)})
+    if receipt.mode is Mode.LEADERBOARD:  # what the competition publishes
+        await live.public(
+            content=render.ranked_line(report, placements, interaction.user.display_name),
+            allowed_mentions=discord.AllowedMentions.none(),
+        )
+
+
+def report_files(report: SubmissionReport) -> list[discord.File]:
+    """The full log and the profiles' files (a file can be sent once: each send makes its
+    own)."""
     log_text = format_submission_report(report, with_output=True) + "\n"
-    name = f"submission-{receipt.submission_id}.txt"
-
-    def files() -> list[discord.File]:  # a file can be sent once only: each try gets its own
-        return [text_file(name, log_text), *profile_files.report_files(report)]
-
-    if not live.moved:
-        try:
-            await answer(interaction, embed=embed, files=files())
-            return
-        except discord.HTTPException as exc:
-            if exc.status not in (401, 404):
-                raise
-    await live.fallback(content=interaction.user.mention, embed=embed, files=files())
+    name = f"submission-{report.submission.id}.txt"
+    return [text_file(name, log_text), *profile_files.report_files(report)]

@@ -207,6 +207,25 @@ def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> d
     return embed
 
 
+def ranked_line(report: SubmissionReport, placements: Sequence[Placement], name: str) -> str:
+    """What the channel sees of a ranked submission: whose, where, whether it passed and its
+    places; never its output or what failed (a secret run's kind is its author's business)."""
+    sub = report.submission
+    head = (
+        f"{icon(report.passed)} **{discord.utils.escape_markdown(name)}**'s ranked submission "
+        f"#{sub.id} to **{sub.leaderboard}**"
+    )
+    if not report.passed:
+        return f"{head} did not pass."
+    places = [
+        f"{p.gpu} rank #{p.rank} with {format_duration_ns(p.score * 1e9)}"
+        + (" (a new personal best)" if p.improved else "")
+        for p in placements
+        if p.rank is not None and p.score is not None
+    ]
+    return f"{head} passed" + (f": {'; '.join(places)}." if places else ".")
+
+
 # --- quick runs ------------------------------------------------------------------------------
 
 

@@ -27,7 +27,7 @@ from cluster_manager.discord import render
 from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import leaderboard_gpus, leaderboard_names
 from cluster_manager.discord.errors import UsageError
-from cluster_manager.discord.live import follow_submission
+from cluster_manager.discord.live import follow_submission, report_files
 from cluster_manager.discord.replies import answer, defer, text_file
 from cluster_manager.discord.roles import creators_only, is_admin, submitter
 from cluster_manager.discord.views import choose, confirm, show_pages
@@ -282,6 +282,27 @@ class LeaderboardCog(
         runs = await self.service.personal_runs(name, submitter(interaction.user))
         pages = render.personal_pages(name, runs)
         await show_pages(interaction, pages, ephemeral=True, timeout=self.bot.config.view_timeout)
+
+    @app_commands.command(
+        name="get-submission", description="A submission's report, log and code (yours)"
+    )
+    @app_commands.describe(submission_id="The submission's number (#N in its status)")
+    async def get_submission(self, interaction: discord.Interaction, submission_id: int) -> None:
+        """Fetches a report again, privately: after a restart, once a status went quiet, or for
+        an admin, any submission's."""
+        await defer(interaction, ephemeral=True)
+        user = interaction.user
+        report = await self.service.own_report(submission_id, submitter(user), admin=is_admin(user))
+        placements = []
+        if report.done and report.submission.mode is Mode.LEADERBOARD:
+            placements = await self.service.placements(submission_id)
+        code = text_file(report.submission.file_name, report.submission.code)
+        await answer(
+            interaction,
+            embed=render.report_embed(report, placements),
+            files=[*report_files(report), code],
+            ephemeral=True,
+        )
 
     @app_commands.command(name="task", description="The task's files: reference, harness, inputs")
     @app_commands.describe(name="The leaderboard")
