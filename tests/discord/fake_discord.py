@@ -133,6 +133,7 @@ class FakeDiscord:
         self.refused: list[list[str]] = []  # bodies over Discord's limits, as it would refuse
         self.dm_channels: dict[int, int] = {}  # DM channel id -> its user's id
         self.dms_closed: set[int] = set()  # users who take no DMs from the bot (403 50007)
+        self._failures: list[list[Any]] = []  # [method, path pattern, status, times left]
         self._ids = itertools.count(10_000)
         self._runner: web.AppRunner | None = None
         self.base = ""
@@ -187,6 +188,23 @@ class FakeDiscord:
     def expire(self, token: str) -> None:
         self.expired.add(token)
 
+    def fail(self, method: str, pattern: str, status: int, times: int) -> None:
+        """Answers the next `times` requests matching `method` and the path `pattern` with
+        `status` (500s, or 429 with a short retry_after), as Discord does in an outage."""
+        self._failures.append([method, re.compile(pattern), status, times])
+
+    def _injected(self, method: str, path: str) -> web.Response | None:
+        for failure in self._failures:
+            if failure[3] > 0 and failure[0] == method and failure[1].search(path):
+                failure[3] -= 1
+                if failure[2] == 429:
+                    body = {"message": "You are being rate limited.", "retry_after": 0.01}
+                    return web.json_response(
+                        {**body, "global": False}, status=429, headers={"Retry-After": "0.01"}
+                    )
+                return _error(failure[2], 0, "Internal Server Error")
+        return None
+
     # --- what tests read -------------------------------------------------------------------
 
     def messages_of(self, token: str) -> list[Message]:
@@ -231,6 +249,8 @@ class FakeDiscord:
         body, files = await _read_body(request)
         path = request.path
         self.requests.append(Recorded(request.method, path, dict(request.query), body, files))
+        if (injected := self._injected(request.method, path)) is not None:
+            return injected
         message = (body.get("data") or {}) if _CALLBACK.search(path) else body
         if isinstance(message, dict) and (problems := over_limits(message, files)):
             self.refused.append(problems)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import discord
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, JobEvent, JobState
@@ -108,14 +109,26 @@ class LiveMessage:
         self.moved = False  # now a direct message
         self.lost = False  # no private place left: the member takes no direct messages
 
-    async def show(self, text: str) -> None:
+    async def show(self, text: str, *, final: bool = False) -> None:
+        """Edits the status to `text`; a `final` one (the end state) is tried again through
+        Discord's trouble, where others are skipped."""
         if text == self.last_text or self.lost:
             return
         loop = asyncio.get_running_loop()
         await asyncio.sleep(max(0.0, self.last_edit + self.interval - loop.time()))
         try:
-            await self.message.edit(content=text)
+            if final:
+                async for attempt in _retrying():
+                    with attempt:
+                        await self.message.edit(content=text)
+            else:
+                await self.message.edit(content=text)
         except discord.HTTPException as exc:
+            if passing(exc) and not final:
+                # Discord's trouble, not the follow's: this edit is skipped, the next event's
+                # (or the final one) shows the state then.
+                log.warning("status edit skipped (Discord answered %s)", exc.status)
+                return
             if self.moved or exc.status not in (401, 404):
                 raise
             log.info("interaction expired; following the submission in a direct message")
@@ -138,10 +151,12 @@ class LiveMessage:
         `message` makes the message's arguments anew for each try (a file is sent once)."""
         if not self.moved:
             try:
-                await answer(self.interaction, ephemeral=True, **message())
+                async for attempt in _retrying():
+                    with attempt:
+                        await answer(self.interaction, ephemeral=True, **message())
                 return
             except discord.HTTPException as exc:
-                if exc.status not in (401, 404):
+                if exc.status not in (401, 404) and not passing(exc):
                     raise
             await self.move(**message())
         elif not self.lost:
@@ -198,6 +213,27 @@ class Watchers:
             await asyncio.sleep(self.poll_interval)
 
 
+# The report is worth waiting for: Discord's 5xx storms pass within a minute or two (each
+# request already retried five times by discord.py), and a 429 says when to come back.
+REPORT_ATTEMPTS = 5
+FIRST_WAIT_S = 2.0  # then twice as long each time, up to
+LONGEST_WAIT_S = 60.0
+
+
+def passing(exc: discord.HTTPException) -> bool:
+    """Trouble on Discord's side that passes: a server error, or a rate limit."""
+    return exc.status >= 500 or exc.status == 429
+
+
+def _retrying() -> AsyncRetrying:
+    return AsyncRetrying(
+        retry=retry_if_exception(lambda e: isinstance(e, discord.HTTPException) and passing(e)),
+        wait=wait_exponential(multiplier=FIRST_WAIT_S, max=LONGEST_WAIT_S),
+        stop=stop_after_attempt(REPORT_ATTEMPTS),
+        reraise=True,
+    )
+
+
 # Where the interaction notes the submission it follows, for the channel note.
 SUBMISSION_KEY = "cm_submission_id"
 
@@ -215,7 +251,11 @@ async def follow_submission(
     status = LiveSubmission(receipt, interaction.user.mention, started=loop.time())
     for job in receipt.jobs:
         status.apply(JobEvent.of_job(job))
-    first = await answer(interaction, content=status.render(loop.time()), ephemeral=True)
+    first = None
+    async for attempt in _retrying():
+        with attempt:
+            first = await answer(interaction, content=status.render(loop.time()), ephemeral=True)
+    assert first is not None
     live = LiveMessage(interaction, first, edit_interval)
     live.last_text, live.last_edit = first.content, loop.time()
     async for event in watchers.events(service, receipt.submission_id):
@@ -225,7 +265,7 @@ async def follow_submission(
         await live.show(status.render(loop.time()))
     if status.finished_at is None:
         status.finished_at = loop.time()
-        await live.show(status.render(loop.time()))
+    await live.show(status.render(loop.time()), final=True)  # unless it is shown already
 
     report = await service.report(receipt.submission_id)
     placements = []
