@@ -60,3 +60,26 @@ async def test_a_follow_survives_server_errors_and_rate_limits(
     assert report.ephemeral and report.embeds[0]["title"] == "✅ Submission #1: passed"
     assert "🏁 Done in" in status.content
     assert len(harness.fake.calls("POST", r"/webhooks/\d+/[^/]+$")) >= 7  # status, 5 + 1 report
+
+
+async def test_a_quiet_status_still_shows_the_time_it_has_taken(
+    make_harness, app, clock, fake_launcher, monkeypatch
+):
+    """The elapsed time moved only with job events: a long queue or run looked frozen."""
+    monkeypatch.setattr(live, "TICK_S", 0.1)
+    await create_board(app, clock, gpus=("H100",))
+    fake_launcher.polls = 10**9  # the run says nothing more until released
+    harness = await make_harness(scheduler=True)
+    reply, tasks = harness.start(
+        "leaderboard submit",
+        script=harness.upload("s.py", SOLUTION),
+        leaderboard="identity",
+        mode="test",
+    )
+    await harness.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+    status = reply.messages[1]
+    await harness.fake.wait_for(lambda: "⏱️ 2 s so far" in status.content, timeout=10)
+    for run in fake_launcher.runs.values():
+        run.polls_left = 1
+    await harness._finish(tasks, 30)
+    assert "🏁 Done in" in status.content

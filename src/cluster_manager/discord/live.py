@@ -11,6 +11,7 @@ in the channel, where the report will be (`/leaderboard get-submission`).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -109,13 +110,15 @@ class LiveMessage:
         self.moved = False  # now a direct message
         self.lost = False  # no private place left: the member takes no direct messages
 
-    async def show(self, text: str, *, final: bool = False) -> None:
-        """Edits the status to `text`; a `final` one (the end state) is tried again through
-        Discord's trouble, where others are skipped."""
-        if text == self.last_text or self.lost:
-            return
+    async def show(self, text: str | Callable[[], str], *, final: bool = False) -> None:
+        """Edits the status to `text`, made (when a callable) once the edit interval allows,
+        so that whatever happened meanwhile goes into one edit. A `final` one (the end state)
+        is tried again through Discord's trouble, where others are skipped."""
         loop = asyncio.get_running_loop()
         await asyncio.sleep(max(0.0, self.last_edit + self.interval - loop.time()))
+        text = text() if callable(text) else text
+        if text == self.last_text or self.lost:
+            return
         try:
             if final:
                 async for attempt in _retrying():
@@ -258,11 +261,19 @@ async def follow_submission(
     assert first is not None
     live = LiveMessage(interaction, first, edit_interval)
     live.last_text, live.last_edit = first.content, loop.time()
-    async for event in watchers.events(service, receipt.submission_id):
-        status.apply(event)
-        if status.done and status.finished_at is None:
-            status.finished_at = loop.time()
-        await live.show(status.render(loop.time()))
+    changed, over = asyncio.Event(), asyncio.Event()
+    painter = asyncio.create_task(_paint(live, status, changed, over))
+    try:
+        async for event in watchers.events(service, receipt.submission_id):
+            status.apply(event)
+            if status.done and status.finished_at is None:
+                status.finished_at = loop.time()
+            changed.set()
+    finally:
+        # Told, not cancelled: a cancellation can be lost in `wait_for` (Python < 3.12).
+        over.set()
+        changed.set()
+        await painter
     if status.finished_at is None:
         status.finished_at = loop.time()
     await live.show(status.render(loop.time()), final=True)  # unless it is shown already
@@ -278,6 +289,25 @@ async def follow_submission(
             content=render.ranked_line(report, placements, interaction.user.display_name),
             allowed_mentions=discord.AllowedMentions.none(),
         )
+
+
+# How often the elapsed time moves on a status whose jobs say nothing new.
+TICK_S = 10.0
+
+
+async def _paint(
+    live: LiveMessage, status: LiveSubmission, changed: asyncio.Event, over: asyncio.Event
+) -> None:
+    """Shows the status as its jobs move, and every `TICK_S` the time it has taken, until
+    `over`: events that arrive within one edit interval go into one edit (Discord rate-limits
+    edits)."""
+    loop = asyncio.get_running_loop()
+    while not over.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(changed.wait(), TICK_S)
+        changed.clear()
+        if not over.is_set():
+            await live.show(lambda: status.render(loop.time()))
 
 
 def report_files(report: SubmissionReport) -> list[discord.File]:
