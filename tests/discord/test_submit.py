@@ -119,22 +119,34 @@ async def test_the_file_header_names_the_leaderboard_and_gpu(make_harness, app, 
     assert "✅ **H100**: passed" in status.content
 
 
-async def test_submissions_beyond_the_live_watch_limit_are_polled(
-    make_harness, app, clock, monkeypatch
+async def test_many_follows_at_once_each_show_their_place_in_line(
+    make_harness, app, clock, fake_launcher
 ):
-    def no_listener(*ids):
-        raise AssertionError("a live watch was opened past the limit")
-
-    monkeypatch.setattr(app.service, "watch", no_listener)
+    """Past four follows a status used to poll, with neither place in line nor phase: every
+    follow now shares the one database listener and keeps its detail."""
     await create_board(app, clock, gpus=("H100",))
-    harness = await make_harness(scheduler=True, live_watches=0, poll_interval=0.05)
-    script = harness.upload("submission.py", SOLUTION)
-    reply = await harness.command(
-        "leaderboard submit", script=script, leaderboard="identity", mode="test"
+    fake_launcher.polls = 10**9
+    harness = await make_harness(scheduler=True)  # H100: one job at a time (max_concurrent)
+    started = [
+        harness.start(
+            "leaderboard submit",
+            script=harness.upload(f"s{i}.py", SOLUTION),
+            leaderboard="identity",
+            mode="test",
+        )
+        for i in range(6)
+    ]
+    replies = [reply for reply, _ in started]
+    await harness.fake.wait_for(lambda: all(len(r.messages) == 2 for r in replies))
+    await harness.fake.wait_for(
+        lambda: sum("queued, position" in r.messages[1].content for r in replies) >= 4
     )
-    _, status, report = status_and_report(reply)
-    assert "✅ **H100**: passed" in status.content and "🏁 Done in" in status.content
-    assert report.embeds[0]["title"] == "✅ Submission #1: passed"
+    fake_launcher.polls = 1
+    for run in fake_launcher.runs.values():
+        run.polls_left = 1
+    for _, tasks in started:
+        await harness._finish(tasks, 60)
+    assert all("🏁 Done in" in r.messages[1].content for r in replies)
 
 
 async def test_the_status_moves_to_a_direct_message_when_the_token_expires(

@@ -26,7 +26,6 @@ from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
 from cluster_manager.discord.cogs.ops import OpsCog
 from cluster_manager.discord.cogs.run import RunCog
 from cluster_manager.discord.errors import report_error
-from cluster_manager.discord.live import Watchers
 from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
 from cluster_manager.scheduler import SchedulerConfig
 
@@ -44,10 +43,6 @@ class BotConfig:
     scheduler: SchedulerConfig | None = None
     edit_interval: float = 1.0  # seconds between edits of a live status message
     view_timeout: float = 180.0  # seconds menus and buttons wait for their user
-    # Submissions followed over a live database listener at once (each holds a pooled
-    # connection); more are followed by polling every `poll_interval` seconds.
-    live_watches: int = 4
-    poll_interval: float = 3.0
     # New leaders are posted here (a channel id); None announces nothing.
     announce_channel_id: int | None = None
     announce_every_s: float = 30.0
@@ -75,7 +70,6 @@ class ClusterBot(commands.Bot):
         )
         self._app = app
         self.config = config or BotConfig()
-        self.watchers = Watchers(self.config.live_watches, self.config.poll_interval)
         self._stop = asyncio.Event()
         self._scheduler_task: asyncio.Task[None] | None = None
         self._announcer_task: asyncio.Task[None] | None = None

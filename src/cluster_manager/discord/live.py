@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -187,35 +187,6 @@ class LiveMessage:
         await channel.send(**kwargs)
 
 
-class Watchers:
-    """Where job events come from. A live watch holds a pooled connection for as long as it
-    lasts, so at most `limit` run at once; submissions followed beyond that poll instead."""
-
-    def __init__(self, limit: int, poll_interval: float) -> None:
-        self.limit = limit
-        self.poll_interval = poll_interval
-        self._slots = asyncio.Semaphore(limit)
-
-    async def events(self, service: Service, submission_id: int) -> AsyncIterator[JobEvent]:
-        if self.limit > 0 and not self._slots.locked():
-            async with self._slots:
-                async for event in service.watch(submission_id):
-                    yield event
-            return
-        async for event in self._poll(service, submission_id):
-            yield event
-
-    async def _poll(self, service: Service, submission_id: int) -> AsyncIterator[JobEvent]:
-        while True:
-            report = await service.report(submission_id)
-            verdicts = {r.job_id: r.verdict.value for r in report.runs}
-            for job in report.jobs:
-                yield JobEvent.of_job(job, verdict=verdicts.get(job.id))
-            if report.done:
-                return
-            await asyncio.sleep(self.poll_interval)
-
-
 # The report is worth waiting for: Discord's 5xx storms pass within a minute or two (each
 # request already retried five times by discord.py), and a 429 says when to come back.
 REPORT_ATTEMPTS = 5
@@ -246,7 +217,6 @@ async def follow_submission(
     service: Service,
     receipt: SubmissionReceipt,
     *,
-    watchers: Watchers,
     edit_interval: float,
 ) -> None:
     loop = asyncio.get_running_loop()
@@ -264,7 +234,8 @@ async def follow_submission(
     changed, over = asyncio.Event(), asyncio.Event()
     painter = asyncio.create_task(_paint(live, status, changed, over))
     try:
-        async for event in watchers.events(service, receipt.submission_id):
+        # Every follow of the process shares one database listener (`service.watch`).
+        async for event in service.watch(receipt.submission_id):
             status.apply(event)
             if status.done and status.finished_at is None:
                 status.finished_at = loop.time()

@@ -132,7 +132,6 @@ class LeaderboardCog(
             interaction,
             self.service,
             receipt,
-            watchers=self.bot.watchers,
             edit_interval=self.bot.config.edit_interval,
         )
 
