@@ -406,6 +406,32 @@ def test_leaderboard_sync_plans_applies_and_holds(cm, tmp_path: Path):
     assert broken.returncode == 2 and "problems: must be a non-empty list" in broken.stderr
 
 
+def test_a_board_or_a_sync_on_a_gpu_type_nothing_here_runs(cm, tmp_path: Path):
+    """Without Modal's credentials, H100 (a Modal type) is refused when a board lists it and
+    left out when a problem set is synced, each naming the setting it needs."""
+    no_modal = {"CLUSTER_MANAGER_MODAL_APP": "", "MODAL_TOKEN_ID": ""}
+    why = "H100 runs on the modal launcher, which this deployment has not configured: set "
+    why += "CLUSTER_MANAGER_MODAL_APP"
+    refused = cm(
+        "leaderboard", "create", "identity", "--task", str(IDENTITY), "--deadline", FUTURE,
+        "--gpu", "CPU", "--gpu", "H100", env=no_modal,
+    )  # fmt: skip
+    assert refused.returncode == 2 and why in refused.stderr, refused.stderr
+    assert "identity" not in cm("leaderboard", "list").stdout
+    root = tmp_path / "problems"
+    shutil.copytree(EXAMPLES, root / "set")
+    season = root / "season.yaml"
+    season.write_text(
+        "name: Season\nproblems:\n"
+        "  - {directory: set/identity_py, name: identity, deadline: 2099-01-01,"
+        " gpus: [CPU, H100]}\n"
+    )
+    synced = cm("leaderboard", "sync", str(season), env=no_modal)
+    assert synced.returncode == 0, synced.stderr
+    assert "+ identity: created on CPU" in synced.stdout
+    assert f"note: GPU type H100 is not served here ({why}): left out" in synced.stdout
+
+
 def test_a_ranked_run_on_a_throttling_gpu_is_retried_and_then_ranked(cm, tmp_path: Path):
     """The first ranked run's GPU throttles (a probe injected the way an operator names one):
     the submit follows the retry its result queued, and ranks the clean retry."""

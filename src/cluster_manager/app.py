@@ -142,6 +142,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                     script_rate_limit_per_hour=settings.script_rate_limit_per_hour,
                     installation=installation,
                     allow_unsandboxed_ranking=settings.allow_unsandboxed_ranking,
+                    unserved_gpus=registry.unserved_by(launchers),
                 ),
                 installation=installation,
             )

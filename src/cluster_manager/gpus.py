@@ -64,6 +64,13 @@ MODAL_TIMEOUT_S = 3 * 3600
 LAUNCHER_MAX_RUN_S = {"github": GITHUB_TIMEOUT_MINUTES * 60.0, "modal": float(MODAL_TIMEOUT_S)}
 # The memory cap of a run on a GPU machine (every launcher but local) without `memory_mb`.
 GPU_MEMORY_MB = 65536
+# What a deployment sets to give a process each launcher (app.build_launchers); local is
+# always there.
+LAUNCHER_SETTINGS = {
+    "github": "GITHUB_REPO and GITHUB_TOKENS",
+    "modal": "CLUSTER_MANAGER_MODAL_APP",
+    "slurm": "CLUSTER_MANAGER_SLURM_DIR",
+}
 
 
 @dataclass(frozen=True)
@@ -127,6 +134,16 @@ class GpuRegistry:
             ),
             key=lambda g: (g.launcher, g.name),
         )
+
+    def unserved_by(self, launchers: Collection[str]) -> dict[str, str]:
+        """The types a process with these launchers cannot run, each with why and what to set
+        (shown to whoever lists one on a leaderboard)."""
+        return {
+            g.name: f"{g.name} runs on the {g.launcher} launcher, which this deployment has "
+            f"not configured: set {LAUNCHER_SETTINGS.get(g.launcher, 'it up')}"
+            for g in self.types.values()
+            if g.launcher not in launchers
+        }
 
     def with_concurrency(self, launcher: str, max_concurrent: int) -> GpuRegistry:
         """The same registry with every type of `launcher` limited to `max_concurrent`."""

@@ -53,9 +53,18 @@ def format_controls(pauses: Sequence[dict[str, Any]], bans: Sequence[dict[str, A
 
 
 def format_queue(queue: dict[str, Any]) -> str:
-    """`/queue` and `cluster-manager queue`: each GPU's line, then the caller's own jobs."""
-    rows = [(g["gpu"], str(g["queued"]), str(g["running"])) for g in queue["gpus"]]
-    lines = [format_table(("gpu", "queued", "running"), rows)] if rows else ["No GPU types."]
+    """`/queue` and `cluster-manager queue`: each GPU's line and whether a live scheduler
+    runs it (a job on a type nothing runs fails after a minute), then the caller's own jobs."""
+    rows = [
+        (g["gpu"], str(g["queued"]), str(g["running"]), _served(g.get("served")))
+        for g in queue["gpus"]
+    ]
+    header = ("gpu", "queued", "running", "served")
+    lines = [format_table(header, rows)] if rows else ["No GPU types."]
+    if unserved := [g["gpu"] for g in queue["gpus"] if g.get("served") is False]:
+        lines.append(
+            f"No scheduler runs {', '.join(unserved)}: jobs queued there fail after a minute."
+        )
     if queue["mine"]:
         lines += ["", "Your jobs:"]
         for job in queue["mine"]:
@@ -66,6 +75,11 @@ def format_queue(queue: dict[str, Any]) -> str:
                 f"[{job['gpu']}{secret}]: {where}"
             )
     return "\n".join(lines)
+
+
+def _served(served: bool | None) -> str:
+    # None: a server from before the queue said it.
+    return "?" if served is None else "yes" if served else "no"
 
 
 def format_sync_plan(plan: SyncPlan, *, applied: bool, force: bool) -> str:

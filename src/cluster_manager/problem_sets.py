@@ -1,7 +1,8 @@
 """A problem set's competition file read for syncing: each problem's task loaded, its
-deadline read and its GPU types checked against the registry. Unknown GPU types are left out
-and reported (never guessed); a problem none of whose types is known is skipped; anything
-unreadable stops the whole sync before a leaderboard is touched."""
+deadline read and its GPU types checked against the registry and what this deployment serves.
+Unknown GPU types, and types nothing here runs, are left out and reported (never guessed); a
+problem none of whose types is known and served is skipped; anything unreadable stops the
+whole sync before a leaderboard is touched."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import io
 import stat
 import zipfile
 import zlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -39,16 +41,18 @@ def competition_file(path: Path, problem_set: str | None) -> Path:
     raise ClusterManagerError(f"{path} holds no problem set {problem_set!r} ({problem_set}.yaml)")
 
 
-def load_problem_set(path: Path, registry: GpuRegistry) -> LoadedProblemSet:
+def load_problem_set(
+    path: Path, registry: GpuRegistry, unserved: Mapping[str, str] | None = None
+) -> LoadedProblemSet:
     """The competition file's problems, each task read from files under the file's own folder
     (its problems' directories must be there too): an uploaded archive whose file names its
-    own folder as a task cannot reach the server's files through its sources."""
+    own folder as a task cannot reach the server's files through its sources. `unserved`:
+    the GPU types nothing here runs, each with why (`Service.gpus_not_served`)."""
     competition = load_competition(path)
     root = path.resolve().parent
     label = path.name
     problems: list[tuple[ProblemSpec, list[str]]] = []
     skipped: list[str] = []
-    known = set(registry.names)
     for index, problem in enumerate(competition.problems):
         where = f"problems[{index}] ({problem.name})"
         raw_deadline = problem.deadline or competition.deadline
@@ -60,18 +64,42 @@ def load_problem_set(path: Path, registry: GpuRegistry) -> LoadedProblemSet:
             raise InvalidCompetitionError(label, f"{where}.deadline", str(exc)) from None
         if not problem.gpus:
             raise InvalidCompetitionError(label, f"{where}.gpus", "lists no GPU type")
-        unknown = [g for g in problem.gpus if g not in known]
-        gpus = tuple(g for g in problem.gpus if g in known)
+        gpus, notes = _usable_gpus(problem.gpus, registry, unserved or {})
         if not gpus:
-            skipped.append(
-                f"{problem.name}: none of its GPU types ({', '.join(unknown)}) is configured "
-                f"here (known: {', '.join(sorted(known))})"
-            )
+            skipped.append(_none_usable(problem.name, problem.gpus, registry, unserved or {}))
             continue
         task = load_task(problem.directory, root=root)
-        notes = [f"GPU type {g} is not configured here: left out" for g in unknown]
         problems.append((ProblemSpec(problem.name, task, deadline, gpus), notes))
     return LoadedProblemSet(competition.name, problems, skipped)
+
+
+def _usable_gpus(
+    listed: Sequence[str], registry: GpuRegistry, unserved: Mapping[str, str]
+) -> tuple[tuple[str, ...], list[str]]:
+    """The listed types this deployment knows and serves, and a note for each other one."""
+    notes = []
+    for gpu in listed:
+        if gpu not in registry.types:
+            notes.append(f"GPU type {gpu} is not configured here: left out")
+        elif gpu in unserved:
+            notes.append(f"GPU type {gpu} is not served here ({unserved[gpu]}): left out")
+    usable = tuple(g for g in listed if g in registry.types and g not in unserved)
+    return usable, notes
+
+
+def _none_usable(
+    name: str, listed: Sequence[str], registry: GpuRegistry, unserved: Mapping[str, str]
+) -> str:
+    """Why a problem is skipped: none of its GPU types is known, or served."""
+    unknown = [g for g in listed if g not in registry.types]
+    if len(unknown) == len(listed):
+        return (
+            f"{name}: none of its GPU types ({', '.join(unknown)}) is configured "
+            f"here (known: {', '.join(registry.names)})"
+        )
+    reasons = [unserved[g] for g in listed if g in unserved]
+    reasons += [f"{g} is not configured here" for g in unknown]
+    return f"{name}: none of its GPU types is served here ({'; '.join(reasons)})"
 
 
 MAX_ARCHIVE_ENTRIES = 5000

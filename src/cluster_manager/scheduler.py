@@ -4,6 +4,10 @@ Several schedulers (processes) may run against one database. Each holds leases o
 drives and renews them with one heartbeat query; a scheduler that dies simply stops renewing,
 and another takes its jobs over on its next pass: re-attaching by the external id recorded
 before dispatch, so no job is dispatched twice and no result is written twice.
+
+A scheduler that serves the whole queue also says, on the same heartbeat, which GPU types it
+runs (storage.served); each fails the jobs left queued on a type that none has run for a
+while, with why, instead of leaving them to wait for good.
 """
 
 from __future__ import annotations
@@ -21,12 +25,13 @@ from dataclasses import dataclass, field
 import asyncpg
 
 from cluster_manager.core.models import Limits
-from cluster_manager.core.records import IN_FLIGHT_STATES, Job
-from cluster_manager.gpus import GpuRegistry
+from cluster_manager.core.records import IN_FLIGHT_STATES, EventState, Job, JobEvent
+from cluster_manager.gpus import LAUNCHER_SETTINGS, GpuRegistry
 from cluster_manager.job_driver import JobDriver
 from cluster_manager.launchers.base import Launcher
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import served as served_store
 from cluster_manager.storage.database import DatabaseUnavailableError, listening
 
 log = logging.getLogger(__name__)
@@ -44,6 +49,11 @@ class SchedulerConfig:
     # Rank scores of runs that were not fully sandboxed (core.sandboxing); off by default.
     allow_unsandboxed_ranking: bool = False
     throttle_threshold: float = run_store.DEFAULT_THROTTLE_THRESHOLD  # storage.throttling
+    # A queued job fails once it has waited this long on a GPU type that no scheduler has run
+    # for as long: a scheduler restarting within it fails nothing.
+    served_window_s: float = served_store.SERVED_WINDOW_S
+    # How often a whole-queue scheduler looks for such jobs.
+    unserved_check_s: float = 5.0
 
 
 def new_owner_id() -> str:
@@ -78,6 +88,16 @@ class Scheduler:
         self._wake = asyncio.Event()
         # GPU types this scheduler serves: those whose launcher it has (of `gpus`, if given).
         self.gpus = [g.name for g in registry.served_by(launchers, gpus)]
+        # When this scheduler first found each GPU type with queued jobs and no server, on
+        # every check since (loop time), and when it looks next.
+        self._unserved_since: dict[str, float] = {}
+        self._next_unserved_check = 0.0
+
+    @property
+    def whole_queue(self) -> bool:
+        """Serves every submission's jobs (not only a CLI's own): says which types it runs,
+        and fails the jobs nobody runs."""
+        return self.submission_ids is None
 
     @property
     def in_flight(self) -> int:
@@ -87,6 +107,8 @@ class Scheduler:
         """Serves jobs until `stop` is set; in-flight jobs are then left to their leases."""
         stop = stop or asyncio.Event()
         async with listening(self.pool, job_store.NEW_JOBS_CHANNEL, self._on_new_jobs):
+            with contextlib.suppress(DatabaseUnavailableError):  # the heartbeat says it again
+                await self._register()
             heartbeat = asyncio.create_task(self._heartbeat_loop())
             try:
                 while not stop.is_set():
@@ -105,6 +127,8 @@ class Scheduler:
                 for task in self._tasks.values():
                     task.cancel()
                 await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+                with contextlib.suppress(DatabaseUnavailableError):  # else its rows age out
+                    await self._unregister()
 
     async def run_until_idle(self, job_ids: set[int] | None = None) -> None:
         """Serves jobs until the given ones (or every job in flight here) are done."""
@@ -150,6 +174,42 @@ class Scheduler:
             )
             for job in claimed:
                 self._start(job)
+        if self.whole_queue:
+            await self._fail_unserved()
+
+    async def _fail_unserved(self) -> None:
+        """Fails the jobs queued for over the window on a GPU type that no scheduler has run
+        for as long, as seen on every check of this one for a whole window too: a scheduler
+        that stops cleanly removes its rows, and its restart must fail nothing. Cheap and at
+        most every `unserved_check_s`."""
+        now = asyncio.get_running_loop().time()
+        if now < self._next_unserved_check:
+            return
+        self._next_unserved_check = now + self.config.unserved_check_s
+        window = self.config.served_window_s
+        found = await job_store.unserved_queued_gpus(self.pool, window_s=window, served=self.gpus)
+        self._unserved_since = {gpu: self._unserved_since.get(gpu, now) for gpu in found}
+        for gpu, since in self._unserved_since.items():
+            if now - since < window:
+                continue
+            error = unserved_error(self.registry, gpu, window)
+            for job in await job_store.fail_unserved(
+                self.pool, gpu=gpu, error=error, window_s=window
+            ):
+                log.warning("job %s: failed, nothing serves %s", job.id, gpu)
+                event = JobEvent(
+                    job.id, job.submission_id, job.gpu, job.secret, EventState.FAILED, detail=error
+                )
+                with contextlib.suppress(DatabaseUnavailableError):
+                    await job_store.publish(self.pool, event)
+
+    async def _register(self) -> None:
+        if self.whole_queue and self.gpus:
+            await served_store.register(self.pool, self.owner, self.gpus)
+
+    async def _unregister(self) -> None:
+        if self.whole_queue and self.gpus:
+            await served_store.unregister(self.pool, self.owner)
 
     def _start(self, job: Job) -> None:
         if job.id in self._tasks:
@@ -166,11 +226,14 @@ class Scheduler:
         self._wake.set()
 
     async def _heartbeat_loop(self) -> None:
+        # Often enough that this scheduler's GPU types never look unserved to the others.
+        interval = min(self.config.heartbeat_s, self.config.served_window_s / 3)
         while True:
-            await asyncio.sleep(self.config.heartbeat_s)
+            await asyncio.sleep(interval)
             # Only these: a job started while the renewal is under way was not asked about.
             asked = set(self._tasks)
             try:
+                await self._register()
                 held = await job_store.renew_leases(
                     self.pool, owner=self.owner, job_ids=list(asked), lease_s=self.config.lease_s
                 )
@@ -204,6 +267,21 @@ class Scheduler:
         # A served submission's jobs queued meanwhile (a throttle retry) are waited for too.
         served = self.submission_ids or ()
         return await job_store.open_count(self.pool, job_ids, served) == 0
+
+
+def unserved_error(registry: GpuRegistry, gpu: str, window_s: float) -> str:
+    """Why a job queued on `gpu` was given up: nothing runs it, and what would."""
+    gpu_type = registry.types.get(gpu)
+    if gpu_type is None:
+        what = "it is not in this deployment's GPU registry"
+    else:
+        what = f"its launcher: {gpu_type.launcher}"
+        if setting := LAUNCHER_SETTINGS.get(gpu_type.launcher):
+            what += f", which a server runs with {setting} set"
+    return (
+        f"no server of this deployment runs {gpu} jobs ({what}); none has for {window_s:g} s, "
+        "so this job was not run: submit again once one does"
+    )
 
 
 async def _first(*awaitables: Awaitable[object]) -> None:

@@ -19,6 +19,7 @@ from cluster_manager.service import (
     AlreadyExistsError,
     BannedError,
     DeadlinePassedError,
+    GpuNotServedError,
     InviteOnlyError,
     NotFoundError,
     PermissionDeniedError,
@@ -49,6 +50,7 @@ STATUS_OF: tuple[tuple[type[ClusterManagerError], int], ...] = (
     (NotFoundError, 404),
     (AlreadyExistsError, 409),
     (StillRunningError, 409),
+    (GpuNotServedError, 409),  # the deployment runs no such GPU (yet): a setting is missing
     (UploadTooLargeError, 413),
     (InvalidSubmissionError, 422),
     (RateLimitedError, 429),

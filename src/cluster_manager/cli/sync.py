@@ -43,7 +43,8 @@ def sync_command(
         fail("sync writes the database: run it on the server, without CLUSTER_MANAGER_API_URL")
 
     async def body(app: App) -> SyncPlan:
-        loaded = load_problem_set(competition_file(path, problem_set), app.registry)
+        unserved = await app.service.gpus_not_served()
+        loaded = load_problem_set(competition_file(path, problem_set), app.registry, unserved)
         return await app.service.sync_problem_set(
             loaded.problems, skipped=loaded.skipped, apply=not dry_run, force=force
         )

@@ -23,6 +23,10 @@ class GpuNotAllowedError(ClusterManagerError):
     pass
 
 
+class GpuNotServedError(GpuNotAllowedError):
+    """A GPU type that nothing in this deployment runs (its launcher is not configured)."""
+
+
 class PermissionDeniedError(ClusterManagerError):
     pass
 

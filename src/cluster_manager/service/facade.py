@@ -3,7 +3,7 @@ registry and clock, with the limits a deployment sets."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import asyncpg
@@ -59,9 +59,12 @@ class Service(
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         installation: str | None = None,
         allow_unsandboxed_ranking: bool = False,
+        unserved_gpus: Mapping[str, str] | None = None,
     ) -> None:
         self.pool = pool
         self.registry = registry
+        # GPU types this process has no launcher for, each with why (GpuRegistry.unserved_by).
+        self.unserved_gpus = dict(unserved_gpus or {})
         # The hourly limit per leaderboard is the policy's unless the policy is given whole.
         self.quotas = quotas or QuotaPolicy(per_hour=default_rate_limit_per_hour)
         self.script_rate_limit = script_rate_limit_per_hour

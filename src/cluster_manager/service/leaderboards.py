@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -25,6 +25,7 @@ from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.errors import (
     AlreadyExistsError,
     GpuNotAllowedError,
+    GpuNotServedError,
     InvalidDeadlineError,
     NotFoundError,
 )
@@ -39,6 +40,7 @@ from cluster_manager.service.rules import (
 from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import served as served_store
 from cluster_manager.storage.database import Connection
 
 
@@ -102,6 +104,25 @@ class Leaderboards:
     pool: asyncpg.Pool
     registry: GpuRegistry
     clock: Callable[[], datetime]
+    unserved_gpus: dict[str, str]
+
+    async def gpus_not_served(self) -> dict[str, str]:
+        """The GPU types a new leaderboard may not list, each with why: this process has no
+        launcher for them and no live scheduler elsewhere (a worker with the credentials)
+        has said that it runs them."""
+        if not self.unserved_gpus:
+            return {}
+        elsewhere = set(await served_store.served_gpus(self.pool))
+        return {gpu: why for gpu, why in self.unserved_gpus.items() if gpu not in elsewhere}
+
+    async def check_served(self, gpus: Collection[str]) -> None:
+        """Refuses GPU types that nothing here runs: their jobs would wait for good."""
+        if not self.unserved_gpus.keys() & set(gpus):
+            return
+        unserved = await self.gpus_not_served()
+        for gpu in gpus:
+            if gpu in unserved:
+                raise GpuNotServedError(f"cannot run a leaderboard on {gpu}: {unserved[gpu]}")
 
     async def create_leaderboard(
         self,
@@ -114,6 +135,7 @@ class Leaderboards:
         rate_limit_per_hour: int | None = None,
     ) -> Leaderboard:
         self._check_new(name, task, deadline, gpus, rate_limit_per_hour)
+        await self.check_served(gpus)
         async with self.pool.acquire() as conn, conn.transaction():
             created = await insert_new_leaderboard(
                 conn, name, task, deadline, gpus, creator, rate_limit_per_hour

@@ -38,6 +38,7 @@ from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import queue as queue_store
 from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import served as served_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.submissions import StoredSubmission
 
@@ -122,10 +123,14 @@ class Submissions:
         )
 
     async def queues(self, user: Submitter | None = None) -> QueueView:
-        """Per GPU type, the jobs waiting and running; with a user, their open jobs and their
-        places in line."""
+        """Per GPU type, the jobs waiting and running and whether a live scheduler runs it;
+        with a user, their open jobs and their places in line."""
         mine = [] if user is None else await queue_store.open_jobs_of(self.pool, user.external_id)
         return QueueView(await queue_store.queues(self.pool), mine)
+
+    async def served_gpus(self) -> list[str]:
+        """The GPU types that a live scheduler runs (storage.served)."""
+        return await served_store.served_gpus(self.pool)
 
     async def ranking_holds(self, submission_id: int) -> dict[str, str]:
         """Per GPU of a ranked submission, why its passing score does not count in the ranking

@@ -44,8 +44,11 @@ class ProblemSets(Leaderboards):
                     )
                     continue
                 self._check_new(spec.name, spec.task, spec.deadline, spec.gpus, None)
-            elif board is not None and board.task != spec.task:  # a new task: its cases too
-                check_fresh_inputs(spec.task)
+                await self.check_served(spec.gpus)
+            elif board is not None:
+                await self.check_served(set(spec.gpus) - set(board.gpus))  # the types it gains
+                if board.task != spec.task:  # a new task: its cases too
+                    check_fresh_inputs(spec.task)
             items.append(item)
         plan = SyncPlan(tuple(items), tuple(left_out))
         if apply:

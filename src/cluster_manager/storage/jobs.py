@@ -271,6 +271,49 @@ async def release(
     return None if state is None else JobState(state)
 
 
+# No scheduler has said within the window (storage.served) that it serves the job's GPU type.
+_UNSERVED = """
+    NOT EXISTS (SELECT 1 FROM served_gpus s
+                WHERE s.gpu = j.gpu AND s.seen_at > now() - make_interval(secs => $1))
+"""
+
+
+async def unserved_queued_gpus(
+    db: Executor, *, window_s: float, served: Sequence[str] = ()
+) -> list[str]:
+    """GPU types with a queued job that no scheduler has served within `window_s` seconds,
+    `served` (the asker's own) aside."""
+    rows = await db.fetch(
+        f"""
+        SELECT DISTINCT j.gpu FROM jobs j
+        WHERE j.state = 'queued' AND NOT (j.gpu = ANY($2::text[])) AND {_UNSERVED}
+        ORDER BY j.gpu
+        """,
+        window_s,
+        list(served),
+    )
+    return [r["gpu"] for r in rows]
+
+
+async def fail_unserved(db: Executor, *, gpu: str, error: str, window_s: float) -> list[Job]:
+    """Fails the jobs of `gpu` queued for over `window_s` seconds, unless a scheduler has
+    served it within as long: the check is repeated here, under the rows' locks, so a job
+    claimed meanwhile is left alone. A job put back for a retry counts from its last claim."""
+    rows = await db.fetch(
+        f"""
+        UPDATE jobs j SET state = 'failed', error = $3, finished_at = now()
+        WHERE j.gpu = $2 AND j.state = 'queued'
+          AND coalesce(j.claimed_at, j.created_at) < now() - make_interval(secs => $1)
+          AND {_UNSERVED}
+        RETURNING {_JOB_COLUMNS}
+        """,
+        window_s,
+        gpu,
+        without_nul(error)[:MAX_ERROR_CHARS],
+    )
+    return sorted((_job(r) for r in rows), key=lambda j: j.id)
+
+
 async def get_job(db: Executor, job_id: int) -> Job | None:
     row = await db.fetchrow(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = $1", job_id)
     return None if row is None else _job(row)

@@ -1,11 +1,12 @@
-"""The queue as users see it: per GPU type, jobs waiting and running; a user's own open jobs
-with their places in line."""
+"""The queue as users see it: per GPU type, jobs waiting and running and whether a scheduler
+serves it; a user's own open jobs with their places in line."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from cluster_manager.storage.database import Executor
+from cluster_manager.storage.served import SERVED_WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,7 @@ class GpuQueue:
     gpu: str
     queued: int
     running: int
+    served: bool  # a live scheduler has said it runs this type (storage.served)
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,9 @@ class OpenJob:
     position: int | None  # in its GPU's line, while queued
 
 
-async def queues(db: Executor) -> list[GpuQueue]:
-    """Every GPU type a leaderboard runs on or a job waits for, with its counts."""
+async def queues(db: Executor, window_s: float = SERVED_WINDOW_S) -> list[GpuQueue]:
+    """Every GPU type a leaderboard runs on or a job waits for, with its counts and whether
+    a scheduler has served it within `window_s` seconds."""
     rows = await db.fetch(
         """
         WITH gpus AS (
@@ -37,11 +40,14 @@ async def queues(db: Executor) -> list[GpuQueue]:
         SELECT g.gpu,
                (SELECT count(*) FROM jobs j WHERE j.gpu = g.gpu AND j.state = 'queued') AS queued,
                (SELECT count(*) FROM jobs j WHERE j.gpu = g.gpu
-                  AND j.state IN ('claimed', 'dispatched')) AS running
+                  AND j.state IN ('claimed', 'dispatched')) AS running,
+               EXISTS (SELECT 1 FROM served_gpus s WHERE s.gpu = g.gpu
+                  AND s.seen_at > now() - make_interval(secs => $1)) AS served
         FROM gpus g ORDER BY g.gpu
-        """
+        """,
+        window_s,
     )
-    return [GpuQueue(r["gpu"], r["queued"], r["running"]) for r in rows]
+    return [GpuQueue(r["gpu"], r["queued"], r["running"], r["served"]) for r in rows]
 
 
 async def open_jobs_of(db: Executor, external_id: str) -> list[OpenJob]:

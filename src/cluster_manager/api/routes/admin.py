@@ -147,7 +147,8 @@ async def update_problems(request: Request) -> dict[str, Any]:
         root = Path(tmp)
         await asyncio.to_thread(unpack_problem_sets, upload.data, root)
         path = find_problem_set(root, fields.get("problem_set", "").strip())
-        loaded = await asyncio.to_thread(load_problem_set, path, service.registry)
+        unserved = await service.gpus_not_served()
+        loaded = await asyncio.to_thread(load_problem_set, path, service.registry, unserved)
         plan = await service.sync_problem_set(
             loaded.problems, skipped=loaded.skipped, apply=not dry_run, force=force
         )

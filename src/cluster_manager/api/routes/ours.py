@@ -20,8 +20,14 @@ Authenticated = Annotated[Caller, Depends(caller)]
 
 @router.get("/health")
 async def health(request: Request) -> dict[str, Any]:
+    """The database's round trip, and the GPU types a live scheduler runs: a type a
+    leaderboard lists but missing here has its jobs failed after a minute in the queue."""
     service = service_of(request)
-    return {"status": "ok", "database_ms": round(await round_trip_ms(service.pool), 2)}
+    return {
+        "status": "ok",
+        "database_ms": round(await round_trip_ms(service.pool), 2),
+        "served_gpus": await service.served_gpus(),
+    }
 
 
 @router.get("/leaderboards/{name}")
