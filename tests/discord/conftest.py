@@ -291,6 +291,7 @@ class DiscordHarness:
 @pytest.fixture
 async def fake_discord(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscord]:
     fake = FakeDiscord()
+    fake.guild_id = GUILD_ID
     await fake.start()
     # discord.py builds every REST URL, webhooks included, from Route.BASE.
     monkeypatch.setattr(discord.http.Route, "BASE", fake.api_base)

@@ -55,6 +55,8 @@ _WEBHOOK = re.compile(r"/webhooks/(?P<app>\d+)/(?P<token>[^/]+)(?:/messages/(?P<
 _CALLBACK = re.compile(r"/interactions/(?P<iid>\d+)/(?P<token>[^/]+)/callback")
 _CHANNEL_MESSAGES = re.compile(r"/channels/(?P<cid>\d+)/messages(?:/(?P<mid>\d+))?")
 _DM_CHANNELS = "/users/@me/channels"
+_USER = re.compile(r"/users/(?P<uid>\d+)")
+_CHANNEL = re.compile(r"/channels/(?P<cid>\d+)")
 _COMMANDS = re.compile(r"/applications/(?P<app>\d+)(?:/guilds/(?P<gid>\d+))?/commands")
 
 
@@ -134,6 +136,7 @@ class FakeDiscord:
         self.dm_channels: dict[int, int] = {}  # DM channel id -> its user's id
         self.dms_closed: set[int] = set()  # users who take no DMs from the bot (403 50007)
         self._failures: list[list[Any]] = []  # [method, path pattern, status, times left]
+        self.guild_id = 0  # the server's, as a channel read by id names it
         self._ids = itertools.count(10_000)
         self._runner: web.AppRunner | None = None
         self.base = ""
@@ -277,6 +280,10 @@ class FakeDiscord:
             return self._callback(match["token"], body, files)
         if match := _WEBHOOK.fullmatch(route):
             return self._webhook(method, match["token"], match["mid"], body, files)
+        if (match := _USER.fullmatch(route)) and method == "GET":
+            return _json(_user(int(match["uid"])))
+        if (match := _CHANNEL.fullmatch(route)) and method == "GET":
+            return self._channel_info(int(match["cid"]))
         if route == _DM_CHANNELS and method == "POST":
             return self._open_dm(int(body["recipient_id"]))
         if match := _CHANNEL_MESSAGES.fullmatch(route):
@@ -362,16 +369,24 @@ class FakeDiscord:
         if cid is None:
             cid = self.new_id()
             self.dm_channels[cid] = user_id
-        recipient = {
-            "id": str(user_id),
-            "username": f"user{user_id}",
-            "discriminator": "0",
-            "global_name": None,
-            "avatar": None,
-            "public_flags": 0,
-        }
+        recipient = _user(user_id)
         return _json(
             {"id": str(cid), "type": 1, "recipients": [recipient], "last_message_id": None}
+        )
+
+    def _channel_info(self, cid: int) -> web.Response:
+        if cid in self.dm_channels:
+            recipient = _user(self.dm_channels[cid])
+            return _json({"id": str(cid), "type": 1, "recipients": [recipient]})
+        return _json(
+            {
+                "id": str(cid),
+                "type": 0,
+                "guild_id": str(self.guild_id),
+                "name": "kernels",
+                "position": 0,
+                "permission_overwrites": [],
+            }
         )
 
     def _channel(
@@ -492,6 +507,17 @@ def over_limits(body: dict[str, Any], files: dict[str, bytes]) -> list[str]:
         f"files.{n}: {len(d)} bytes > {FILE_BYTES}" for n, d in files.items() if len(d) > FILE_BYTES
     ]
     return problems
+
+
+def _user(user_id: int) -> dict[str, Any]:
+    return {
+        "id": str(user_id),
+        "username": f"user{user_id}",
+        "discriminator": "0",
+        "global_name": None,
+        "avatar": None,
+        "public_flags": 0,
+    }
 
 
 def _application() -> dict[str, Any]:

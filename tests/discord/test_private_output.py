@@ -4,6 +4,8 @@ verdict and places, and, where no private place is left, where to fetch the repo
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.discord.conftest import ADMIN, ALICE, BOB, SOLUTION, create_board
@@ -66,3 +68,48 @@ async def test_without_direct_messages_the_report_can_be_fetched(
     assert_private_error(refused, "there is no submission 1")
     admin = await harness.command("leaderboard get-submission", ADMIN, submission_id=1)
     assert admin.only.ephemeral and "s.py" in admin.only.files
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "the bot restarting while a member's submission runs (its status and report were theirs "
+    "to see in the command's interaction, now gone)",
+    "the new bot takes the follow up in a direct message, marked as resumed, and sends the "
+    "report when the submission is done; a member without DMs gets the channel note",
+)
+@pytest.mark.parametrize("dms", ["open", "closed"])
+async def test_a_restart_mid_run_ends_with_the_report(make_harness, app, clock, fake_launcher, dms):
+    await create_board(app, clock, gpus=("H100",))
+    fake_launcher.polls = 10**9
+    first = await make_harness(scheduler=True)
+    if dms == "closed":
+        first.fake.dms_closed.add(ALICE.id)
+    reply, _ = first.start(
+        "leaderboard submit",
+        script=first.upload("s.py", SOLUTION),
+        leaderboard="identity",
+        mode="test",
+    )
+    await first.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+    await first.close()  # the bot dies mid-run: its follow was not reported
+
+    for run in fake_launcher.runs.values():
+        run.polls_left = 1
+    fake_launcher.polls = 1
+    second = await make_harness(scheduler=True)  # takes the job over once its lease runs out
+
+    async def reported() -> bool:
+        return await app.pool.fetchval("SELECT count(*) FROM discord_follows") == 0
+
+    for _ in range(300):
+        if await reported():
+            break
+        await asyncio.sleep(0.1)
+    assert await reported()
+    if dms == "open":
+        status, report = second.fake.direct_messages(ALICE.id)
+        assert "🔁 The bot restarted" in status.content and "🏁 Done in" in status.content
+        assert report.embeds[0]["title"] == "✅ Submission #1: passed"
+    else:
+        (note,) = second.fake.channel_messages()
+        assert "`/leaderboard get-submission 1` shows its report" in note.content

@@ -26,6 +26,7 @@ from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
 from cluster_manager.discord.cogs.ops import OpsCog
 from cluster_manager.discord.cogs.run import RunCog
 from cluster_manager.discord.errors import report_error
+from cluster_manager.discord.resume import resume_follows
 from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
 from cluster_manager.scheduler import SchedulerConfig
 
@@ -82,6 +83,7 @@ class ClusterBot(commands.Bot):
                 self.config.announce_min_gap_s,
             )
         self._cogs_loaded = False
+        self._resumed: list[asyncio.Task[None]] = []
 
     @property
     def app(self) -> App:
@@ -116,6 +118,8 @@ class ClusterBot(commands.Bot):
             self._announcer_task = asyncio.create_task(
                 self.announcer.run(self._stop), name="announcer"
             )
+        # Follows an earlier process of the bot left unreported (a restart mid-run).
+        self._resumed = await resume_follows(self)
 
     async def sync_commands(self) -> list[app_commands.AppCommand]:
         guild = discord.Object(self.config.guild_id) if self.config.guild_id else None
@@ -123,6 +127,9 @@ class ClusterBot(commands.Bot):
 
     async def close(self) -> None:
         self._stop.set()
+        for task in self._resumed:  # left unreported: the next start takes them up again
+            task.cancel()
+        await asyncio.gather(*self._resumed, return_exceptions=True)
         if self._announcer_task is not None:
             await self._announcer_task
             self._announcer_task = None

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +74,7 @@ class LiveSubmission:
     started: float
     jobs: dict[int, JobEvent] = field(default_factory=dict)
     finished_at: float | None = None
+    note: str = ""  # a line under the head (a follow taken up after a restart)
 
     def apply(self, event: JobEvent) -> None:
         self.jobs[event.job_id] = event
@@ -87,7 +89,8 @@ class LiveSubmission:
             f"📨 Submission **#{r.submission_id}** · `{r.file_name}` → **{r.leaderboard}** · "
             f"{render.MODE_LABELS[r.mode]} · by {self.author}"
         )
-        lines = [job_line(self.jobs[k]) for k in sorted(self.jobs)]
+        lines = [self.note] if self.note else []
+        lines += [job_line(self.jobs[k]) for k in sorted(self.jobs)]
         if self.finished_at is not None:
             tail = f"🏁 Done in {self.finished_at - self.started:.1f} s."
         else:
@@ -95,19 +98,35 @@ class LiveSubmission:
         return truncate("\n".join([head, *lines, tail]), MESSAGE_LIMIT)
 
 
+# Sends a private message while the command's interaction lives (an ephemeral followup).
+Followup = Callable[..., Awaitable[Any]]
+
+
 class LiveMessage:
     """The submitter's status, edited at most every `interval` seconds (Discord rate-limits
-    edits): an ephemeral followup, then a direct message once the interaction expired."""
+    edits): an ephemeral followup while the command's interaction lives (`followup`), then a
+    direct message; where the member takes none, one note in `channel` says where the report
+    will be."""
 
     def __init__(
-        self, interaction: discord.Interaction, message: discord.abc.Snowflake, interval: float
+        self,
+        message: discord.abc.Snowflake | None,
+        interval: float,
+        *,
+        member: discord.User | discord.Member,
+        channel: discord.abc.Messageable | None,
+        submission_id: int,
+        followup: Followup | None = None,
     ) -> None:
-        self.interaction = interaction
         self.message: Any = message
         self.interval = interval
+        self.member = member
+        self.channel = channel
+        self.submission_id = submission_id
+        self.followup = followup
         self.last_text = ""
         self.last_edit = 0.0
-        self.moved = False  # now a direct message
+        self.moved = followup is None  # a direct message (once there is one)
         self.lost = False  # no private place left: the member takes no direct messages
 
     async def show(self, text: str | Callable[[], str], *, final: bool = False) -> None:
@@ -120,7 +139,9 @@ class LiveMessage:
         if text == self.last_text or self.lost:
             return
         try:
-            if final:
+            if self.message is None:
+                await self.move(content=text)
+            elif final:
                 async for attempt in _retrying():
                     with attempt:
                         await self.message.edit(content=text)
@@ -144,7 +165,7 @@ class LiveMessage:
         once (the submission goes on, and its report can be fetched)."""
         self.moved = True
         try:
-            self.message = await self.interaction.user.send(**kwargs)
+            self.message = await self.member.send(**kwargs)
         except discord.Forbidden:
             self.lost = True
             await self.channel_note()
@@ -152,11 +173,11 @@ class LiveMessage:
     async def deliver(self, message: Callable[[], dict[str, Any]]) -> None:
         """The report, privately: as a followup while the interaction lives, else by DM.
         `message` makes the message's arguments anew for each try (a file is sent once)."""
-        if not self.moved:
+        if not self.moved and self.followup is not None:
             try:
                 async for attempt in _retrying():
                     with attempt:
-                        await answer(self.interaction, ephemeral=True, **message())
+                        await self.followup(ephemeral=True, **message())
                 return
             except discord.HTTPException as exc:
                 if exc.status not in (401, 404) and not passing(exc):
@@ -164,27 +185,27 @@ class LiveMessage:
             await self.move(**message())
         elif not self.lost:
             try:
-                await self.interaction.user.send(**message())
+                await self.member.send(**message())
             except discord.Forbidden:
                 self.lost = True
                 await self.channel_note()
 
     async def channel_note(self) -> None:
-        submission_id = self.interaction.extras.get(SUBMISSION_KEY)
         await self.public(
             content=(
-                f"{self.interaction.user.mention}: Discord closed your submission's private "
-                "status after 15 minutes and you take no direct messages from the bot. It goes "
-                f"on: `/leaderboard get-submission {submission_id}` shows its report."
+                f"{self.member.mention}: your submission's private status cannot go on here "
+                "(Discord ends a command's after 15 minutes, or the bot restarted) and you take "
+                f"no direct messages from the bot. It goes on: `/leaderboard get-submission "
+                f"{self.submission_id}` shows its report."
             ),
-            allowed_mentions=discord.AllowedMentions(users=[self.interaction.user]),
+            allowed_mentions=discord.AllowedMentions(users=[self.member]),
         )
 
     async def public(self, **kwargs: Any) -> None:
-        channel = self.interaction.channel
-        if not isinstance(channel, discord.abc.Messageable):
-            raise RuntimeError("the interaction has no channel to write in")
-        await channel.send(**kwargs)
+        if self.channel is None:
+            log.warning("submission %s: no channel to write in", self.submission_id)
+            return
+        await self.channel.send(**kwargs)
 
 
 # The report is worth waiting for: Discord's 5xx storms pass within a minute or two (each
@@ -208,10 +229,6 @@ def _retrying() -> AsyncRetrying:
     )
 
 
-# Where the interaction notes the submission it follows, for the channel note.
-SUBMISSION_KEY = "cm_submission_id"
-
-
 async def follow_submission(
     interaction: discord.Interaction,
     service: Service,
@@ -219,8 +236,12 @@ async def follow_submission(
     *,
     edit_interval: float,
 ) -> None:
+    """Follows a submission just made with a command: its status, then its report."""
     loop = asyncio.get_running_loop()
-    interaction.extras[SUBMISSION_KEY] = receipt.submission_id
+    channel = interaction.channel
+    await service.follow_started(
+        receipt.submission_id, interaction.user.id, interaction.channel_id or 0
+    )
     status = LiveSubmission(receipt, interaction.user.mention, started=loop.time())
     for job in receipt.jobs:
         status.apply(JobEvent.of_job(job))
@@ -229,13 +250,28 @@ async def follow_submission(
         with attempt:
             first = await answer(interaction, content=status.render(loop.time()), ephemeral=True)
     assert first is not None
-    live = LiveMessage(interaction, first, edit_interval)
+    live = LiveMessage(
+        first,
+        edit_interval,
+        member=interaction.user,
+        channel=channel if isinstance(channel, discord.abc.Messageable) else None,
+        submission_id=receipt.submission_id,
+        followup=functools.partial(answer, interaction),
+    )
     live.last_text, live.last_edit = first.content, loop.time()
+    await carry_on(live, status, service)
+
+
+async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) -> None:
+    """Shows `status` as the submission's jobs move, then sends its report (privately) and,
+    for a ranked one, the line the channel sees; the follow is then done."""
+    loop = asyncio.get_running_loop()
+    submission_id = status.receipt.submission_id
     changed, over = asyncio.Event(), asyncio.Event()
     painter = asyncio.create_task(_paint(live, status, changed, over))
     try:
         # Every follow of the process shares one database listener (`service.watch`).
-        async for event in service.watch(receipt.submission_id):
+        async for event in service.watch(submission_id):
             status.apply(event)
             if status.done and status.finished_at is None:
                 status.finished_at = loop.time()
@@ -249,17 +285,19 @@ async def follow_submission(
         status.finished_at = loop.time()
     await live.show(status.render(loop.time()), final=True)  # unless it is shown already
 
-    report = await service.report(receipt.submission_id)
+    report = await service.report(submission_id)
     placements = []
-    if receipt.mode is Mode.LEADERBOARD and any(j.state is JobState.FINISHED for j in report.jobs):
-        placements = await service.placements(receipt.submission_id)
+    ranked = status.receipt.mode is Mode.LEADERBOARD
+    if ranked and any(j.state is JobState.FINISHED for j in report.jobs):
+        placements = await service.placements(submission_id)
     embed = render.report_embed(report, placements)
     await live.deliver(lambda: {"embed": embed, "files": report_files(report)})
-    if receipt.mode is Mode.LEADERBOARD:  # what the competition publishes
+    if ranked:  # what the competition publishes
         await live.public(
-            content=render.ranked_line(report, placements, interaction.user.display_name),
+            content=render.ranked_line(report, placements, live.member.display_name),
             allowed_mentions=discord.AllowedMentions.none(),
         )
+    await service.follow_reported(submission_id)
 
 
 # How often the elapsed time moves on a status whose jobs say nothing new.

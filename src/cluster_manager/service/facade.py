@@ -16,6 +16,7 @@ from cluster_manager.service.controls import Controls
 from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.events import LiveEvents
 from cluster_manager.service.exports import Exports
+from cluster_manager.service.follows import Follows
 from cluster_manager.service.history import History
 from cluster_manager.service.invites import Invites
 from cluster_manager.service.leaderboards import Leaderboards
@@ -45,6 +46,7 @@ class Service(
     Exports,
     Invites,
     Announcements,
+    Follows,
 ):
     def __init__(
         self,
