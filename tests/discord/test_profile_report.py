@@ -58,3 +58,6 @@ async def test_reports_past_discords_budget_are_left_out(make_harness, app, cloc
 
     _, _, report = status_and_report(reply)
     assert set(report.files) == {"submission-1.txt"}  # the message itself still goes out
+    fields = " ".join(f["value"] for f in report.embeds[0]["fields"])
+    assert "report attached" not in fields  # it said so, though it was left out
+    assert "Nsight Compute report not attached: over Discord's 8 MiB" in fields

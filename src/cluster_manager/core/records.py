@@ -152,6 +152,7 @@ class RankingEntry:
     score: float  # seconds
     submission_id: int
     submitted_at: datetime
+    name: str = ""  # the user's name as last seen (a Discord member's display name)
 
 
 @dataclass(frozen=True)

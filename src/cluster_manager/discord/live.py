@@ -290,7 +290,7 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
     ranked = status.receipt.mode is Mode.LEADERBOARD
     if ranked and any(j.state is JobState.FINISHED for j in report.jobs):
         placements = await service.placements(submission_id)
-    embed = render.report_embed(report, placements)
+    embed = render.report_embed(report, placements, profile_files.left_out(report))
     await live.deliver(lambda: {"embed": embed, "files": report_files(report)})
     if ranked:  # what the competition publishes
         await live.public(

@@ -21,6 +21,15 @@ REPORT_NAME = "profile.ncu-rep"  # the name ProfilerOutcome.summary() tells the 
 def ncu_reports(report: SubmissionReport) -> list[tuple[str, bytes]]:
     """(file name, .ncu-rep) of each public profile run that brought one back, within the
     budget; a run's name carries its GPU when there are several."""
+    return _within_budget(report)[0]
+
+
+def left_out(report: SubmissionReport) -> set[str]:
+    """The GPUs whose Nsight Compute report is over the attachment budget."""
+    return _within_budget(report)[1]
+
+
+def _within_budget(report: SubmissionReport) -> tuple[list[tuple[str, bytes]], set[str]]:
     found: list[tuple[str, bytes]] = []
     for run in report.runs:
         if run.secret or run.mode is not Mode.PROFILE or not run.result:
@@ -33,13 +42,14 @@ def ncu_reports(report: SubmissionReport) -> list[tuple[str, bytes]]:
             except (binascii.Error, ValueError):
                 continue  # a runner's garbled report: the log says what was captured
             found.append((run.gpu, data))
-    named = [(_name(gpu, len(found)), data) for gpu, data in found]
-    kept, total = [], 0
-    for name, data in named:
+    kept, dropped, total = [], set(), 0
+    for gpu, data in found:
         if total + len(data) <= ATTACHMENT_BUDGET:
-            kept.append((name, data))
+            kept.append((_name(gpu, len(found)), data))
             total += len(data)
-    return kept
+        else:
+            dropped.add(gpu)
+    return kept, dropped
 
 
 def report_files(report: SubmissionReport) -> list[discord.File]:

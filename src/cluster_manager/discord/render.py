@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import TypeVar
 
@@ -48,9 +48,12 @@ def icon(passed: bool) -> str:
     return "✅" if passed else "❌"
 
 
-def user_label(external_id: str) -> str:
-    """Discord users are stored by id: a mention shows their current name (and does not
-    ping inside embeds). Anyone else (CLI users) is shown by name."""
+def user_label(external_id: str, name: str = "") -> str:
+    """Who a user is, by the name stored with them: a mention of a Discord id shows as a raw
+    id to members whose client has not loaded that member (large servers). Without a stored
+    name, a Discord id is a mention and anyone else (CLI users) their id."""
+    if name:
+        return discord.utils.escape_markdown(name)
     if external_id.isdigit():
         return f"<@{external_id}>"
     return discord.utils.escape_markdown(external_id)
@@ -104,7 +107,7 @@ def ranking_pages(name: str, rankings: dict[str, list[RankingEntry]]) -> list[di
     pages: list[discord.Embed] = []
     for gpu, entries in rankings.items():
         lines = [
-            f"`#{e.rank}` {user_label(e.user)} · **{seconds(e.score)}** · "
+            f"`#{e.rank}` {user_label(e.user, e.name)} · **{seconds(e.score)}** · "
             f"submission {e.submission_id} · {discord.utils.format_dt(e.submitted_at, 'd')}"
             for e in entries
         ]
@@ -156,7 +159,17 @@ def _run_lines(result: RunResult) -> list[str]:
     return lines
 
 
-def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> discord.Embed:
+# What a run's line says of an Nsight Compute report the message could not hold.
+LEFT_OUT = (
+    "Nsight Compute report not attached: over Discord's 8 MiB for a message's files "
+    "(the API's profile zip holds it)"
+)
+
+
+def report_embed(
+    report: SubmissionReport, placements: Sequence[Placement], left_out: Collection[str] = ()
+) -> discord.Embed:
+    """The report as Discord shows it; `left_out`: GPUs whose profile report did not fit."""
     sub = report.submission
     passed = report.passed
     failing = next((r.verdict.value for r in report.runs if not r.passed), "failed")
@@ -171,6 +184,9 @@ def report_embed(report: SubmissionReport, placements: Sequence[Placement]) -> d
     public = [r for r in report.runs if not r.secret]
     for i, run in enumerate(public):
         lines = _run_lines(RunResult.from_json(run.result)) if run.result else []
+        if run.gpu in left_out:
+            attached = "🔬 Nsight Compute report attached"
+            lines = [f"🔬 {LEFT_OUT}" if ln.startswith(attached) else ln for ln in lines]
         value = truncate("\n".join(lines) or "-", FIELD_LIMIT)
         if len(embed) + len(value) > EMBED_BUDGET:  # Discord refuses embeds over 6000
             embed.add_field(

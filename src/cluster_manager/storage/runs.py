@@ -239,7 +239,7 @@ async def ranking(
     rows = await db.fetch(
         f"""
         SELECT rank() OVER (ORDER BY r.score) AS rank, u.external_id AS user_name, r.score,
-               r.submission_id, r.submitted_at
+               r.submission_id, r.submitted_at, u.name
         FROM rankings r JOIN users u ON u.id = r.user_id
         WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND {NOT_BANNED_R}
         ORDER BY r.score, r.submitted_at, r.submission_id
@@ -251,7 +251,9 @@ async def ranking(
         offset,
     )
     return [
-        RankingEntry(r["rank"], r["user_name"], r["score"], r["submission_id"], r["submitted_at"])
+        RankingEntry(
+            r["rank"], r["user_name"], r["score"], r["submission_id"], r["submitted_at"], r["name"]
+        )
         for r in rows
     ]
 

@@ -23,7 +23,7 @@ from cluster_manager.core.records import Leaderboard, check_leaderboard_name
 from cluster_manager.core.submission import EXTENSIONS, parse_headers
 from cluster_manager.core.task import load_task_zip_bytes
 from cluster_manager.core.task_sources import DEFAULT_LIMITS
-from cluster_manager.discord import render
+from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import leaderboard_gpus, leaderboard_names
 from cluster_manager.discord.errors import UsageError
@@ -298,7 +298,7 @@ class LeaderboardCog(
         code = text_file(report.submission.file_name, report.submission.code)
         await answer(
             interaction,
-            embed=render.report_embed(report, placements),
+            embed=render.report_embed(report, placements, profile_files.left_out(report)),
             files=[*report_files(report), code],
             ephemeral=True,
         )
