@@ -38,6 +38,12 @@ def test_leaderboard_json_has_a_passing_result_and_a_positive_score():
     assert [p["name"] for p in result["phases"]] == ["test", "leaderboard"]
 
 
+def test_ranked_is_another_name_for_leaderboard_mode():
+    done = cli("eval", str(FAST_TASK), str(FAST_SUBMISSION), "--mode", "ranked", "--json")
+    assert done.returncode == 0, done.stderr
+    assert [p["name"] for p in json.loads(done.stdout)["phases"]] == ["test", "leaderboard"]
+
+
 def test_readable_report_for_a_wrong_answer_exits_1():
     done = cli("eval", str(FAST_TASK), str(FAST_WRONG_ANSWER))
     assert done.returncode == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import os
 import re
@@ -464,3 +465,72 @@ def test_a_ranked_run_on_a_throttling_gpu_is_retried_and_then_ranked(cm, tmp_pat
     assert "throttled" not in submitted.stdout.split("[CPU secret]", 1)[-1].split("\n")[0]
     assert "🏆 rank #1" in submitted.stdout
     assert "GPU: SM clock 1980 MHz, 61 °C, 412 W (fake" in submitted.stdout
+
+
+def test_deleting_an_unknown_board_says_so_before_asking_for_yes(cm):
+    done = cm("leaderboard", "delete", "nosuch")
+    assert done.returncode == 2
+    assert done.stderr.strip() == "error: there is no leaderboard named 'nosuch'"
+
+
+def test_export_into_a_folder_writes_the_default_name_there(cm, tmp_path: Path):
+    assert create_quick(cm).returncode == 0
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    existing = cm("leaderboard", "export", "quick", "--out", str(folder))
+    assert existing.returncode == 0, existing.stderr
+    assert (folder / "quick-rankings.csv").read_text().startswith("leaderboard,gpu,rank,")
+    slash = cm("leaderboard", "export", "quick", "--format", "jsonl", "--out", "new/")
+    assert slash.returncode == 0, slash.stderr
+    assert "to new/quick-rankings.jsonl" in slash.stdout
+    assert (tmp_path / "new" / "quick-rankings.jsonl").is_file()
+
+
+def test_case_specs_show_the_tasks_own_key_order(cm):
+    """The fast task writes `size` before `seed`; Postgres's JSONB, which keeps the board's
+    task, would put `seed` first: a submission's report shows the task's order, as `eval`
+    does."""
+    assert create_quick(cm).returncode == 0
+    ran = cm("submit", "quick", str(FAST_SUBMISSION), "--user", "alice", "--mode", "test")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "✅ size: 33; seed: 4242" in ran.stdout, ran.stdout
+
+
+def test_gpu_types_in_any_case_and_a_hint_for_a_wrong_one(cm):
+    created = cm(
+        "leaderboard", "create", "quick", "--task", str(FAST_TASK), "--deadline", FUTURE,
+        "--gpu", "cpu",
+    )  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    assert "created quick on CPU" in created.stdout
+    shown = cm("leaderboard", "show", "quick", "--gpu", "Cpu")
+    assert shown.returncode == 0 and "quick on CPU" in shown.stdout, shown.stderr
+    typo = cm("submit", "quick", str(FAST_SUBMISSION), "--gpu", "cpux", "--no-wait")
+    assert typo.returncode == 2
+    assert typo.stderr.strip() == "error: unknown GPU type 'cpux'; did you mean CPU?"
+
+
+def test_ranked_mode_and_the_default_user(cm):
+    """`--mode ranked` is the bot's word for leaderboard mode; without --user a submission
+    is the operating system's user's, as `--help` says."""
+    assert create_quick(cm).returncode == 0
+    queued = cm("submit", "quick", str(FAST_SUBMISSION), "--mode", "ranked", "--no-wait")
+    assert queued.returncode == 0, queued.stderr
+    assert f"(leaderboard mode) as {getpass.getuser()}" in queued.stderr
+    helped = " ".join(cm("submit", "--help").stdout.split())  # as one line: click wraps it
+    assert "`ranked` is another name for leaderboard" in helped
+    assert "default: the operating system's user running the command" in helped
+
+
+def test_an_unreachable_database_is_named_without_its_password(cm):
+    nowhere = {"DATABASE_URL": "postgresql://bob:s3cret@127.0.0.1:1/nowhere"}
+    for args in (("leaderboard", "list"), ("db", "migrate")):
+        done = cm(*args, env=nowhere)
+        assert done.returncode == 2
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(
+            "error: cannot reach the database at postgresql://bob:***@127.0.0.1:1/nowhere "
+            "(DATABASE_URL): "
+        ), line
+        assert "set DATABASE_URL (in the environment or .env)" in line
+        assert "s3cret" not in line and "migrations" not in line

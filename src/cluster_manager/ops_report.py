@@ -5,6 +5,7 @@ so the CLI prints a server's answer and a database's alike."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from cluster_manager.core.sync_plan import Action, SyncPlan
@@ -40,8 +41,12 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_controls(pauses: Sequence[dict[str, Any]], bans: Sequence[dict[str, Any]]) -> str:
-    """`admin status`: what is paused and who is banned."""
+def format_controls(
+    pauses: Sequence[dict[str, Any]],
+    bans: Sequence[dict[str, Any]],
+    quotas: Sequence[dict[str, Any]] = (),
+) -> str:
+    """`admin status`: what is paused, who is banned and who has quotas of their own."""
     lines = []
     for pause in pauses:
         where = pause["leaderboard"] or "everywhere"
@@ -49,7 +54,40 @@ def format_controls(pauses: Sequence[dict[str, Any]], bans: Sequence[dict[str, A
     for ban in bans:
         who = f"{ban['user']} ({ban['name']})"
         lines.append(f"⛔ {who} banned: {ban['reason']} ({ban['banned_by']})")
+    for quota in quotas:
+        who = f"{quota['user']} ({quota['name']})"
+        lines.append(f"🎚 {who} quotas: {format_custom_quota(quota)} ({quota['set_by']})")
     return "\n".join(lines) or "Submissions are open everywhere; nobody is banned."
+
+
+def format_custom_quota(quota: dict[str, Any]) -> str:
+    """An override's limits; what it leaves unset stays the deployment's."""
+    hourly, daily = quota["per_hour"] or "default", quota["daily"] or "default"
+    return f"per hour {hourly}, daily {daily}"
+
+
+def format_user_quotas(quotas: dict[str, Any]) -> str:
+    """`admin quota USER`: the limits that hold for the user now, each saying where it comes
+    from (an admin's override, the deployment's, a young account's)."""
+    custom = quotas["custom"] or {}
+    hourly_from = "custom" if custom.get("per_hour") else "deployment's"
+    daily_from = "custom" if custom.get("daily") else "deployment's"
+    if quotas["new_account"]:
+        daily_from = "a new account's"
+    lines = [
+        f"quotas of {quotas['user']} ({quotas['name']}):",
+        f"  per hour per leaderboard: {quotas['per_hour']} test/benchmark, "
+        f"{quotas['ranked_per_hour']} ranked ({hourly_from})",
+        f"  daily, all leaderboards: {quotas['daily']} ({daily_from})",
+    ]
+    if custom:
+        since = datetime.fromisoformat(custom["set_at"]).astimezone(UTC)
+        lines.append(f"  custom since {since:%Y-%m-%d %H:%M} UTC, set by {custom['set_by']}")
+    else:
+        lines.append("  no quotas of their own: the deployment's apply")
+    if not custom.get("per_hour"):
+        lines.append("  (a leaderboard's own --rate-limit wins over the deployment's per hour)")
+    return "\n".join(lines)
 
 
 def format_queue(queue: dict[str, Any]) -> str:

@@ -56,7 +56,9 @@ def test_pause_ban_and_stats_on_the_database(cm):
     assert "resumed everywhere" in cm("admin", "resume").stdout
     assert "was not paused" in cm("admin", "resume").stdout
 
-    assert "banned alice: spam" in cm("admin", "ban", "alice", "--reason", "spam").stdout
+    # alice's refused submission stored nothing, her name neither: only --force bans it.
+    banned = cm("admin", "ban", "alice", "--reason", "spam", "--force")
+    assert "banned alice: spam" in banned.stdout
     banned = submit(cm, "alice")
     assert banned.returncode == 2 and "you may not submit here: spam" in banned.stderr
     assert submit(cm, "bob").returncode == 0
@@ -108,6 +110,58 @@ async def test_over_the_api_only_the_admin_token_may(app: App, live_url: str, tm
     assert [p.leaderboard for p in await app.service.pauses()] == ["identity"]
     status = await run_cli("admin", "status", url=live_url, token=None, cwd=tmp_path, env=env)
     assert "paused identity: fixing (admin (API))" in status.stdout
+
+
+def test_a_ban_of_a_name_nobody_used_is_refused_unless_forced(cm):
+    typo = cm("admin", "ban", "nosuchuser", "--reason", "spam")
+    assert typo.returncode == 2, typo.stdout + typo.stderr
+    (line,) = typo.stderr.strip().splitlines()
+    assert "nobody named 'nosuchuser' has submitted here or is a known user" in line
+    assert "`--force` bans the name anyway" in line
+    assert "nobody is banned" in cm("admin", "status").stdout
+    forced = cm("admin", "ban", "nosuchuser", "--reason", "spam", "--force")
+    assert forced.returncode == 0 and "banned nosuchuser: spam" in forced.stdout
+    assert cm("user", "token", "bob").returncode == 0  # bob is known here from now on
+    known = cm("admin", "ban", "bob", "--reason", "spam")
+    assert known.returncode == 0 and "banned bob: spam" in known.stdout
+
+
+def test_quota_without_options_shows_the_limits_and_status_lists_custom_ones(cm):
+    deployment = {"CLUSTER_MANAGER_RATE_LIMIT_PER_HOUR": "30", "CLUSTER_MANAGER_DAILY_QUOTA": "500"}
+    unknown = cm("admin", "quota", "carol", env=deployment)
+    assert unknown.returncode == 2 and "there is no user 'carol'" in unknown.stderr
+    assert "daily 2" in cm("admin", "quota", "carol", "--daily", "2").stdout
+    shown = cm("admin", "quota", "carol", env=deployment)
+    assert shown.returncode == 0, shown.stderr
+    assert "quotas of carol (carol):" in shown.stdout
+    assert "per hour per leaderboard: 30 test/benchmark, 30 ranked (deployment's)" in shown.stdout
+    assert "daily, all leaderboards: 2 (custom)" in shown.stdout
+    assert "set by cli:" in shown.stdout
+    status = cm("admin", "status").stdout
+    assert "carol (carol) quotas: per hour default, daily 2 (cli:" in status, status
+    assert "carol has the deployment's quotas" in cm("admin", "quota", "carol", "--clear").stdout
+    cleared = cm("admin", "quota", "carol", env=deployment).stdout
+    assert "daily, all leaderboards: 500 (deployment's)" in cleared
+    assert "no quotas of their own" in cleared
+    assert "quotas:" not in cm("admin", "status").stdout
+
+
+async def test_ban_quota_and_status_through_the_server(app: App, live_url: str, tmp_path: Path):
+    env = {"CLUSTER_MANAGER_ADMIN_TOKEN": ADMIN_TOKEN}
+
+    async def admin(*args: str):
+        return await run_cli("admin", *args, url=live_url, token=None, cwd=tmp_path, env=env)
+
+    typo = await admin("ban", "nosuchuser", "--reason", "spam")
+    assert typo.returncode == 2 and "`--force` bans the name anyway" in typo.stderr
+    assert await app.service.bans() == []
+    assert (await admin("ban", "nosuchuser", "--reason", "spam", "--force")).returncode == 0
+    assert (await admin("quota", "carol", "--per-hour", "7")).returncode == 0
+    shown = await admin("quota", "carol")
+    assert "per hour per leaderboard: 7 test/benchmark, 7 ranked (custom)" in shown.stdout
+    status = (await admin("status")).stdout
+    assert "nosuchuser (nosuchuser) banned: spam" in status
+    assert "carol (carol) quotas: per hour 7, daily default (admin (API))" in status
 
 
 def test_invite_only_with_the_cli(cm):

@@ -13,13 +13,15 @@ import click
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import cli, on_database_or_server
-from cluster_manager.client import ApiClient
-from cluster_manager.ops_report import format_controls, format_stats
-from cluster_manager.service import Submitter
+from cluster_manager.client import ApiClient, ApiError
+from cluster_manager.ops_report import format_controls, format_stats, format_user_quotas
+from cluster_manager.service import Submitter, UnknownUserError
 from cluster_manager.settings import Settings
 
 LocalCall = Callable[[App], Awaitable[Any]]
 RemoteCall = Callable[[ApiClient], Any]
+# `admin status`'s pauses, bans and custom quotas, each in the admin API's JSON form.
+ControlsJson = tuple[list[Any], list[Any], list[Any]]
 
 
 @cli.group("admin")
@@ -80,20 +82,44 @@ def resume_command(settings: Settings, leaderboard: str | None) -> None:
 @admin_group.command("ban")
 @click.argument("user")
 @click.option("--reason", required=True, help="Shown to the user when a submission is refused.")
+@click.option(
+    "--force", is_flag=True, help="Ban USER even if nobody by that name is known here yet."
+)
 @click.pass_obj
-def ban_command(settings: Settings, user: str, reason: str) -> None:
+def ban_command(settings: Settings, user: str, reason: str, force: bool) -> None:
     """Refuse USER's submissions and hide their rankings (kept; `unban` shows them again).
 
-    USER is the id the bot or the CLI knows them by (a Discord id, or `submit --user NAME`)."""
+    USER is the id the bot or the CLI knows them by (a Discord id, or `submit --user NAME`,
+    by default the operating system's user who ran `submit`). A USER nobody knows here is
+    refused, since a typo would ban nobody; --force bans the name before its first
+    submission."""
 
     async def local(app: App) -> Any:
-        return (await app.service.ban_user(Submitter(user, user), reason, _actor())).to_json()
+        try:
+            ban = await app.service.ban_user(
+                Submitter(user, user), reason, _actor(), known_only=not force
+            )
+        except UnknownUserError:
+            raise _unknown_user(user) from None
+        return ban.to_json()
 
     def over_api(client: ApiClient) -> Any:
-        return client.call("PUT", f"/admin/bans/{user}", {"reason": reason})
+        try:
+            return client.call("PUT", f"/admin/bans/{user}", {"reason": reason, "force": force})
+        except ApiError as exc:
+            if exc.status == 404:
+                raise _unknown_user(user) from None
+            raise
 
     found = _run(settings, local, over_api)
     click.echo(f"banned {found['user']}: {found['reason']}")
+
+
+def _unknown_user(user: str) -> UnknownUserError:
+    return UnknownUserError(
+        f"nobody named {user!r} has submitted here or is a known user; nothing banned "
+        "(`--force` bans the name anyway)"
+    )
 
 
 @admin_group.command("unban")
@@ -263,7 +289,11 @@ def revoke_invite_command(settings: Settings, code: str) -> None:
 def quota_command(
     settings: Settings, user: str, per_hour: int | None, daily: int | None, clear: bool
 ) -> None:
-    """Give USER quotas of their own (GPU types' caps still hold), or --clear them."""
+    """Give USER quotas of their own (GPU types' caps still hold), or --clear them. Without
+    options: the quotas that hold for USER now, and whether they are USER's own."""
+    if per_hour is None and daily is None and not clear:
+        _show_quotas(settings, user)
+        return
 
     async def local(app: App) -> bool:
         if clear:
@@ -288,17 +318,28 @@ def quota_command(
         )
 
 
+def _show_quotas(settings: Settings, user: str) -> None:
+    async def local(app: App) -> Any:
+        return (await app.service.quota_of(user)).to_json()
+
+    def over_api(client: ApiClient) -> Any:
+        return client.get(f"/admin/quotas/{user}")
+
+    click.echo(format_user_quotas(_run(settings, local, over_api)))
+
+
 @admin_group.command("status")
 @click.pass_obj
 def status_command(settings: Settings) -> None:
-    """What is paused and who is banned."""
+    """What is paused, who is banned and who has quotas of their own."""
 
-    async def local(app: App) -> tuple[list[Any], list[Any]]:
+    async def local(app: App) -> ControlsJson:
         pauses = [p.to_json() for p in await app.service.pauses()]
-        return pauses, [b.to_json() for b in await app.service.bans()]
+        bans = [b.to_json() for b in await app.service.bans()]
+        return pauses, bans, [q.to_json() for q in await app.service.custom_quotas()]
 
-    def over_api(client: ApiClient) -> tuple[list[Any], list[Any]]:
-        return client.get("/admin/pauses"), client.get("/admin/bans")
+    def over_api(client: ApiClient) -> ControlsJson:
+        return client.get("/admin/pauses"), client.get("/admin/bans"), client.get("/admin/quotas")
 
     click.echo(format_controls(*_run(settings, local, over_api)))
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from cluster_manager.core.models import Mode
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.settings import Settings, load_settings
 
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 # Command -> the module of `cluster_manager.cli` that defines it.
 COMMAND_MODULES = {
     "admin": "admin",
@@ -43,6 +46,26 @@ root_option = click.option(
     help="A task folder's sources may come from anywhere under this folder (default: the "
     "nearest folder above the task holding .git or a competition YAML, else its grandparent).",
 )
+
+
+# Who `--user` is when it is not given, on a database (through a server: the token's user).
+DEFAULT_USER_HELP = (
+    "default: the operating system's user running the command, the name `whoami` prints"
+)
+# Other names of a mode: the Discord bot calls leaderboard mode "ranked".
+MODE_ALIASES = {"ranked": Mode.LEADERBOARD.value}
+
+
+def mode_option(default: Mode, help: str) -> Callable[[F], F]:
+    """`--mode`: one of the modes, or an alias, given to the command as the mode's own name."""
+    return click.option(
+        "--mode",
+        type=click.Choice([*(m.value for m in Mode), *MODE_ALIASES]),
+        default=default.value,
+        show_default=True,
+        callback=lambda _ctx, _param, value: MODE_ALIASES.get(value, value),
+        help=f"{help} `ranked` is another name for leaderboard (the Discord bot's word).",
+    )
 
 
 def fail(message: str) -> NoReturn:
@@ -89,7 +112,35 @@ def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except ClusterManagerError as exc:
-        fail(str(exc))
+        fail(database_error_text(settings, exc))
+
+
+def database_error_text(settings: Settings, exc: ClusterManagerError) -> str:
+    """The error's one line; for a database that cannot be reached at all: which one was
+    tried (without its password), why not, and how to point at another."""
+    from cluster_manager.storage.database import DatabaseUnreachableError
+
+    if not isinstance(exc, DatabaseUnreachableError):
+        return str(exc)
+    embedded = settings.data_dir / "postgres"
+    if settings.database_url:
+        return (
+            f"cannot reach the database at {without_password(settings.database_url)} "
+            f"(DATABASE_URL): {without_password(exc.reason)}. Start that server, or set "
+            "DATABASE_URL (in the environment or .env) to a Postgres that runs; unset, "
+            f"an embedded one in {embedded} is used"
+        )
+    return (
+        f"cannot reach the embedded database in {embedded} (DATABASE_URL is unset): "
+        f"{exc.reason}. Set DATABASE_URL (in the environment or .env) to a Postgres that "
+        "runs, or CLUSTER_MANAGER_DATA_DIR to another place for the embedded one"
+    )
+
+
+def without_password(text: str) -> str:
+    """A database URL or DSN, or a message quoting one, with its passwords masked."""
+    text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    return re.sub(r"(password=)[^&\s]*", r"\1***", text)
 
 
 def on_database_or_server(

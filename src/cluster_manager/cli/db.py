@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from cluster_manager.cli.common import cli, fail
+from cluster_manager.cli.common import cli, database_error_text, fail
 from cluster_manager.errors import ClusterManagerError
 from cluster_manager.settings import Settings
 from cluster_manager.storage.database import database_url
@@ -30,5 +30,5 @@ def migrate_command(settings: Settings) -> None:
     try:
         applied = asyncio.run(run())
     except ClusterManagerError as exc:
-        fail(str(exc))
+        fail(database_error_text(settings, exc))
     click.echo("applied: " + ", ".join(applied) if applied else "the schema is up to date")

@@ -3,6 +3,7 @@ a leaderboard's results as a data set (on the database)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -26,20 +27,22 @@ from cluster_manager.settings import Settings
 )
 @click.option(
     "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
+    # A string: a Path would drop the trailing '/' that says "a folder".
+    type=click.Path(),
     default=None,
-    help="Where to write ('-' for standard output; default: NAME-rankings.FORMAT or "
+    help="Where to write: a file, a folder (existing, or ending in '/') to write the default "
+    "name into, or '-' for standard output (default: NAME-rankings.FORMAT or "
     "NAME-submissions.FORMAT here).",
 )
 @click.pass_obj
 def export_command(
-    settings: Settings, name: str, fmt: Format, everything: bool, out: Path | None
+    settings: Settings, name: str, fmt: Format, everything: bool, out: str | None
 ) -> None:
     """Write NAME's rankings (or, with --all, every submission) as a data set."""
     if settings.api_url is not None:
         fail("export reads the database: run it on the server, without CLUSTER_MANAGER_API_URL")
     kind: Kind = "submissions" if everything else "rankings"
-    target = out or default_name(name, kind, fmt)
+    target = export_target(out, default_name(name, kind, fmt))
     if str(target) == "-" and fmt == "parquet":
         fail("Parquet is binary: give --out a file name")
 
@@ -51,6 +54,7 @@ def export_command(
         pages = service.export_submissions(name) if everything else service.export_rankings(name)
         if str(target) == "-":
             return await write_export(pages, kind, fmt, sys.stdout.buffer)
+        target.parent.mkdir(parents=True, exist_ok=True)  # a folder named with a trailing '/'
         partial = target.with_name(target.name + ".partial")
         with partial.open("wb") as sink:
             rows = await write_export(pages, kind, fmt, sink)
@@ -60,3 +64,13 @@ def export_command(
     rows = with_app(settings, body)
     if str(target) != "-":
         click.echo(f"wrote {rows} {kind} rows to {target}")
+
+
+def export_target(out: str | None, default: Path) -> Path:
+    """The file to write: `out` itself, or `default` inside it when `out` names a folder (one
+    that exists, or any path ending in '/')."""
+    if out is None:
+        return default
+    if out != "-" and (out.endswith(("/", os.sep)) or Path(out).is_dir()):
+        return Path(out) / default.name
+    return Path(out)

@@ -8,7 +8,7 @@ import getpass
 import click
 
 from cluster_manager.app import App
-from cluster_manager.cli.common import cli, fail, on_database_or_server
+from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, on_database_or_server
 from cluster_manager.client import ApiClient
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
@@ -16,7 +16,11 @@ from cluster_manager.settings import Settings
 
 @cli.command("join")
 @click.argument("code")
-@click.option("--user", default=None, help="Join as this user (default: your login name).")
+@click.option(
+    "--user",
+    default=None,
+    help=f"Join as this user ({DEFAULT_USER_HELP}).",
+)
 @click.pass_obj
 def join_command(settings: Settings, code: str, user: str | None) -> None:
     """Redeem an invite CODE to submit to its invite-only leaderboard."""

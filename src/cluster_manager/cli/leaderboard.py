@@ -24,6 +24,7 @@ from cluster_manager.cli.common import (
     root_option,
     with_app,
 )
+from cluster_manager.cli.gpu_names import canonical_gpu, gpu_names
 from cluster_manager.cli.local_eval import run_here
 from cluster_manager.client import ApiClient
 from cluster_manager.core.progress import ProgressEvent, phase_started
@@ -62,7 +63,9 @@ def check_command(
     every task that can run here passes; a task that needs a GPU this machine lacks says
     which."""
     try:
-        machine = load_settings_registry(settings).get(gpu)
+        registry = load_settings_registry(settings)
+        gpu = canonical_gpu(gpu, registry.names)
+        machine = registry.get(gpu)
         if machine.launcher != "local":
             raise ClusterManagerError(
                 f"{gpu} runs on the {machine.launcher} launcher; a check runs on this machine: "
@@ -136,6 +139,7 @@ def create_command(
     root: Path | None,
 ) -> None:
     """Create leaderboard NAME from a task."""
+    gpus = tuple(gpu_names(settings, gpus))
     try:
         task = load_task(task_path, root=root)
         when = parse_deadline(deadline)
@@ -184,6 +188,8 @@ def list_command(settings: Settings) -> None:
 @click.pass_obj
 def show_command(settings: Settings, name: str, gpu: str | None, limit: int) -> None:
     """The ranking of NAME per GPU: best score per user."""
+    if gpu is not None:
+        gpu = gpu_names(settings, [gpu])[0]
     if (client := remote.api_client(settings)) is not None:
         click.echo(_remotely(client, remote.show_ranking, name, gpu, limit))
         return
@@ -200,10 +206,13 @@ def show_command(settings: Settings, name: str, gpu: str | None, limit: int) -> 
 @click.pass_obj
 def delete_command(settings: Settings, name: str, yes: bool) -> None:
     """Delete NAME with all its submissions and results."""
-    if not yes:
-        fail(f"deleting {name!r} removes all its submissions; pass --yes to confirm")
 
     async def body(app: App) -> None:
+        await app.service.leaderboard(name)  # an unknown name is refused before --yes is asked
+        if not yes:
+            raise ClusterManagerError(
+                f"deleting {name!r} removes all its submissions; pass --yes to confirm"
+            )
         await app.service.delete_leaderboard(name)
         click.echo(f"deleted {name}")
 

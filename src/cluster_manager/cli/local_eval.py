@@ -10,7 +10,14 @@ from typing import Any
 
 import click
 
-from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, root_option
+from cluster_manager.cli.common import (
+    EXIT_FAILED,
+    EXIT_PASSED,
+    cli,
+    fail,
+    mode_option,
+    root_option,
+)
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
@@ -66,12 +73,10 @@ def _print_progress(event: ProgressEvent) -> None:
 @cli.command("eval")
 @click.argument("task_path", metavar="TASK", type=click.Path(path_type=Path))
 @click.argument("submission", type=click.Path(path_type=Path))
-@click.option(
-    "--mode",
-    type=click.Choice([m.value for m in Mode]),
-    default=Mode.TEST.value,
-    show_default=True,
-    help="test: correctness; benchmark: timings; leaderboard: ranked run with a secret seed.",
+@mode_option(
+    Mode.TEST,
+    "test: correctness; benchmark: timings; leaderboard: ranked run with a secret seed; "
+    "profile: a profiler's report.",
 )
 @click.option(
     "--seed",

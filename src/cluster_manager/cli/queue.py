@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from cluster_manager.app import App
-from cluster_manager.cli.common import cli, fail, on_database_or_server
+from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, on_database_or_server
 from cluster_manager.client import ApiClient
 from cluster_manager.ops_report import format_queue
 from cluster_manager.service import Submitter
@@ -18,7 +18,11 @@ from cluster_manager.settings import Settings
 
 
 @cli.command("queue")
-@click.option("--user", default=None, help="Whose jobs to show (default: your login name).")
+@click.option(
+    "--user",
+    default=None,
+    help=f"Whose jobs to show ({DEFAULT_USER_HELP}).",
+)
 @click.pass_obj
 def queue_command(settings: Settings, user: str | None) -> None:
     """What waits and runs on each GPU type, and where your jobs are in line."""

@@ -12,7 +12,16 @@ import click
 
 from cluster_manager.app import App
 from cluster_manager.cli import remote
-from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.cli.common import (
+    DEFAULT_USER_HELP,
+    EXIT_FAILED,
+    EXIT_PASSED,
+    cli,
+    fail,
+    mode_option,
+    with_app,
+)
+from cluster_manager.cli.gpu_names import gpu_names
 from cluster_manager.cli.profiling import chosen_filter, ncu_options
 from cluster_manager.client import ApiClient
 from cluster_manager.core.models import Mode
@@ -28,13 +37,16 @@ from cluster_manager.settings import Settings
 @click.argument("leaderboard")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--gpu", "gpus", multiple=True, help="GPU type (repeatable; default: the only one).")
-@click.option(
-    "--mode",
-    type=click.Choice(["test", "benchmark", "leaderboard", "profile"]),
-    default="leaderboard",
-    show_default=True,
+@mode_option(
+    Mode.LEADERBOARD,
+    "test: correctness; benchmark: timings; leaderboard: ranked, with a secret re-run; "
+    "profile: a profiler's report.",
 )
-@click.option("--user", default=None, help="Submit as this user (default: your login name).")
+@click.option(
+    "--user",
+    default=None,
+    help=f"Submit as this user, the name its ranking shows ({DEFAULT_USER_HELP}).",
+)
 @click.option("--no-wait", is_flag=True, help="Only enqueue; a worker runs it.")
 @ncu_options
 @click.pass_obj
@@ -52,6 +64,7 @@ def submit_command(
     """Submit FILE to LEADERBOARD and follow it live (through the API when
     CLUSTER_MANAGER_API_URL is set, else on the database)."""
     profile = chosen_filter(Mode(mode), ncu)
+    gpus = tuple(gpu_names(settings, gpus))
     try:
         data = read_source_file(file)
     except InvalidSubmissionError as exc:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,20 @@ RUN_REQUEST_VERSION = 1
 CaseScalar = int | bool | str
 CaseValue = CaseScalar | list[CaseScalar]
 Case = dict[str, CaseValue]
+
+
+# In a stored task's JSON: its cases' keys in the task's own order.
+CASE_KEYS = "case_keys"
+
+
+def case_keys(cases: Iterable[Case]) -> list[str]:
+    """Every key of the cases, in the order the task first wrote each."""
+    return list(dict.fromkeys(key for case in cases for key in case))
+
+
+def in_key_order(case: Case, keys: Sequence[str]) -> Case:
+    """`case` with its keys in `keys`' order (any others after them, as they were)."""
+    return {**{k: case[k] for k in keys if k in case}, **case}
 
 
 class Language(enum.StrEnum):
@@ -141,15 +156,21 @@ class Task:
         data: dict[str, Any] = _to_json(self)
         return data
 
+    def to_stored_json(self) -> dict[str, Any]:
+        """`to_json` for a store that may reorder an object's keys (Postgres's JSONB does):
+        with the order the task wrote its cases' keys in, the order every spec shows."""
+        return {**self.to_json(), CASE_KEYS: case_keys((*self.tests, *self.benchmarks))}
+
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Task:
         cuda = data.get("cuda")
+        keys = data.get(CASE_KEYS, ())
         return cls(
             name=data["name"],
             lang=Language(data["lang"]),
             files=tuple(TaskFile(**f) for f in data["files"]),
-            tests=tuple(data["tests"]),
-            benchmarks=tuple(data["benchmarks"]),
+            tests=tuple(in_key_order(c, keys) for c in data["tests"]),
+            benchmarks=tuple(in_key_order(c, keys) for c in data["benchmarks"]),
             main=data.get("main"),
             cuda=None
             if cuda is None

@@ -42,6 +42,7 @@ from cluster_manager.service.errors import (
     StillRunningError,
     SubmissionsPausedError,
     UnauthorizedError,
+    UnknownUserError,
 )
 from cluster_manager.service.facade import Service
 from cluster_manager.service.rates import (
@@ -92,6 +93,7 @@ __all__ = [
     "SubmissionsPausedError",
     "Submitter",
     "UnauthorizedError",
+    "UnknownUserError",
     "WebSession",
     "check_may_delete",
     "parse_deadline",

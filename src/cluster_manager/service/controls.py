@@ -9,14 +9,17 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
+from cluster_manager.core.records import User
 from cluster_manager.service.errors import (
     BannedError,
     InvalidQuotaError,
     MissingReasonError,
     NotFoundError,
     SubmissionsPausedError,
+    UnknownUserError,
 )
 from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.quotas import QuotaPolicy, UserQuotas, user_quotas
 from cluster_manager.service.records import Submitter
 from cluster_manager.storage import controls as control_store
 from cluster_manager.storage import history as history_store
@@ -27,6 +30,7 @@ from cluster_manager.storage import stats as stats_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.controls import Ban, Pause
 from cluster_manager.storage.database import Executor
+from cluster_manager.storage.quotas import CustomQuota
 from cluster_manager.storage.stats import Stats
 
 MAX_REASON_CHARS = 500
@@ -59,6 +63,7 @@ class Controls:
     pool: asyncpg.Pool
     clock: Callable[[], datetime]
     allow_unsandboxed_ranking: bool
+    quotas: QuotaPolicy
 
     async def pause_submissions(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
         """Stops new submissions (everywhere with None); jobs already queued keep running."""
@@ -74,9 +79,14 @@ class Controls:
     async def pauses(self) -> list[Pause]:
         return await control_store.pauses(self.pool)
 
-    async def ban_user(self, user: Submitter, reason: str, actor: str) -> Ban:
+    async def ban_user(
+        self, user: Submitter, reason: str, actor: str, *, known_only: bool = False
+    ) -> Ban:
         """Refuses the user's submissions from now on and hides their rankings (kept, so that
-        unbanning shows them again)."""
+        unbanning shows them again). With `known_only`, a name never seen here is refused
+        (`UnknownUserError`): a typo would otherwise ban nobody and say it worked."""
+        if known_only:
+            await self._known_user(user.external_id)
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await control_store.ban(conn, found.id, _reason(reason), actor, self.clock())
@@ -86,9 +96,7 @@ class Controls:
         return ban
 
     async def unban_user(self, external_id: str) -> bool:
-        found = await lb_store.get_user(self.pool, external_id)
-        if found is None:
-            raise NotFoundError(f"there is no user {external_id!r}")
+        found = await self._known_user(external_id)
         async with self.pool.acquire() as conn, conn.transaction():
             lifted = await control_store.unban(conn, found.id)
             await history_store.bump_history_of_user(conn, found.id)
@@ -138,10 +146,23 @@ class Controls:
             await quota_store.set_override(conn, found.id, per_hour, daily, actor, self.clock())
 
     async def clear_quota(self, external_id: str) -> bool:
+        found = await self._known_user(external_id)
+        return await quota_store.clear_override(self.pool, found.id)
+
+    async def quota_of(self, external_id: str) -> UserQuotas:
+        """The user's quotas as they hold now, and whether an admin set them."""
+        found = await self._known_user(external_id)
+        return await user_quotas(self.pool, self.quotas, found, self.clock())
+
+    async def custom_quotas(self) -> list[CustomQuota]:
+        """Every user's override, by user."""
+        return await quota_store.custom_quotas(self.pool)
+
+    async def _known_user(self, external_id: str) -> User:
         found = await lb_store.get_user(self.pool, external_id)
         if found is None:
-            raise NotFoundError(f"there is no user {external_id!r}")
-        return await quota_store.clear_override(self.pool, found.id)
+            raise UnknownUserError(f"there is no user {external_id!r}")
+        return found
 
     async def stats(self, *, last_day: bool = False) -> Stats:
         """Submissions, users, runs and queue waits per GPU, failures by verdict: over all

@@ -11,6 +11,10 @@ class NotFoundError(ClusterManagerError):
     pass
 
 
+class UnknownUserError(NotFoundError):
+    """Nobody by that id has submitted, joined, held a token or been given quotas here."""
+
+
 class AlreadyExistsError(ClusterManagerError):
     pass
 

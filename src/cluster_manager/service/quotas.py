@@ -6,15 +6,17 @@ the user may try again."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Leaderboard, User
 from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.rates import RATE_WINDOW, check_rate
 from cluster_manager.storage import quotas as quota_store
-from cluster_manager.storage.database import Connection
+from cluster_manager.storage.database import Connection, Executor
+from cluster_manager.storage.quotas import CustomQuota, QuotaOverride
 
 DAY = timedelta(days=1)
 DISCORD_EPOCH_MS = 1420070400000
@@ -41,6 +43,65 @@ def account_created(user: User, first_seen: datetime) -> datetime:
     return first_seen
 
 
+@dataclass(frozen=True)
+class UserQuotas:
+    """A user's quotas as they hold now (`admin quota USER`), and the override behind them,
+    if any. A leaderboard's own hourly limit wins over the deployment's `per_hour`, never
+    over an override's."""
+
+    user: str  # external id
+    name: str
+    per_hour: int
+    ranked_per_hour: int
+    daily: int
+    new_account: bool  # the lower daily quota of young accounts applies
+    custom: CustomQuota | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **{f.name: getattr(self, f.name) for f in fields(self) if f.name != "custom"},
+            "custom": None if self.custom is None else self.custom.to_json(),
+        }
+
+
+def hourly_limit(
+    policy: QuotaPolicy, override: QuotaOverride | None, board_limit: int | None, *, ranked: bool
+) -> int:
+    """Submissions per hour on one leaderboard: an override, else the board's own limit,
+    else the deployment's (its ranked one for ranked runs)."""
+    deployment = (policy.ranked_per_hour or policy.per_hour) if ranked else policy.per_hour
+    return (override.per_hour if override else None) or board_limit or deployment
+
+
+def is_new_account(policy: QuotaPolicy, user: User, first_seen: datetime, now: datetime) -> bool:
+    if not policy.new_account_days:
+        return False
+    return now - account_created(user, first_seen) < timedelta(days=policy.new_account_days)
+
+
+def daily_quota(policy: QuotaPolicy, override: QuotaOverride | None, *, new_account: bool) -> int:
+    if override and override.daily:
+        return override.daily
+    return min(policy.daily, policy.new_account_daily) if new_account else policy.daily
+
+
+async def user_quotas(db: Executor, policy: QuotaPolicy, user: User, now: datetime) -> UserQuotas:
+    custom = await quota_store.custom_quota_of(db, user.id)
+    override = None if custom is None else QuotaOverride(custom.per_hour, custom.daily)
+    young = not (override and override.daily) and is_new_account(
+        policy, user, await quota_store.first_seen(db, user.id), now
+    )
+    return UserQuotas(
+        user=user.external_id,
+        name=user.name,
+        per_hour=hourly_limit(policy, override, None, ranked=False),
+        ranked_per_hour=hourly_limit(policy, override, None, ranked=True),
+        daily=daily_quota(policy, override, new_account=young),
+        new_account=young,
+        custom=custom,
+    )
+
+
 async def check_quotas(
     conn: Connection,
     *,
@@ -56,12 +117,9 @@ async def check_quotas(
     the submitting transaction."""
     await quota_store.lock_user(conn, user.id)
     override = await quota_store.override_of(conn, user.id)
-    custom = override.per_hour if override else None
     ranked = mode is Mode.LEADERBOARD
     kind = "ranked submissions" if ranked else "test/benchmark submissions"
-    limit = custom or board.rate_limit_per_hour or policy.per_hour
-    if ranked:
-        limit = custom or board.rate_limit_per_hour or policy.ranked_per_hour or policy.per_hour
+    limit = hourly_limit(policy, override, board.rate_limit_per_hour, ranked=ranked)
     recent = await quota_store.times_on_board(
         conn, user_id=user.id, leaderboard_id=board.id, ranked=ranked, since=now - RATE_WINDOW
     )
@@ -74,10 +132,9 @@ async def check_quotas(
                     conn, user_id=user.id, gpu=gpu, since=now - RATE_WINDOW
                 )
                 check_rate(on_gpu, cap, now, f"ranked submissions per hour on {gpu}")
-    daily = override.daily if override and override.daily else policy.daily
+    young = False
     if not (override and override.daily) and policy.new_account_days:
-        first_seen = await quota_store.first_seen(conn, user.id)
-        if now - account_created(user, first_seen) < timedelta(days=policy.new_account_days):
-            daily = min(daily, policy.new_account_daily)
+        young = is_new_account(policy, user, await quota_store.first_seen(conn, user.id), now)
+    daily = daily_quota(policy, override, new_account=young)
     today = await quota_store.times_anywhere(conn, user_id=user.id, since=now - DAY)
     check_rate(today, daily, now, "submissions a day", window=DAY)

@@ -51,6 +51,22 @@ class DatabaseError(ClusterManagerError):
     pass
 
 
+class DatabaseUnreachableError(DatabaseError):
+    """No connection could be opened at all (refused, unknown host, no such database, a
+    wrong password): `reason` says why in one line, for a front end's own words."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+def unreachable(what: str, exc: BaseException) -> DatabaseUnreachableError:
+    """`DatabaseUnreachableError` for a failed connection: `what` failed, and why."""
+    text = str(exc).strip()
+    reason = text.splitlines()[0] if text else type(exc).__name__
+    return DatabaseUnreachableError(f"{what}: {text or reason}", reason)
+
+
 class DatabaseUnavailableError(DatabaseError):
     """The server could not be reached or dropped the connection: the operation did not
     happen, or its outcome is unknown. The pool replaces the connection; try again later."""
@@ -210,7 +226,7 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asy
             connection_class=_PooledConnection,
         )
     except (DatabaseUnavailableError, asyncpg.PostgresError) as exc:
-        raise DatabaseError(f"cannot connect to the database: {exc.__cause__ or exc}") from exc
+        raise unreachable("cannot connect to the database", exc.__cause__ or exc) from exc
     assert pool is not None
     return pool
 

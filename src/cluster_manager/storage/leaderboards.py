@@ -55,7 +55,7 @@ async def insert_leaderboard(
         name,
         deadline,
         task.description,
-        task.to_json(),
+        task.to_stored_json(),
         creator_id,
         secret_seed,
         rate_limit_per_hour,
@@ -89,7 +89,7 @@ async def update_leaderboard(
         leaderboard_id,
         deadline,
         task.description,
-        task.to_json(),
+        task.to_stored_json(),
     )
     await conn.execute("DELETE FROM leaderboard_gpus WHERE leaderboard_id = $1", leaderboard_id)
     await conn.executemany(

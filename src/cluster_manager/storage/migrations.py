@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cluster_manager.data import MIGRATIONS_DIR
-from cluster_manager.storage.database import DatabaseError
+from cluster_manager.storage.database import DatabaseError, unreachable
 
 if TYPE_CHECKING:
     import asyncpg
@@ -28,7 +28,7 @@ def _backend_and_migrations(url: str, directory: Path):  # type: ignore[no-untyp
     try:
         backend = get_backend(yoyo_url(url))
     except Exception as exc:  # yoyo and psycopg raise their own trees
-        raise DatabaseError(f"cannot open the database for migrations: {exc}") from exc
+        raise unreachable("cannot open the database for migrations", exc) from exc
     return backend, read_migrations(str(directory))
 
 

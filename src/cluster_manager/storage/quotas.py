@@ -3,8 +3,9 @@ leaderboards, ranked ones per GPU type) and the overrides admins set."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
+from typing import Any
 
 from cluster_manager.storage.database import Connection, Executor
 
@@ -15,6 +16,21 @@ RANKED_MODES = ["leaderboard"]
 class QuotaOverride:
     per_hour: int | None
     daily: int | None
+
+
+@dataclass(frozen=True)
+class CustomQuota:
+    """An admin's override with whom it is for and who set it (`admin status`)."""
+
+    user: str  # external id
+    name: str
+    per_hour: int | None
+    daily: int | None
+    set_by: str
+    set_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "set_at": self.set_at.isoformat()}
 
 
 async def lock_user(conn: Connection, user_id: int) -> None:
@@ -75,6 +91,22 @@ async def ranked_times_on_gpu(
 async def override_of(db: Executor, user_id: int) -> QuotaOverride | None:
     row = await db.fetchrow("SELECT per_hour, daily FROM user_quotas WHERE user_id = $1", user_id)
     return None if row is None else QuotaOverride(row["per_hour"], row["daily"])
+
+
+_SELECT_CUSTOM = """
+    SELECT u.external_id AS user, u.name, q.per_hour, q.daily, q.set_by, q.set_at
+    FROM user_quotas q JOIN users u ON u.id = q.user_id
+"""
+
+
+async def custom_quotas(db: Executor) -> list[CustomQuota]:
+    rows = await db.fetch(_SELECT_CUSTOM + " ORDER BY u.external_id")
+    return [CustomQuota(**dict(r)) for r in rows]
+
+
+async def custom_quota_of(db: Executor, user_id: int) -> CustomQuota | None:
+    row = await db.fetchrow(_SELECT_CUSTOM + " WHERE q.user_id = $1", user_id)
+    return None if row is None else CustomQuota(**dict(row))
 
 
 async def set_override(

@@ -110,6 +110,18 @@ async def revoke_invite(code: str, request: Request) -> dict[str, Any]:
     return {"status": "revoked" if revoked else "unknown or already revoked", "code": code}
 
 
+@router.get("/quotas")
+async def quotas(request: Request) -> list[dict[str, Any]]:
+    """Every user's quotas of their own (admins' overrides)."""
+    return [q.to_json() for q in await service_of(request).custom_quotas()]
+
+
+@router.get("/quotas/{user}")
+async def quota(user: str, request: Request) -> dict[str, Any]:
+    """A user's quotas as they hold now, and the override behind them, if any."""
+    return (await service_of(request).quota_of(user)).to_json()
+
+
 @router.put("/quotas/{user}")
 async def set_quota(
     user: str,
@@ -187,10 +199,13 @@ async def ban(
     request: Request,
     reason: Annotated[str, Body(embed=True)],
     name: Annotated[str | None, Body(embed=True)] = None,
+    force: Annotated[bool, Body(embed=True)] = True,
 ) -> dict[str, Any]:
     """Bans `user` (their id as the bot or CLI knows them): submissions refused, rankings
-    hidden until unbanned."""
-    found = await service_of(request).ban_user(Submitter(user, name or user), reason, API_ACTOR)
+    hidden until unbanned. With `force` false, a user never seen here is refused (404)."""
+    found = await service_of(request).ban_user(
+        Submitter(user, name or user), reason, API_ACTOR, known_only=not force
+    )
     return {"status": "banned", **found.to_json()}
 
 
