@@ -101,13 +101,15 @@ async def test_a_restart_mid_run_ends_with_the_report(make_harness, app, clock, 
     async def reported() -> bool:
         return await app.pool.fetchval("SELECT count(*) FROM discord_follows") == 0
 
-    for _ in range(300):
+    for _ in range(600):
         if await reported():
             break
         await asyncio.sleep(0.1)
     assert await reported()
     if dms == "open":
-        status, report = second.fake.direct_messages(ALICE.id)
+        sent = second.fake.direct_messages(ALICE.id)
+        assert len(sent) == 2, [(m.channel_id, m.content) for m in second.fake.messages.values()]
+        status, report = sent
         assert "🔁 The bot restarted" in status.content and "🏁 Done in" in status.content
         assert report.embeds[0]["title"] == "✅ Submission #1: passed"
     else:

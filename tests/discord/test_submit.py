@@ -52,7 +52,7 @@ async def test_ranked_submission_through_the_local_launcher(make_harness, app, c
     (embed,) = report.embeds
     assert embed["title"] == "✅ Submission #1: passed"
     fields = {f["name"]: f["value"] for f in embed["fields"]}
-    assert "✅ seed: 4242; size: 127" in fields["✅ CPU: passed"]
+    assert "✅ size: 127; seed: 4242" in fields["✅ CPU: passed"]  # the task's own key order
     assert "🏁 Score:" in fields["✅ CPU: passed"]
     assert fields["Secret re-runs"] == "✅ CPU: passed"
     assert "rank #1" in fields["Ranking"] and "new personal best" in fields["Ranking"]

@@ -177,6 +177,18 @@ def _take_seed(fd_raw: str | None) -> str | None:
         return pipe.read().decode() or None
 
 
+def _mix_in_the_secret(cases: list[tuple[str, Case]], seed_raw: str | None) -> None:
+    """Each case's seed, combined with the secret one (a ranked run's): no submission can
+    know the inputs ahead."""
+    if not seed_raw:
+        return
+    secret = int(seed_raw)
+    for _, case in cases:
+        seed = case.get("seed")
+        if protocol.is_integer(seed):
+            case["seed"] = protocol.combine_seed(seed, secret)
+
+
 def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     argv = sys.argv[1:] if argv is None else argv
@@ -210,13 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus if any(world_size_of(c) for _, c in cases) else 1,
         timed=mode in ("benchmark", "leaderboard"),
     )
-    seed_raw = _take_seed(seed_fd)
-    if seed_raw:
-        secret = int(seed_raw)
-        for _, case in cases:
-            seed = case.get("seed")
-            if protocol.is_integer(seed):
-                case["seed"] = protocol.combine_seed(seed, secret)
+    _mix_in_the_secret(cases, _take_seed(seed_fd))
 
     out = Reporter(int(fd_raw))
     try:
