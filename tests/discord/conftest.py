@@ -241,6 +241,18 @@ class DiscordHarness:
         token, payload = self._payload(4 if focused else 2, member, data)
         return Reply(self.fake, token), self._dispatch(payload)
 
+    async def submit_held(self, launcher: FakeLauncher) -> tuple[Reply, list[asyncio.Task[Any]]]:
+        """ALICE's test-mode submission to identity, started and followed until its run is
+        held at `launcher` (whose runs stay running until released) and its status shown."""
+        reply, tasks = self.start(
+            "leaderboard submit",
+            script=self.upload("s.py", SOLUTION),
+            leaderboard="identity",
+            mode="test",
+        )
+        await self.fake.wait_for(lambda: launcher.runs and len(reply.messages) == 2)
+        return reply, tasks
+
     async def command(
         self, path: str, member: Member = ALICE, *, timeout: float = 30, **options: Any
     ) -> Reply:

@@ -10,7 +10,7 @@ import discord
 import pytest
 
 from cluster_manager.discord import live
-from tests.discord.conftest import SOLUTION, create_board
+from tests.discord.conftest import create_board
 
 
 @pytest.fixture
@@ -41,13 +41,7 @@ async def test_a_follow_survives_server_errors_and_rate_limits(
     await create_board(app, clock, gpus=("H100",))
     fake_launcher.polls = 10**9
     harness = await make_harness(scheduler=True)
-    reply, tasks = harness.start(
-        "leaderboard submit",
-        script=harness.upload("s.py", SOLUTION),
-        leaderboard="identity",
-        mode="test",
-    )
-    await harness.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+    reply, tasks = await harness.submit_held(fake_launcher)
     edits = r"/webhooks/\d+/[^/]+/messages/\d+$"
     harness.fake.fail("PATCH", edits, 500, 10)  # two edits, each tried five times
     harness.fake.fail("PATCH", edits, 429, 3)
@@ -70,13 +64,7 @@ async def test_a_quiet_status_still_shows_the_time_it_has_taken(
     await create_board(app, clock, gpus=("H100",))
     fake_launcher.polls = 10**9  # the run says nothing more until released
     harness = await make_harness(scheduler=True)
-    reply, tasks = harness.start(
-        "leaderboard submit",
-        script=harness.upload("s.py", SOLUTION),
-        leaderboard="identity",
-        mode="test",
-    )
-    await harness.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+    reply, tasks = await harness.submit_held(fake_launcher)
     status = reply.messages[1]
     await harness.fake.wait_for(lambda: "⏱️ 2 s so far" in status.content, timeout=10)
     for run in fake_launcher.runs.values():

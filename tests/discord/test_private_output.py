@@ -44,13 +44,7 @@ async def test_without_direct_messages_the_report_can_be_fetched(
     fake_launcher.polls = 10**9  # runs stay running until released below
     harness = await make_harness(scheduler=True)
     harness.fake.dms_closed.add(ALICE.id)
-    reply, tasks = harness.start(
-        "leaderboard submit",
-        script=harness.upload("s.py", SOLUTION),
-        leaderboard="identity",
-        mode="test",
-    )
-    await harness.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+    reply, tasks = await harness.submit_held(fake_launcher)
     harness.fake.expire(reply.token)
     for run in fake_launcher.runs.values():
         run.polls_left = 1
@@ -84,13 +78,7 @@ async def test_a_restart_mid_run_ends_with_the_report(make_harness, app, clock, 
     first = await make_harness(scheduler=True)
     if dms == "closed":
         first.fake.dms_closed.add(ALICE.id)
-    reply, _ = first.start(
-        "leaderboard submit",
-        script=first.upload("s.py", SOLUTION),
-        leaderboard="identity",
-        mode="test",
-    )
-    await first.fake.wait_for(lambda: fake_launcher.runs and len(reply.messages) == 2)
+    await first.submit_held(fake_launcher)
     await first.close()  # the bot dies mid-run: its follow was not reported
 
     for run in fake_launcher.runs.values():
