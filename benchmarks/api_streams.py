@@ -19,10 +19,10 @@ import httpx
 from benchlib import Figure, log, median, percentile, report, scratch_database
 from httpx_sse import aconnect_sse
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage.database import create_pool
 

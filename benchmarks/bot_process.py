@@ -23,9 +23,9 @@ import discord
 import discordlib
 
 from cluster_manager.app import App
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.discord.bot import BotConfig, ClusterBot
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.base import Launcher, ProgressCallback, RunHandle, RunState
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings

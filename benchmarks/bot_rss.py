@@ -27,9 +27,9 @@ import asyncpg
 import discordlib
 from benchlib import Figure, log, median, report, scratch_database
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
 from tests.discord.fake_discord import FakeDiscord

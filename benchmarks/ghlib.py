@@ -8,9 +8,9 @@ from pathlib import Path
 
 import yaml
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task, Verdict
 from cluster_manager.core.task import load_task
-from cluster_manager.gpus import GpuRegistry, GpuType
 
 GPU = GpuType(
     "B200",

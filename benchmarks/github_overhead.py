@@ -27,7 +27,8 @@ from benchlib import Figure, log, median, percentile, report, rounded, scratch_d
 
 from cluster_manager.core.models import Mode
 from cluster_manager.launchers.github import GitHubLauncher
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.database import create_pool

@@ -28,10 +28,11 @@ import asyncpg
 import ghlib
 from benchlib import Figure, log, report, scratch_database
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.base import Launcher, ProgressCallback, RunHandle, RunState
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage.database import create_pool
 

@@ -39,7 +39,7 @@ import ghlib
 import httpx
 from benchlib import Figure, log, median, percentile, report, scratch_database
 
-from cluster_manager.gpus import GpuRegistry, GpuType
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
 

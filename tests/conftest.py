@@ -12,10 +12,10 @@ import asyncpg
 import pytest
 import yaml
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.harness import runner
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool

@@ -6,10 +6,10 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest, RunResult, Verdict
 from cluster_manager.core.sandboxing import FULL, SANDBOX_KEY
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 
 # What a runner reports after a fully sandboxed run: only such runs are ranked.

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
 from cluster_manager.core.progress import ProgressEvent
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.harness.ncu import find_ncu
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 from cluster_manager.launchers.local import LocalLauncher

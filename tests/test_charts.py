@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from cluster_manager.charts import (
+from cluster_manager.core.records import ScoreHistory, ScorePoint
+from cluster_manager.rendering.charts import (
     MIN_SPAN,
     ChartCache,
     best_over_time,
@@ -15,7 +16,6 @@ from cluster_manager.charts import (
     top_users,
     unit_for,
 )
-from cluster_manager.core.records import ScoreHistory, ScorePoint
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 

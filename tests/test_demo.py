@@ -3,7 +3,7 @@ in tests/test_cli_db.py)."""
 
 from __future__ import annotations
 
-from cluster_manager.demo import order_line
+from cluster_manager.cli.demo_run import order_line
 
 
 def test_a_solution_ahead_of_its_template_is_confirmed_with_both_scores():

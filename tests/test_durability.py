@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.gpus import default_registry
 from cluster_manager.core.models import Mode
-from cluster_manager.gpus import default_registry
 from cluster_manager.service import Service, Submitter
 from tests.conftest import load_task, write_task
 

@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import pytest
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.records import JobState
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.github import GitHubLauncher
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage.database import create_pool
 from cluster_manager.storage.installation import installation_id
@@ -134,7 +135,7 @@ async def test_faults_at_github_end_in_results_never_lost_jobs(
 async def test_a_run_stuck_in_the_queue_ends_as_a_clear_timeout(
     pool, clock, tmp_path, github, launcher, monkeypatch, record_property
 ):
-    import cluster_manager.core.plan as plan
+    import cluster_manager.core.phases as plan
 
     monkeypatch.setattr(plan, "RUN_OVERHEAD_S", 0.0)
     service = await _board(pool, clock, tmp_path, test_timeout=2)

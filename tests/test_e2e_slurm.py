@@ -8,10 +8,11 @@ from datetime import timedelta
 
 import pytest
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.records import JobState
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.slurm import SlurmLauncher
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from tests.conftest import CORRECT, load_task, write_task
 from tests.slurm_cluster import slurm_cluster  # noqa: F401 - the fixture

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import Limits
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import (
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.gpus import (
     DEFAULT_REGISTRY_FILE,
     GPU_MEMORY_MB,
     InvalidRegistryError,
@@ -17,6 +16,7 @@ from cluster_manager.gpus import (
     load_registry,
     parse_registry,
 )
+from cluster_manager.core.models import Limits
 from cluster_manager.settings import load_settings, local_limits
 from tests.conftest import ROOT
 

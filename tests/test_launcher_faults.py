@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobState
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.base import RunHandle
 from cluster_manager.launchers.slurm import SlurmLauncher
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from tests.conftest import CORRECT, load_task, write_task
 from tests.fakes import FakeLauncher

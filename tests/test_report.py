@@ -13,7 +13,7 @@ from cluster_manager.core.models import (
 )
 from cluster_manager.core.protocol import NOT_RUN
 from cluster_manager.core.records import LeaderboardSummary
-from cluster_manager.report import (
+from cluster_manager.rendering.reports import (
     TERMINAL_WIDTH,
     format_duration_ns,
     format_leaderboards,

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster_manager import gpus
+from cluster_manager.core import gpus
+from cluster_manager.core.gpus import GITHUB_TIMEOUT_MINUTES, GpuRegistry, GpuType
 from cluster_manager.core.models import Limits
-from cluster_manager.core.plan import longest_run_s
+from cluster_manager.core.phases import longest_run_s
 from cluster_manager.core.task import load_task
-from cluster_manager.gpus import GITHUB_TIMEOUT_MINUTES, GpuRegistry, GpuType
 from cluster_manager.service import GpuNotAllowedError, Service
 from tests.conftest import ROOT, write_task
 

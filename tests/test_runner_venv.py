@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager import runner_venv
-from cluster_manager.runner_venv import (
+from cluster_manager.runners import venv as runner_venv
+from cluster_manager.runners.venv import (
     BUILDING_PREFIX,
     COMPLETE_MARKER,
     LAST_USED_MARKER,
@@ -47,7 +47,7 @@ def pipless(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _builder(requirements: Path, root: Path) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "cluster_manager.runner_venv"]
+    command = [sys.executable, "-m", "cluster_manager.runners.venv"]
     return subprocess.Popen(
         [*command, "--requirements", str(requirements), "--root", str(root)],
         stdout=subprocess.PIPE,
@@ -188,7 +188,7 @@ def test_a_wrong_keep_days_is_refused_before_anything_is_built(
     tmp_path: Path, value: str, error: str
 ) -> None:
     requirements, root = _requirements(tmp_path, ""), tmp_path / "venvs"
-    command = [sys.executable, "-m", "cluster_manager.runner_venv", "--requirements"]
+    command = [sys.executable, "-m", "cluster_manager.runners.venv", "--requirements"]
     refused = subprocess.run(
         [*command, str(requirements), "--root", str(root)],
         env={**os.environ, "CLUSTER_MANAGER_VENV_KEEP_DAYS": value},

@@ -7,11 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-import cluster_manager.core.plan as plan
+import cluster_manager.core.phases as plan
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
 from cluster_manager.core.records import Job, JobEvent, JobState
-from cluster_manager.gpus import GpuRegistry, GpuType
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.installation import installation_id

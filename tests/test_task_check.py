@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core import models
+from cluster_manager.core.errors import InvalidTaskError
 from cluster_manager.core.guarantees import (
     BUILT_IN_GUARANTEES,
     FRESH_INPUTS,
@@ -24,9 +25,8 @@ from cluster_manager.core.guarantees import (
 from cluster_manager.core.models import PhaseOutcome, RunResult, ScriptMode, Verdict
 from cluster_manager.core.sync_plan import ProblemSpec
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import InvalidTaskError
 from cluster_manager.service import Service
-from cluster_manager.task_check import first_error, gpu_missing
+from cluster_manager.service.task_check import first_error, gpu_missing
 from tests.conftest import EXAMPLES, FIXTURES, IDENTITY_REFERENCE, write_task
 from tests.fast_task import FAST_TASK
 

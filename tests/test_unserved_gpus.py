@@ -14,13 +14,14 @@ import asyncpg
 import pytest
 
 from cluster_manager.app import open_app
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, Job, JobEvent, JobState
-from cluster_manager.gpus import GpuRegistry, GpuType
-from cluster_manager.problem_sets import load_problem_set
-from cluster_manager.report import format_submission_report
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.rendering.reports import format_submission_report
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import GpuNotServedError, Service, Submitter
+from cluster_manager.service.problem_sets import load_problem_set
 from cluster_manager.settings import Settings
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import served as served_store

@@ -13,12 +13,14 @@ from dataclasses import dataclass
 
 import asyncpg
 
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import DEFAULT_REGISTRY_FILE, GpuRegistry, GpuType, load_registry
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import DEFAULT_REGISTRY_FILE, GpuRegistry, GpuType, load_registry
+from cluster_manager.core.models import Limits
 from cluster_manager.launchers.base import Launcher
 from cluster_manager.launchers.local import LocalLauncher
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
-from cluster_manager.service import Service
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
+from cluster_manager.service import Service, health
 from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.settings import Settings, local_limits
 from cluster_manager.storage.database import DatabaseError, create_pool, database_url
@@ -42,6 +44,17 @@ class App:
     def served_gpus(self) -> list[GpuType]:
         """GPU types this process has a launcher for."""
         return self.registry.served_by(self.launchers)
+
+    def local_limits(self) -> Limits:
+        """Limits for runs on this machine (each GPU type adds its own)."""
+        return local_limits(self.settings)
+
+    async def check_database(self) -> health.DatabaseCheck:
+        return await health.check_database(self.pool, self.database_url)
+
+    async def verify_launchers(self) -> list[health.LauncherCheck]:
+        """The example's correct submission, in test mode, on every GPU type served here."""
+        return await health.verify_launchers(self.launchers, self.served_gpus, self.local_limits())
 
     def scheduler(
         self,
@@ -100,6 +113,13 @@ def build_launchers(settings: Settings) -> dict[str, Launcher]:
             settings.modal_app, state_dir=settings.data_dir / "modal-calls"
         )
     return launchers
+
+
+async def migrate_database(settings: Settings) -> list[str]:
+    """Applies pending migrations to the settings' database (or the embedded one); returns
+    their names."""
+    async with database_url(settings.database_url, settings.data_dir) as (url, _):
+        return await asyncio.to_thread(apply_migrations, url)
 
 
 @contextlib.asynccontextmanager

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Limits
 from cluster_manager.core.sealed import KEY_ENV, SealError, parse_key
 from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD
-from cluster_manager.errors import ClusterManagerError
 
 
 @dataclass(frozen=True)

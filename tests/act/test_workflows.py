@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.models import Mode, RunRequest, RunResult
 from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, open_result
 from cluster_manager.core.records import dispatch_key
 from cluster_manager.core.sandboxing import FULL, SANDBOX_KEY
 from cluster_manager.core.sealed import as_key, generate_key
-from cluster_manager.errors import LauncherError
 from cluster_manager.launchers.base import RunState
 from cluster_manager.launchers.github.payloads import dispatch_inputs
 from cluster_manager.launchers.github.runs import RUN_NAME

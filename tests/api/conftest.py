@@ -18,12 +18,12 @@ import uvicorn
 
 from cluster_manager.api.app import create_api
 from cluster_manager.app import App
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Limits
 from cluster_manager.core.task import load_task
-from cluster_manager.gpus import GpuRegistry, GpuType
-from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
 from cluster_manager.launchers.base import Launcher
-from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
 from tests import replay
@@ -104,7 +104,7 @@ async def client(api: Any) -> AsyncIterator[httpx.AsyncClient]:
 async def scheduler(app: App) -> AsyncIterator[None]:
     """Runs submitted jobs, as `serve` does in its own process."""
     stop = asyncio.Event()
-    task = asyncio.create_task(keep_scheduling(app, stop, FAST))
+    task = asyncio.create_task(keep_scheduling(app.scheduler, stop, FAST))
     yield
     await stop_scheduling(task, stop)
 

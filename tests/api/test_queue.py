@@ -8,8 +8,8 @@ import asyncio
 import httpx
 
 from cluster_manager.app import App
-from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
-from cluster_manager.ops_report import format_queue
+from cluster_manager.rendering.ops import format_queue
+from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 from tests.api.conftest import BOARD, FAST, popcorn_headers, source, token_of
 
 
@@ -49,7 +49,7 @@ async def test_health_and_the_queue_say_which_gpu_types_a_scheduler_runs(
     assert "No scheduler runs CPU, CPU2: jobs queued there fail" in format_queue(before)
 
     stop = asyncio.Event()
-    scheduling = asyncio.create_task(keep_scheduling(app, stop, FAST))
+    scheduling = asyncio.create_task(keep_scheduling(app.scheduler, stop, FAST))
     try:
         for _ in range(100):
             if (await client.get("/health")).json()["served_gpus"]:

@@ -11,7 +11,7 @@ import pytest
 
 from cluster_manager.api.app import create_api
 from cluster_manager.app import App
-from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
+from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 from cluster_manager.settings import Settings
 from tests.api.conftest import BOARD, FAST, popcorn_headers, source, token_of
 from tests.replay import ReplayLauncher
@@ -36,7 +36,7 @@ async def test_a_restarted_server_finishes_what_the_dead_one_left(
     headers = popcorn_headers(token)
     replay_launcher.hold()  # the runs are still in flight when the first server dies
     first_stop = asyncio.Event()
-    first = asyncio.create_task(keep_scheduling(app, first_stop, FAST))
+    first = asyncio.create_task(keep_scheduling(app.scheduler, first_stop, FAST))
     async with client_of(app, settings) as http:
         accepted = await http.post(
             f"/submission/{BOARD}/CPU/leaderboard",
@@ -55,7 +55,7 @@ async def test_a_restarted_server_finishes_what_the_dead_one_left(
     replay_launcher.let_go()
 
     second_stop = asyncio.Event()
-    second = asyncio.create_task(keep_scheduling(app, second_stop, FAST))
+    second = asyncio.create_task(keep_scheduling(app.scheduler, second_stop, FAST))
     try:
         async with client_of(app, settings) as http:
             for _ in range(900):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.competition import load_competition
-from cluster_manager.errors import InvalidCompetitionError
+from cluster_manager.core.errors import InvalidCompetitionError
 
 
 def write(tmp_path: Path, text: str) -> Path:

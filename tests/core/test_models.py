@@ -27,7 +27,7 @@ from cluster_manager.core.models import (
     Verdict,
 )
 from cluster_manager.core.models import TestOutcome as CaseOutcome
-from cluster_manager.core.plan import RUN_OVERHEAD_S, Phase, plan_phases, run_timeout
+from cluster_manager.core.phases import RUN_OVERHEAD_S, Phase, plan_phases, run_timeout
 
 TESTS = ({"size": 8, "seed": 1}, {"size": 33, "seed": 2, "dtype": "half"})
 BENCHMARKS = ({"size": 1024, "seed": 3}, {"size": 4096, "seed": 4})

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.profiling import (
     InvalidProfileOptions,
     ProfileOptions,
     chosen_options,
 )
-from cluster_manager.errors import ClusterManagerError
 
 
 def test_nothing_chosen_is_no_filter_and_the_rest_defaults() -> None:

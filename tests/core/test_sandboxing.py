@@ -14,7 +14,7 @@ from cluster_manager.core.sandboxing import (
     describe,
     ranking_hold,
 )
-from cluster_manager.report import format_report
+from cluster_manager.rendering.reports import format_report
 
 PARTIAL_SYSTEM = {SANDBOX_KEY: PARTIAL, SANDBOX_REASON_KEY: "user namespaces are disabled"}
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, RunRequest
 from cluster_manager.core.payload import (
     PayloadError,
@@ -31,7 +32,6 @@ from cluster_manager.core.sealed import (
     take_payload_key,
 )
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.settings import load_settings
 from tests.conftest import CORRECT, make_request, write_task
 

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cluster_manager.core.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.core.models import Language
 from cluster_manager.core.submission import (
     MAX_SUBMISSION_BYTES,
@@ -13,7 +14,6 @@ from cluster_manager.core.submission import (
     parse_headers,
     validate_submission,
 )
-from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
 
 PY = Language.PYTHON
 CU = Language.CUDA

@@ -17,6 +17,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cluster_manager.core.errors import ClusterManagerError, InvalidTaskError
 from cluster_manager.core.models import (
     SUBMISSION_SOURCE,
     CudaConfig,
@@ -33,7 +34,6 @@ from cluster_manager.core.task import (
     parse_task_yaml,
 )
 from cluster_manager.core.task_sources import problem_set_root
-from cluster_manager.errors import ClusterManagerError, InvalidTaskError
 
 MiB = 1024 * 1024
 DELETE = object()

@@ -21,12 +21,12 @@ import discord
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Limits
 from cluster_manager.core.task import load_task
 from cluster_manager.discord.bot import BotConfig, ClusterBot
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher
-from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
 from tests import replay

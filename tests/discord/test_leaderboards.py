@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
-from cluster_manager.scheduler import Scheduler
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Submitter
 from tests.conftest import CORRECT
 from tests.discord.conftest import ALICE, BOB, FAST, IDENTITY, Member, create_board

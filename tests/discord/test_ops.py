@@ -8,9 +8,8 @@ from datetime import timedelta
 import pytest
 
 from cluster_manager.core.models import Mode
-from cluster_manager.discord import health
-from cluster_manager.scheduler import Scheduler
-from cluster_manager.service import Submitter
+from cluster_manager.scheduling.scheduler import Scheduler
+from cluster_manager.service import Submitter, health
 from tests.discord.conftest import ADMIN, ALICE, BOB, FAST, SOLUTION, create_board
 from tests.discord.test_commands import command_payload
 

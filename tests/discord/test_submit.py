@@ -9,7 +9,8 @@ import pytest
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobState
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Submitter
 from cluster_manager.storage import jobs as job_store
 from tests.discord.conftest import ALICE, SOLUTION, create_board

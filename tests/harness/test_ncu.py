@@ -16,7 +16,7 @@ import pytest
 from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.harness import ncu, runner
-from cluster_manager.report import format_report
+from cluster_manager.rendering.reports import format_report
 from tests.conftest import CORRECT, make_request
 from tests.fake_ncu import first_line, recorded_argv
 

@@ -402,7 +402,7 @@ def test_background_process_started_by_a_passing_kernel_is_killed(tmp_path: Path
 
 
 def test_script_mode_runs_the_file_as_is_and_keeps_its_output():
-    from cluster_manager.core.plan import script_task
+    from cluster_manager.core.phases import script_task
 
     task = script_task("experiment.py", timeout_s=20)
     ok = run_code(task, "import sys\nprint('hello from the GPU')\nsys.exit(0)\n", ScriptMode.SCRIPT)

@@ -24,12 +24,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task, Verdict
 from cluster_manager.core.payload import encode_payload, seal_result
 from cluster_manager.core.sealed import generate_key, is_sealed
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import RunState, RunTimedOutError
 from cluster_manager.launchers.github import RESULT_ARTIFACT, RUN_NAME, GitHubLauncher
 from tests.conftest import CORRECT, ROOT, make_request, write_task

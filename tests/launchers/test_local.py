@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.task import load_task
-from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import RunState, RunTimedOutError
 from cluster_manager.launchers.local import LocalLauncher, runner_env
 from tests.conftest import CORRECT, make_request, processes_with, write_task

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import Mode, RunResult, Task, Verdict
 from cluster_manager.core.payload import encode_payload
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.harness import runner
 from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError
 from cluster_manager.launchers.modal import ModalLauncher, _invoke
 from tests.conftest import CORRECT, make_request, write_task
 
 modal = pytest.importorskip("modal")
-modal_app = pytest.importorskip("cluster_manager.modal_app")
+modal_app = pytest.importorskip("cluster_manager.runners.modal_app")
 
 H100 = GpuType("H100", "modal", params={"modal_gpu": "H100"})
 WRONG = "def custom_kernel(data):\n    return data * 2\n"

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import Mode, RunRequest, Task, Verdict
-from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.phases import run_timeout
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError
 from cluster_manager.launchers.slurm import (
     STALE_RUN_S,

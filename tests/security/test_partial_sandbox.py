@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from cluster_manager.cli.demo_run import _lenient_config
 from cluster_manager.core.models import Mode
 from cluster_manager.core.sandboxing import (
     ALLOW_SETTING,
@@ -15,7 +16,6 @@ from cluster_manager.core.sandboxing import (
     SANDBOX_REASON_KEY,
     ranking_hold,
 )
-from cluster_manager.demo import _lenient_config
 from cluster_manager.harness import runner
 from cluster_manager.sandbox.bwrap import BWRAP_SETTING
 from cluster_manager.sandbox.plan import full_sandbox_problem, limits_problem

@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
+from cluster_manager.core.errors import InvalidTaskError
 from cluster_manager.core.models import Mode
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import InvalidTaskError
 from cluster_manager.harness import runner
 from cluster_manager.storage import runs as run_store
 from tests.adversarial.helpers import IDENTITY_REFERENCE, LIMITS, SECRET

@@ -10,7 +10,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from cluster_manager.export_files import write_export
+from cluster_manager.rendering.exports import write_export
 from cluster_manager.service import exports
 from tests.storage.helpers import ALICE, BOB, CAROL, finish_submission, make_board, submit
 

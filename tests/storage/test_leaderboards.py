@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.gpus import UnknownGpuError
 from cluster_manager.core.records import InvalidNameError, check_leaderboard_name
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import UnknownGpuError
 from cluster_manager.service import (
     AlreadyExistsError,
     GpuNotAllowedError,

@@ -17,9 +17,10 @@ import asyncpg
 import psutil
 import pytest
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode
-from cluster_manager.gpus import GpuRegistry, GpuType
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.database import DatabaseUnavailableError, create_pool

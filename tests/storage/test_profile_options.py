@@ -8,11 +8,12 @@ import asyncio
 
 import pytest
 
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfileOptions
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import GpuRegistry, GpuType
-from cluster_manager.scheduler import Scheduler, SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service
 from cluster_manager.storage import submissions as sub_store
 from tests.fakes import FakeLauncher

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Mode
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.service import RateLimitedError, Service, Submitter
 from cluster_manager.service.quotas import QuotaPolicy, account_created
 from tests.storage.helpers import ALICE, BOB, make_board, submit

@@ -12,7 +12,7 @@ import pytest
 from cluster_manager.core.models import Verdict
 from cluster_manager.core.records import Placement
 from cluster_manager.data import MIGRATIONS_DIR
-from cluster_manager.report import format_submission_report
+from cluster_manager.rendering.reports import format_submission_report
 from cluster_manager.service.rules import HELD_RERUN
 from tests.storage.helpers import (
     ALICE,

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cluster_manager.core.errors import InvalidSubmissionError
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobEvent, JobState
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
-from cluster_manager.errors import InvalidSubmissionError
 from cluster_manager.service import (
     DeadlinePassedError,
     GpuNotAllowedError,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cluster_manager.core.errors import InvalidCompetitionError
 from cluster_manager.core.records import InvalidNameError
-from cluster_manager.errors import InvalidCompetitionError
-from cluster_manager.problem_sets import competition_file, load_problem_set
+from cluster_manager.service.problem_sets import competition_file, load_problem_set
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.storage.helpers import count_rows
 

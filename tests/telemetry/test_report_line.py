@@ -10,7 +10,7 @@ from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.records import Job, JobState, RunRecord
 from cluster_manager.core.telemetry import PhaseTelemetry
 from cluster_manager.discord import render
-from cluster_manager.report import format_report, format_submission_report
+from cluster_manager.rendering.reports import format_report, format_submission_report
 from cluster_manager.service import SubmissionReport
 from cluster_manager.service.rules import HELD_RERUN, redact
 from cluster_manager.storage.submissions import StoredSubmission

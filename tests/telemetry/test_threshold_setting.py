@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_manager.errors import ClusterManagerError
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.settings import load_settings
 
 

@@ -14,7 +14,7 @@ from playwright.async_api import Page, expect
 
 from cluster_manager.app import App
 from cluster_manager.core.task import load_task
-from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
+from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 from cluster_manager.service import Submitter
 from tests.api.conftest import BOARD, FAST, IDENTITY
 from tests.web.browser import DESKTOP, PHONE, chromium, screenshot_path
@@ -108,7 +108,7 @@ async def test_sign_in_submit_from_the_form_and_watch_it_run(app: App, live_url:
     await seed(app)  # before the scheduler starts: these runs are finished by hand
     token = await app.service.issue_token(Submitter("frank", "Frank"))
     stop = asyncio.Event()
-    scheduling = asyncio.create_task(keep_scheduling(app, stop, FAST))
+    scheduling = asyncio.create_task(keep_scheduling(app.scheduler, stop, FAST))
     try:
         await submit_and_watch(live_url, token)
     finally:

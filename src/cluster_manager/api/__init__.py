@@ -1,11 +1,11 @@
 """The HTTP API: the third front end, beside the CLI and the Discord bot, over the same
 `Service`. It speaks popcorn-cli's protocol, so that client works against it unchanged.
 
-    app.py       the ASGI app: routes, error answers, the per-token rate limit
-    auth.py      who calls: an API token (X-Popcorn-Cli-Id or Bearer) or the admin token
-    errors.py    every refusal as {"detail": ...} with its status; a 500 carries a log id
-    uploads.py   the submitted file from a bounded multipart body, or from a small archive
-    views.py     JSON shapes popcorn-cli parses (leaderboards, submissions, runs)
-    streams.py   server-sent events: live progress of a submission, then its result
-    routes/      the endpoints, by audience
+    app.py             the ASGI app: routes, error answers, the per-token rate limit
+    auth.py            who calls: an API token (X-Popcorn-Cli-Id or Bearer) or the admin token
+    error_handlers.py  every refusal as {"detail": ...} with its status; a 500 carries a log id
+    uploads.py         the submitted file from a bounded multipart body, or from a small archive
+    json_shapes.py     JSON shapes popcorn-cli parses (leaderboards, submissions, runs)
+    streams.py         server-sent events: live progress of a submission, then its result
+    routes/            the endpoints, by audience: popcorn-cli's, our own (native), admin's
 """

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from fastapi import FastAPI
 
-from cluster_manager.api import errors
+from cluster_manager.api import error_handlers
 from cluster_manager.api.auth import RequestLimiter
-from cluster_manager.api.routes import admin, ours, popcorn
+from cluster_manager.api.routes import admin, native, popcorn
 from cluster_manager.api.streams import STATUS_INTERVAL_S, OpenStreams
 from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
-from cluster_manager.charts import ChartCache
+from cluster_manager.rendering.charts import ChartCache
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings
 from cluster_manager.web import pages, sessions, submissions
@@ -36,15 +36,15 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.state.status_interval_s = STATUS_INTERVAL_S
     api.state.streams = OpenStreams()
     api.state.charts = ChartCache()
-    errors.install(api)
-    # Pages and ours before popcorn's catch-all `/{lb}/{gpu}/{mode}`; a browser's request for
-    # `/leaderboards/{name}` gets the page, any other client the JSON ranking.
+    error_handlers.install(api)
+    # Pages and the native routes before popcorn's catch-all `/{lb}/{gpu}/{mode}`; a browser's
+    # request for `/leaderboards/{name}` gets the page, any other client the JSON ranking.
     api.include_router(pages.router)
     api.include_router(pages.browser_router)
     api.include_router(sessions.router)
     api.include_router(submissions.router)
     api.include_router(admin.router)
-    api.include_router(ours.router)
+    api.include_router(native.router)
     api.include_router(popcorn.router)
     api.mount("/static", pages.static_files(), name="static")
     larger = {"/admin/update-problems": admin.MAX_PROBLEM_SET_UPLOAD}

@@ -22,11 +22,11 @@ from typing import Any
 
 from sse_starlette import EventSourceResponse
 
-from cluster_manager.api.views import client_status, key_form, run_view
+from cluster_manager.api.json_shapes import client_status, key_form, run_view
 from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.profiling import ProfilerOutcome
 from cluster_manager.core.records import RunRecord
-from cluster_manager.report import format_event, format_submission_report
+from cluster_manager.rendering.reports import format_event, format_submission_report
 from cluster_manager.service import RateLimitedError, Service, SubmissionReport
 
 log = logging.getLogger(__name__)

@@ -18,7 +18,7 @@ from fastapi import Request
 from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException
 
-from cluster_manager.api.errors import BadRequestError, UploadTooLargeError
+from cluster_manager.api.error_handlers import BadRequestError, UploadTooLargeError
 from cluster_manager.core.task_sources import CORRUPT_ARCHIVE
 
 MAX_BODY_BYTES = 1024 * 1024

@@ -12,9 +12,9 @@ from typing import Any
 import click
 
 from cluster_manager.app import App
+from cluster_manager.cli.api_client import ApiClient, ApiError
 from cluster_manager.cli.common import cli, on_database_or_server
-from cluster_manager.client import ApiClient, ApiError
-from cluster_manager.ops_report import format_controls, format_stats, format_user_quotas
+from cluster_manager.rendering.ops import format_controls, format_stats, format_user_quotas
 from cluster_manager.service import Submitter, UnknownUserError
 from cluster_manager.settings import Settings
 

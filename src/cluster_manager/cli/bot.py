@@ -13,7 +13,7 @@ from dotenv import dotenv_values
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import cli, fail, with_app
-from cluster_manager.errors import ClusterManagerError
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.settings import Settings
 
 

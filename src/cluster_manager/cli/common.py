@@ -11,31 +11,32 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from cluster_manager.app import App
-    from cluster_manager.client import ApiClient
+    from cluster_manager.cli.api_client import ApiClient
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 # Command -> the module of `cluster_manager.cli` that defines it.
-COMMAND_MODULES = {
-    "admin": "admin",
-    "bot": "bot",
-    "db": "db",
-    "demo": "demo",
-    "eval": "local_eval",
-    "join": "join",
-    "leaderboard": "leaderboard",
-    "queue": "queue",
-    "serve": "serve",
-    "submit": "submit",
-    "user": "user",
-    "worker": "worker",
+# Each command's modules: the first defines the command; the others add subcommands to it.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "admin": ("admin",),
+    "bot": ("bot",),
+    "db": ("db",),
+    "demo": ("demo",),
+    "eval": ("local_eval",),
+    "join": ("join",),
+    "leaderboard": ("leaderboard", "export", "sync"),
+    "queue": ("queue",),
+    "serve": ("serve",),
+    "submit": ("submit",),
+    "user": ("user",),
+    "worker": ("worker",),
 }
 
 
@@ -81,9 +82,9 @@ class LazyGroup(click.Group):
         return sorted(COMMAND_MODULES)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMAND_MODULES.get(cmd_name)
-        if module is not None and cmd_name not in self.commands:
-            importlib.import_module(f"cluster_manager.cli.{module}")  # registers it
+        if cmd_name not in self.commands:
+            for module in COMMAND_MODULES.get(cmd_name, ()):
+                importlib.import_module(f"cluster_manager.cli.{module}")  # registers it
         return super().get_command(ctx, cmd_name)
 
 
@@ -118,7 +119,7 @@ def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
 def database_error_text(settings: Settings, exc: ClusterManagerError) -> str:
     """The error's one line; for a database that cannot be reached at all: which one was
     tried (without its password), why not, and how to point at another."""
-    from cluster_manager.storage.database import DatabaseUnreachableError
+    from cluster_manager.service.errors import DatabaseUnreachableError
 
     if not isinstance(exc, DatabaseUnreachableError):
         return str(exc)
@@ -154,7 +155,9 @@ def on_database_or_server(
     point at (CLUSTER_MANAGER_API_URL). A refusal is a one-line error, exit code 2."""
     if settings.api_url is None:
         return with_app(settings, local)
-    from cluster_manager.client import ApiClient  # here: commands on a database need no httpx
+    from cluster_manager.cli.api_client import (
+        ApiClient,  # here: commands on a database need no httpx
+    )
 
     try:
         with ApiClient(settings.api_url, token) as client:

@@ -23,7 +23,7 @@ from cluster_manager.settings import Settings
 @click.pass_obj
 def demo_command(settings: Settings, examples: Path) -> None:
     """Create example leaderboards, submit right and wrong kernels, print the rankings."""
-    from cluster_manager.demo import DemoOutcome, run_demo
+    from cluster_manager.cli.demo_run import DemoOutcome, run_demo
 
     if not examples.is_dir():
         fail(f"no examples folder at {examples}")

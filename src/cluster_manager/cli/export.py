@@ -12,7 +12,7 @@ import click
 from cluster_manager.app import App
 from cluster_manager.cli.common import fail, with_app
 from cluster_manager.cli.leaderboard import leaderboard_group
-from cluster_manager.export_files import FORMATS, Format, Kind, default_name, write_export
+from cluster_manager.rendering.exports import FORMATS, Format, Kind, default_name, write_export
 from cluster_manager.settings import Settings
 
 

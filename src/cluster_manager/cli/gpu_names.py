@@ -8,7 +8,7 @@ from collections.abc import Collection, Iterable
 
 from cluster_manager.app import load_settings_registry
 from cluster_manager.cli.common import fail
-from cluster_manager.gpus import UnknownGpuError
+from cluster_manager.core.gpus import UnknownGpuError
 from cluster_manager.settings import Settings
 
 

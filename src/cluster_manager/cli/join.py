@@ -8,8 +8,8 @@ import getpass
 import click
 
 from cluster_manager.app import App
+from cluster_manager.cli.api_client import ApiClient
 from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, on_database_or_server
-from cluster_manager.client import ApiClient
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
 

@@ -16,6 +16,7 @@ import click
 
 from cluster_manager.app import App, load_settings_registry
 from cluster_manager.cli import remote
+from cluster_manager.cli.api_client import ApiClient
 from cluster_manager.cli.common import (
     EXIT_FAILED,
     EXIT_PASSED,
@@ -26,14 +27,17 @@ from cluster_manager.cli.common import (
 )
 from cluster_manager.cli.gpu_names import canonical_gpu, gpu_names
 from cluster_manager.cli.local_eval import run_here
-from cluster_manager.client import ApiClient
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.report import format_leaderboards, format_ranking, format_task_checks
+from cluster_manager.rendering.reports import (
+    format_leaderboards,
+    format_ranking,
+    format_task_checks,
+)
 from cluster_manager.service import Submitter, parse_deadline
+from cluster_manager.service.task_check import check_targets, check_task
 from cluster_manager.settings import Settings, local_limits
-from cluster_manager.task_check import check_targets, check_task
 
 
 @cli.group("leaderboard")
@@ -285,8 +289,3 @@ def _remotely(client: ApiClient, call: Callable[..., T], *args: object) -> T:
             return call(client, *args)
     except ClusterManagerError as exc:
         fail(str(exc))
-
-
-# `leaderboard export` lives in its own module; importing it registers it on the group.
-from cluster_manager.cli import export as _export  # noqa: E402, F401
-from cluster_manager.cli import sync as _sync  # noqa: E402, F401

@@ -18,13 +18,13 @@ from cluster_manager.cli.common import (
     mode_option,
     root_option,
 )
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
 from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.report import format_report
+from cluster_manager.rendering.reports import format_report
 from cluster_manager.settings import Settings, local_limits
 
 

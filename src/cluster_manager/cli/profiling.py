@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 import click
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import (
     MAX_LAUNCH_COUNT,
@@ -16,7 +17,6 @@ from cluster_manager.core.profiling import (
     ProfileOptions,
     chosen_options,
 )
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.service.submissions import check_profile_options
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -10,9 +10,9 @@ from typing import Any
 import click
 
 from cluster_manager.app import App
+from cluster_manager.cli.api_client import ApiClient
 from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, on_database_or_server
-from cluster_manager.client import ApiClient
-from cluster_manager.ops_report import format_queue
+from cluster_manager.rendering.ops import format_queue
 from cluster_manager.service import Submitter
 from cluster_manager.settings import Settings
 

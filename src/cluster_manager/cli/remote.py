@@ -9,11 +9,11 @@ from typing import Any
 
 import click
 
-from cluster_manager.client import ApiClient, ApiError
+from cluster_manager.cli.api_client import ApiClient, ApiError
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.profiling import ProfileOptions, form_fields
 from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.report import (
+from cluster_manager.rendering.reports import (
     format_event,
     format_leaderboards,
     format_placement,

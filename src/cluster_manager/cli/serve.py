@@ -42,7 +42,7 @@ class _Server(uvicorn.Server):
 def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) -> None:
     """Serve the HTTP API (popcorn-cli compatible) until interrupted."""
     from cluster_manager.api.app import create_api
-    from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
+    from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 
     async def body(app: App) -> None:
         api = create_api(app.service, settings)
@@ -50,7 +50,9 @@ def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) 
         config = uvicorn.Config(api, host=host, port=port, lifespan="off", log_level="info")
         server = _Server(config)
         stop = asyncio.Event()
-        scheduling = None if no_scheduler else asyncio.create_task(keep_scheduling(app, stop))
+        scheduling = (
+            None if no_scheduler else asyncio.create_task(keep_scheduling(app.scheduler, stop))
+        )
         try:
             await server.serve()  # returns on SIGINT/SIGTERM, after open requests end
         finally:

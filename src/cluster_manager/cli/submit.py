@@ -12,6 +12,7 @@ import click
 
 from cluster_manager.app import App
 from cluster_manager.cli import remote
+from cluster_manager.cli.api_client import ApiClient
 from cluster_manager.cli.common import (
     DEFAULT_USER_HELP,
     EXIT_FAILED,
@@ -23,12 +24,15 @@ from cluster_manager.cli.common import (
 )
 from cluster_manager.cli.gpu_names import gpu_names
 from cluster_manager.cli.profiling import chosen_filter, ncu_options
-from cluster_manager.client import ApiClient
+from cluster_manager.core.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.submission import read_source_file
-from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
-from cluster_manager.report import format_event, format_placement, format_submission_report
+from cluster_manager.rendering.reports import (
+    format_event,
+    format_placement,
+    format_submission_report,
+)
 from cluster_manager.service import SubmissionReceipt, Submitter
 from cluster_manager.settings import Settings
 

@@ -12,8 +12,8 @@ from cluster_manager.app import App
 from cluster_manager.cli.common import fail, with_app
 from cluster_manager.cli.leaderboard import leaderboard_group
 from cluster_manager.core.sync_plan import SyncPlan
-from cluster_manager.ops_report import format_sync_plan
-from cluster_manager.problem_sets import competition_file, load_problem_set
+from cluster_manager.rendering.ops import format_sync_plan
+from cluster_manager.service.problem_sets import competition_file, load_problem_set
 from cluster_manager.settings import Settings
 
 EXIT_HELD = 1  # changes held back for --force

@@ -9,7 +9,7 @@ import click
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import cli, with_app
-from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.settings import Settings, local_limits
 
 

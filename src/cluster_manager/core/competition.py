@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from cluster_manager.core.errors import InvalidCompetitionError
 from cluster_manager.core.yaml_files import parse_mapping
-from cluster_manager.errors import InvalidCompetitionError
 
 MAX_COMPETITION_BYTES = 256 * 1024
 COMPETITION_SUFFIXES = (".yaml", ".yml")

@@ -54,7 +54,7 @@ class Mode(enum.StrEnum):
 
 
 class ScriptMode(enum.StrEnum):
-    """A `/run` script: the file runs as-is (quick experiments); it is never a submission, so
+    """A `/run` script: the file runs as-is (an experiment); it is never a submission, so
     never stored or ranked, and no submission path can ask for it."""
 
     SCRIPT = "script"

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, Task, Verdict
-from cluster_manager.errors import ClusterManagerError
 
 LEADERBOARD_NAME = re.compile(r"[a-z0-9][a-z0-9_\-]{0,63}")
 MAX_NAME_LENGTH = 64

@@ -9,9 +9,9 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from cluster_manager.core.errors import InvalidSubmissionError
 from cluster_manager.core.models import Language
 from cluster_manager.core.names import hidden_problem
-from cluster_manager.errors import InvalidSubmissionError
 
 MAX_SUBMISSION_BYTES = 256 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"

@@ -14,6 +14,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cluster_manager.core import protocol
+from cluster_manager.core.errors import InvalidTaskError
 from cluster_manager.core.models import (
     SUBMISSION_SOURCE,
     Case,
@@ -34,7 +35,6 @@ from cluster_manager.core.task_sources import (
     ZipSource,
 )
 from cluster_manager.core.yaml_files import decode_text, parse_mapping
-from cluster_manager.errors import InvalidTaskError
 
 FLOOR_KEY = "min_time_us"
 _TIMEOUT_KEYS = ("test_timeout", "benchmark_timeout", "ranked_timeout")

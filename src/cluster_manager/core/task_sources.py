@@ -19,7 +19,7 @@ from typing import Protocol
 
 import yaml
 
-from cluster_manager.errors import InvalidTaskError
+from cluster_manager.core.errors import InvalidTaskError
 
 TASK_YAML = "task.yml"
 

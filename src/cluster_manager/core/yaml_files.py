@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from cluster_manager.errors import InvalidTaskError
+from cluster_manager.core.errors import InvalidTaskError
 
 
 class NoAliasLoader(yaml.SafeLoader):

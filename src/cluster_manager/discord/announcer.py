@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import discord
 
-from cluster_manager.report import format_duration_ns
+from cluster_manager.rendering.reports import format_duration_ns
 from cluster_manager.service.announcements import LeadersChanged
 
 if TYPE_CHECKING:

@@ -7,7 +7,11 @@ from pathlib import PurePosixPath
 
 import discord
 
-from cluster_manager.discord.errors import AttachmentError, FileTooLargeError, WrongFileTypeError
+from cluster_manager.discord.error_handlers import (
+    AttachmentError,
+    FileTooLargeError,
+    WrongFileTypeError,
+)
 
 
 async def read_attachment(

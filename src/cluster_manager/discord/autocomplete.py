@@ -10,19 +10,18 @@ from typing import TYPE_CHECKING, cast
 import discord
 from discord import app_commands
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.discord.roles import is_admin, submitter
-from cluster_manager.errors import ClusterManagerError
 
 if TYPE_CHECKING:
     from cluster_manager.app import App
+    from cluster_manager.discord.bot import ClusterBot
 
 MAX_CHOICES = 25
 
 
 def app_of(interaction: discord.Interaction) -> App:
-    from cluster_manager.discord.bot import ClusterBot
-
-    return cast(ClusterBot, interaction.client).app
+    return cast("ClusterBot", interaction.client).app
 
 
 def _choices(names: list[str], current: str) -> list[app_commands.Choice[str]]:

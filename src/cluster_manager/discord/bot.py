@@ -25,10 +25,10 @@ from cluster_manager.discord.cogs.admin import AdminCog
 from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
 from cluster_manager.discord.cogs.ops import OpsCog
 from cluster_manager.discord.cogs.run import RunCog
-from cluster_manager.discord.errors import report_error
+from cluster_manager.discord.error_handlers import report_error
 from cluster_manager.discord.resume import resume_follows
-from cluster_manager.hosted_scheduler import keep_scheduling, stop_scheduling
-from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +112,8 @@ class ClusterBot(commands.Bot):
             log.info("synced %d commands", len(synced))
         if self.config.run_scheduler:
             self._scheduler_task = asyncio.create_task(
-                keep_scheduling(self.app, self._stop, self.config.scheduler), name="scheduler"
+                keep_scheduling(self.app.scheduler, self._stop, self.config.scheduler),
+                name="scheduler",
             )
         if self.announcer is not None:
             self._announcer_task = asyncio.create_task(

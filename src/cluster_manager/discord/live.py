@@ -25,7 +25,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, JobEvent, JobState
 from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.replies import answer, text_file, truncate
-from cluster_manager.report import format_submission_report
+from cluster_manager.rendering.reports import format_submission_report
 from cluster_manager.service import (
     TERMINAL_EVENTS,
     Service,

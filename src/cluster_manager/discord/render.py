@@ -19,7 +19,7 @@ from cluster_manager.core.records import (
 from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
 from cluster_manager.discord.replies import code_block, truncate
-from cluster_manager.report import (
+from cluster_manager.rendering.reports import (
     ENDED,
     INVITE_ONLY,
     format_duration_ns,
@@ -242,7 +242,7 @@ def ranked_line(report: SubmissionReport, placements: Sequence[Placement], name:
     return f"{head} passed" + (f": {'; '.join(places)}." if places else ".")
 
 
-# --- quick runs ------------------------------------------------------------------------------
+# --- script runs (`/run`) -------------------------------------------------------------------
 
 
 def script_embed(file_name: str, gpu: str, result: RunResult) -> discord.Embed:

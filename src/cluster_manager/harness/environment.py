@@ -11,7 +11,7 @@ from pathlib import Path
 from cluster_manager.core import protocol
 from cluster_manager.core.arch import torch_arch_env
 from cluster_manager.core.models import RunRequest
-from cluster_manager.core.plan import Phase
+from cluster_manager.core.phases import Phase
 from cluster_manager.harness import devices
 from cluster_manager.sandbox import cgroups, process
 from cluster_manager.sandbox.gpu_nodes import Roots, all_nodes

@@ -49,7 +49,7 @@ from cluster_manager.core.models import (
     Verdict,
 )
 from cluster_manager.core.payload import open_payload, seal_result
-from cluster_manager.core.plan import Phase, plan_phases
+from cluster_manager.core.phases import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import PhaseJudgement, judge_phase
 from cluster_manager.harness import capture, devices, environment, overrun, results

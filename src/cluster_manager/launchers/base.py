@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.progress import ProgressEvent
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 
 ProgressCallback = Callable[[ProgressEvent], None]
 T = TypeVar("T")

@@ -21,10 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.payload import encode_payload
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ def _import_modal() -> Any:
 def _deployed_functions() -> Mapping[str, str]:
     """Modal GPU -> function name, from the app module (which imports `modal` itself)."""
     try:
-        from cluster_manager.modal_app import FUNCTIONS
+        from cluster_manager.runners.modal_app import FUNCTIONS
     except ImportError as exc:
         raise LauncherError(f"cannot load the Modal app's functions: {exc}") from exc
     return FUNCTIONS

@@ -5,12 +5,15 @@ stores, enqueues jobs and publishes their progress. SQL lives in `storage/`; run
 the scheduler's business.
 
     errors.py        what the service refuses, by kind
-    records.py       who acts (Submitter) and what comes back (receipts, reports)
+    receipts.py      who acts (Submitter) and what comes back (receipts, reports)
     rules.py         deadlines, who may delete, what a launcher allows, secret runs' redaction
     rates.py         the hourly rate limits
     leaderboards.py  creating, reading, ranking and deleting leaderboards
     submissions.py   taking a submission in and reading it back
-    scripts.py       quick script runs and their GPU slots
+    scripts.py       script runs (`/run`): their GPU slots and per-user limit
+    script_launch.py a script run's request, and its launch on a GPU type's launcher
+    problem_sets.py  a problem set's folder or archive: its competition file and tasks
+    task_check.py    a task run through the runner before it becomes a leaderboard
     events.py        live job events
     history.py       a user's own submissions: listing, reading, deleting
     accounts.py      API tokens: issuing, revoking, authenticating
@@ -49,7 +52,7 @@ from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
     DEFAULT_SCRIPT_RATE_LIMIT_PER_HOUR,
 )
-from cluster_manager.service.records import (
+from cluster_manager.service.receipts import (
     TERMINAL_EVENTS,
     TERMINAL_STATES,
     QueueStatus,

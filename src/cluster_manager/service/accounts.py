@@ -11,7 +11,7 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.service.errors import UnauthorizedError
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import tokens as token_store
 

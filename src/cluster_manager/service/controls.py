@@ -20,7 +20,7 @@ from cluster_manager.service.errors import (
 )
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.quotas import QuotaPolicy, UserQuotas, user_quotas
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import controls as control_store
 from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store

@@ -1,10 +1,17 @@
-"""What the service refuses, by kind: front ends map each kind to their own answer."""
+"""What the service refuses, by kind: front ends map each kind to their own answer.
+
+The database's own failures are named here too, so that front ends catch them without
+reaching into storage.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from cluster_manager.errors import ClusterManagerError
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.storage.database import DatabaseError as DatabaseError
+from cluster_manager.storage.database import DatabaseUnavailableError as DatabaseUnavailableError
+from cluster_manager.storage.database import DatabaseUnreachableError as DatabaseUnreachableError
 
 
 class NotFoundError(ClusterManagerError):

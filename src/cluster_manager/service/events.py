@@ -11,7 +11,7 @@ import asyncpg
 from cluster_manager.core.records import Job, JobEvent
 from cluster_manager.service.errors import NotFoundError
 from cluster_manager.service.event_hub import EventHub
-from cluster_manager.service.records import TERMINAL_EVENTS, TERMINAL_STATES
+from cluster_manager.service.receipts import TERMINAL_EVENTS, TERMINAL_STATES
 from cluster_manager.service.rules import redact_event
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store

@@ -8,8 +8,8 @@ from datetime import UTC, datetime
 
 import asyncpg
 
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.accounts import Accounts
 from cluster_manager.service.announcements import Announcements
 from cluster_manager.service.controls import Controls

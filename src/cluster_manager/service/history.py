@@ -10,7 +10,7 @@ import asyncpg
 
 from cluster_manager.service.errors import NotFoundError, StillRunningError
 from cluster_manager.service.leaderboards import find_leaderboard, visible_or_none
-from cluster_manager.service.records import SubmissionReport, Submitter
+from cluster_manager.service.receipts import SubmissionReport, Submitter
 from cluster_manager.service.submissions import load_report
 from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store

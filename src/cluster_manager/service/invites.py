@@ -13,7 +13,7 @@ import asyncpg
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.service.errors import InvalidInviteError, InviteOnlyError
 from cluster_manager.service.leaderboards import find_leaderboard
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import invites as invite_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage.database import Executor

@@ -7,6 +7,8 @@ from datetime import datetime
 
 import asyncpg
 
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Task
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
@@ -20,8 +22,6 @@ from cluster_manager.core.records import (
     check_leaderboard_name,
 )
 from cluster_manager.core.task_folder import folder_files
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.errors import (
     AlreadyExistsError,
     GpuNotAllowedError,
@@ -29,7 +29,7 @@ from cluster_manager.service.errors import (
     InvalidDeadlineError,
     NotFoundError,
 )
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.service.rules import (
     check_devices,
     check_fresh_inputs,

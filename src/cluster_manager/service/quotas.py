@@ -10,9 +10,9 @@ from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Leaderboard, User
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.rates import RATE_WINDOW, check_rate
 from cluster_manager.storage import quotas as quota_store
 from cluster_manager.storage.database import Connection, Executor

@@ -6,18 +6,18 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from cluster_manager.core.errors import InvalidTaskError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.guarantees import fresh_inputs_problem
 from cluster_manager.core.models import Limits, Task, Verdict
-from cluster_manager.core.plan import longest_run_s
+from cluster_manager.core.phases import longest_run_s
 from cluster_manager.core.records import EventState, Job, JobEvent, Leaderboard, RunRecord
-from cluster_manager.errors import InvalidTaskError
-from cluster_manager.gpus import GpuType
 from cluster_manager.service.errors import (
     GpuNotAllowedError,
     InvalidDeadlineError,
     PermissionDeniedError,
 )
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 
 # Postgres's timestamptz and Python's datetime both end before year 10000, in every zone.
 LATEST_DEADLINE_YEAR = 9998

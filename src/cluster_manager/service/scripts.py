@@ -15,15 +15,15 @@ from datetime import datetime
 
 import asyncpg
 
-from cluster_manager import quick_run
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.records import dispatch_key
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.base import Launcher, ProgressCallback
+from cluster_manager.service import script_launch
 from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import GpuBusyError
 from cluster_manager.service.rates import RATE_WINDOW, check_rate, human_duration
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import installation as installation_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import scripts as script_store
@@ -60,13 +60,13 @@ class ScriptRuns:
         has a free slot: scripts and queued jobs share its concurrency. `on_state` hears
         "waiting" (for a slot) and "running"."""
         gpu_type = self.registry.get(gpu)
-        quick_run.launcher_for(self.registry, launchers, gpu)  # refused before it counts
+        script_launch.launcher_for(self.registry, launchers, gpu)  # refused before it counts
         script_id = await self._script_slot(user, gpu_type, on_state)
         async with self._holding_slot(script_id):
             if on_state is not None:
                 await on_state("running")
             key = dispatch_key(await self._installation_id(), f"script-{uuid.uuid4().hex}")
-            return await quick_run.run_script(
+            return await script_launch.run_script(
                 self.registry, launchers, gpu, request, key=key, on_progress=on_progress
             )
 

@@ -14,7 +14,7 @@ import asyncpg
 
 from cluster_manager.service.accounts import MAX_TOKEN_CHARS, token_hash
 from cluster_manager.service.errors import UnauthorizedError
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import sessions as session_store
 
 SESSION_LIFETIME = timedelta(days=30)

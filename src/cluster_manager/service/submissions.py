@@ -8,14 +8,14 @@ from datetime import datetime
 
 import asyncpg
 
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import (
     DeadlinePassedError,
@@ -26,7 +26,7 @@ from cluster_manager.service.errors import (
 from cluster_manager.service.invites import check_member
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.service.quotas import QuotaPolicy, check_quotas
-from cluster_manager.service.records import (
+from cluster_manager.service.receipts import (
     QueueStatus,
     QueueView,
     SubmissionReceipt,
@@ -40,6 +40,7 @@ from cluster_manager.storage import queue as queue_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import served as served_store
 from cluster_manager.storage import submissions as sub_store
+from cluster_manager.storage.database import round_trip_ms
 from cluster_manager.storage.submissions import StoredSubmission
 
 
@@ -127,6 +128,10 @@ class Submissions:
         with a user, their open jobs and their places in line."""
         mine = [] if user is None else await queue_store.open_jobs_of(self.pool, user.external_id)
         return QueueView(await queue_store.queues(self.pool), mine)
+
+    async def database_ms(self) -> float:
+        """One round trip to the database, in milliseconds (`/health`)."""
+        return await round_trip_ms(self.pool)
 
     async def served_gpus(self) -> list[str]:
         """The GPU types that a live scheduler runs (storage.served)."""

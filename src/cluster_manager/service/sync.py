@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.sync_plan import Action, PlanItem, ProblemSpec, SyncPlan, plan_item
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.service.leaderboards import Leaderboards, insert_new_leaderboard
-from cluster_manager.service.records import Submitter
+from cluster_manager.service.receipts import Submitter
 from cluster_manager.service.rules import check_fresh_inputs
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage.database import Connection

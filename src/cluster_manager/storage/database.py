@@ -15,7 +15,7 @@ import asyncpg
 import asyncpg.transaction
 from asyncpg import Record
 
-from cluster_manager.errors import ClusterManagerError
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.storage.runtime_dir import ensure_runtime_dir
 
 # What a lost, refused or dropped connection raises (a server restart, say). asyncpg reports

@@ -2,7 +2,7 @@
 server-rendered HTML (Jinja2), one stylesheet, one small script for live progress.
 
     rendering.py    templates, security headers, refusals as pages, HTML-or-JSON by Accept
-    views.py        what the templates show: scores in human units, gaps, rows
+    view_models.py  what the templates show: scores in human units, gaps, rows
     pages.py        the tiles, a leaderboard's page, its charts and files
     submissions.py  a submission's page and the submit form
     sessions.py     signing in with an API token (a session cookie), and out

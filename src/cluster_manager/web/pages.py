@@ -10,12 +10,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.staticfiles import StaticFiles
 
 from cluster_manager.api.auth import signed_in
-from cluster_manager.charts import ChartCache
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Leaderboard
-from cluster_manager.report import format_time_left
+from cluster_manager.rendering.charts import ChartCache
+from cluster_manager.rendering.reports import format_time_left
 from cluster_manager.service import NotFoundError
-from cluster_manager.web import views
+from cluster_manager.web import view_models
 from cluster_manager.web.rendering import (
     HERE,
     BrowserRoute,
@@ -41,13 +41,15 @@ def static_files() -> StaticFiles:
 async def home(request: Request) -> Response:
     service = service_of(request)
     now = service.clock()
-    tiles: dict[bool, list[views.Tile]] = {True: [], False: []}
+    tiles: dict[bool, list[view_models.Tile]] = {True: [], False: []}
     viewer = await signed_in(request)
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
     for summary in await service.list_leaderboards(user, include_closed=admin):
         board = await service.leaderboard(summary.name)
         rankings = await service.ranking(board.name, None, limit=TOP_PER_GPU)
-        tiles[board.is_open(now)].append(views.tile(board, summary.submissions, rankings, now))
+        tiles[board.is_open(now)].append(
+            view_models.tile(board, summary.submissions, rankings, now)
+        )
     return await render(
         request,
         "home.html",
@@ -66,10 +68,10 @@ async def leaderboard(name: str, request: Request) -> Response:
     board = await visible_board(request, name)
     rankings = await service.ranking(name, None, limit=RANKING_ROWS)
     sections = [
-        views.GpuSection(
+        view_models.GpuSection(
             gpu,
             anchor_of(gpu),
-            views.ranking_rows(rankings.get(gpu, [])),
+            view_models.ranking_rows(rankings.get(gpu, [])),
             await records_of(request, board, gpu),
         )
         for gpu in board.gpus
@@ -78,7 +80,7 @@ async def leaderboard(name: str, request: Request) -> Response:
     mine = []
     if viewer is not None and viewer.user is not None:
         mine = [
-            views.submission_line(r)
+            view_models.submission_line(r)
             for r in await service.user_submissions(
                 viewer.user, leaderboard=name, limit=MY_SUBMISSIONS
             )
@@ -89,9 +91,9 @@ async def leaderboard(name: str, request: Request) -> Response:
         "leaderboard.html",
         board=board,
         is_open=board.is_open(now),
-        deadline=views.when_text(board.deadline),
+        deadline=view_models.when_text(board.deadline),
         time_left=format_time_left(board.deadline, now),
-        description=views.description_of(board),
+        description=view_models.description_of(board),
         sections=sections,
         templates=sorted(board.task.templates),
         files=sorted(f.name for f in board.task.files if f.content is not None),
@@ -100,13 +102,13 @@ async def leaderboard(name: str, request: Request) -> Response:
     )
 
 
-async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[views.RecordRow]:
+async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[view_models.RecordRow]:
     """The chart's data as a table, kept with the chart until the history changes."""
     service = service_of(request)
     charts: ChartCache = request.app.state.charts
 
-    async def records() -> list[views.RecordRow]:
-        return views.record_rows(await service.score_history(board.name, gpu))
+    async def records() -> list[view_models.RecordRow]:
+        return view_models.record_rows(await service.score_history(board.name, gpu))
 
     return await charts.derived(await service.history_key(board, gpu), "records", records)
 

@@ -17,9 +17,9 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from cluster_manager.api.auth import signed_in
-from cluster_manager.api.errors import status_of
+from cluster_manager.api.error_handlers import status_of
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.records import Leaderboard
-from cluster_manager.errors import ClusterManagerError
 from cluster_manager.service import PermissionDeniedError, Service, UnauthorizedError
 
 HERE = Path(__file__).resolve().parent

@@ -9,9 +9,9 @@ from fastapi.responses import RedirectResponse
 from cluster_manager.api.auth import signed_in
 from cluster_manager.api.routes.popcorn import parse_mode
 from cluster_manager.api.uploads import read_upload
-from cluster_manager.report import format_submission_report
+from cluster_manager.rendering.reports import format_submission_report
 from cluster_manager.service import NotFoundError, PermissionDeniedError
-from cluster_manager.web import views
+from cluster_manager.web import view_models
 from cluster_manager.web.rendering import (
     PageRoute,
     check_same_origin,
@@ -42,10 +42,10 @@ async def submission(submission_id: int, request: Request) -> Response:
         "submission.html",
         stored=stored,
         owner=owner,
-        submitted=views.when_text(stored.submitted_at),
+        submitted=view_models.when_text(stored.submitted_at),
         done=report.done,
-        jobs=views.job_lines(report.jobs),
-        runs=[views.run_view(r) for r in report.runs],
+        jobs=view_models.job_lines(report.jobs),
+        runs=[view_models.run_view(r) for r in report.runs],
         report_text=format_submission_report(report, with_output=owner) if owner else "",
     )
 

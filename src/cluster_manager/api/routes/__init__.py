@@ -1,1 +1,1 @@
-"""The API's endpoints: popcorn-cli's (`popcorn.py`) and our own (`ours.py`)."""
+"""The API's endpoints: popcorn-cli's (`popcorn.py`) and our own (`native.py`)."""

@@ -15,9 +15,13 @@ from fastapi import APIRouter, Body, Depends, Request
 from cluster_manager.api.auth import Caller, caller
 from cluster_manager.api.routes.popcorn import service_of, submission_answer
 from cluster_manager.api.uploads import read_upload
-from cluster_manager.ops_report import format_sync_plan
-from cluster_manager.problem_sets import find_problem_set, load_problem_set, unpack_problem_sets
+from cluster_manager.rendering.ops import format_sync_plan
 from cluster_manager.service import PermissionDeniedError, Submitter
+from cluster_manager.service.problem_sets import (
+    find_problem_set,
+    load_problem_set,
+    unpack_problem_sets,
+)
 
 DEFAULT_PAUSE_REASON = "submissions are paused by the organisers"
 API_ACTOR = "admin (API)"

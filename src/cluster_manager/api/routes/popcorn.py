@@ -10,9 +10,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 from fastapi.responses import JSONResponse
 
-from cluster_manager.api import views
+from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller, optional_caller
-from cluster_manager.api.errors import BadRequestError
+from cluster_manager.api.error_handlers import BadRequestError
 from cluster_manager.api.streams import event_response, submission_stream
 from cluster_manager.api.uploads import read_upload
 from cluster_manager.core.models import Mode
@@ -68,7 +68,10 @@ async def leaderboards(request: Request, who: Viewer) -> list[dict[str, Any]]:
     user, admin = (None, False) if who is None else (who.user, who.admin)
     summaries = await service.list_leaderboards(user, include_closed=admin)
     return [
-        {**views.leaderboard_view(await service.leaderboard(s.name)), "submissions": s.submissions}
+        {
+            **json_shapes.leaderboard_view(await service.leaderboard(s.name)),
+            "submissions": s.submissions,
+        }
         for s in summaries
     ]
 
@@ -143,7 +146,7 @@ async def submit(
     return {
         "status": "accepted",
         "details": {"id": receipt.submission_id, "job_status_id": receipt.jobs[0].id},
-        "runner_queue": views.queue_view(queue),
+        "runner_queue": json_shapes.queue_view(queue),
     }
 
 
@@ -170,7 +173,8 @@ async def my_submissions(
         who.require_user(), leaderboard=leaderboard, limit=limit
     )
     return [
-        views.submission_summary(r, await service.ranking_holds(r.submission.id)) for r in reports
+        json_shapes.submission_summary(r, await service.ranking_holds(r.submission.id))
+        for r in reports
     ]
 
 
@@ -184,7 +188,7 @@ async def submission_answer(service: Service, submission_id: int, who: Caller) -
     report = await service.own_report(submission_id, who.user, admin=who.admin)
     waiting = next((j for j in report.jobs if j.state is JobState.QUEUED), None)
     queue = await service.queue_status(waiting.gpu) if waiting else None
-    view = views.submission_view(report, queue, await service.ranking_holds(submission_id))
+    view = json_shapes.submission_view(report, queue, await service.ranking_holds(submission_id))
     if report.done and report.submission.mode is Mode.LEADERBOARD:
         view["placements"] = [asdict(p) for p in await service.placements(submission_id)]
     return view

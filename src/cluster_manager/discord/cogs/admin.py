@@ -12,7 +12,7 @@ from discord.ext import commands
 from cluster_manager.discord.autocomplete import leaderboard_names
 from cluster_manager.discord.replies import answer, defer, fitted
 from cluster_manager.discord.roles import admins_only, submitter
-from cluster_manager.ops_report import format_controls, format_stats
+from cluster_manager.rendering.ops import format_controls, format_stats
 from cluster_manager.service import Service
 
 if TYPE_CHECKING:

@@ -10,7 +10,6 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from cluster_manager.charts import ChartCache
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import (
     DEFAULT_LAUNCH_COUNT,
@@ -26,11 +25,12 @@ from cluster_manager.core.task_sources import DEFAULT_LIMITS
 from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import leaderboard_gpus, leaderboard_names
-from cluster_manager.discord.errors import UsageError
+from cluster_manager.discord.error_handlers import UsageError
 from cluster_manager.discord.live import follow_submission, report_files
 from cluster_manager.discord.replies import answer, defer, text_file
 from cluster_manager.discord.roles import creators_only, is_admin, submitter
-from cluster_manager.discord.views import choose, confirm, show_pages
+from cluster_manager.discord.widgets import choose, confirm, show_pages
+from cluster_manager.rendering.charts import ChartCache
 from cluster_manager.service import NotFoundError, Service, check_may_delete, parse_deadline
 
 if TYPE_CHECKING:

@@ -11,11 +11,10 @@ from discord import app_commands
 from discord.ext import commands
 
 from cluster_manager.core import sandboxing
-from cluster_manager.discord import health
 from cluster_manager.discord.render import icon
 from cluster_manager.discord.replies import answer, defer, fitted
 from cluster_manager.discord.roles import admins_only, submitter
-from cluster_manager.ops_report import format_queue
+from cluster_manager.rendering.ops import format_queue
 
 if TYPE_CHECKING:
     from cluster_manager.discord.bot import ClusterBot
@@ -51,7 +50,7 @@ class OpsCog(commands.Cog):
     @admins_only
     async def verifydb(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
-        check = await health.check_database(self.bot.app)
+        check = await self.bot.app.check_database()
         if not check.reachable:
             lines = [f"❌ The database did not answer: {check.error}"]
         else:
@@ -75,7 +74,7 @@ class OpsCog(commands.Cog):
     @admins_only
     async def verifyruns(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
-        checks = await health.verify_launchers(self.bot.app)
+        checks = await self.bot.app.verify_launchers()
         lines = [
             f"{icon(c.passed)} {c.launcher} · **{c.gpu}**: {c.detail} in {c.seconds:.1f} s"
             for c in checks

@@ -14,8 +14,7 @@ from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import served_gpus
 from cluster_manager.discord.replies import defer, text_file
 from cluster_manager.discord.roles import submitter
-from cluster_manager.quick_run import MAX_SCRIPT_SECONDS, script_request
-from cluster_manager.settings import local_limits
+from cluster_manager.service.script_launch import MAX_SCRIPT_SECONDS, script_request
 
 if TYPE_CHECKING:
     from cluster_manager.discord.bot import ClusterBot
@@ -56,7 +55,7 @@ class RunCog(commands.Cog):
             script, max_bytes=MAX_SUBMISSION_BYTES, suffixes=(".py",), what="a script"
         )
         gpu_type = app.registry.get(gpu)  # an unknown GPU is refused before anything starts
-        limits = gpu_type.run_limits(local_limits(app.settings))
+        limits = gpu_type.run_limits(app.local_limits())
         request = script_request(script.filename, data, timeout_s=time_limit, limits=limits)
         name = request.submission_name
 

@@ -28,7 +28,7 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from cluster_manager.errors import LauncherError
+from cluster_manager.core.errors import LauncherError
 
 T = TypeVar("T")
 Call = Callable[["Client"], "Answer"]

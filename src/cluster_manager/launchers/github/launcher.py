@@ -17,9 +17,9 @@ from typing import Any
 from github.WorkflowRun import WorkflowRun
 from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_exponential
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest, RunResult
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 from cluster_manager.launchers.github.client import (
     Client,

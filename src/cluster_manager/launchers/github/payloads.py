@@ -12,11 +12,11 @@ import json
 import zipfile
 import zlib
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, encode_payload, open_result
 from cluster_manager.core.sealed import KEY_ENV, SealError, as_key
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
 
 RESULT_ARTIFACT = "result"
 RESULT_FILE = "result.json"

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cluster_manager.errors import LauncherError
+from cluster_manager.core.errors import LauncherError
 from cluster_manager.launchers.base import RunState
 from cluster_manager.launchers.github.client import (
     PER_PAGE,

@@ -8,10 +8,10 @@ import shlex
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest
-from cluster_manager.core.plan import run_timeout
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuType
+from cluster_manager.core.phases import run_timeout
 from cluster_manager.launchers.slurm.names import JOB_ID, job_name
 from cluster_manager.launchers.slurm.shared_dir import (
     OUTPUT_FILE,

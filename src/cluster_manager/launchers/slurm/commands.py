@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cluster_manager.errors import LauncherError
+from cluster_manager.core.errors import LauncherError
 
 
 @dataclass(frozen=True)

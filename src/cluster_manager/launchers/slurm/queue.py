@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cluster_manager.errors import LauncherError
+from cluster_manager.core.errors import LauncherError
 from cluster_manager.launchers.base import RunState
 from cluster_manager.launchers.slurm.names import JOB_ID
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cluster_manager.core.sync_plan import Action, SyncPlan
-from cluster_manager.report import format_table
+from cluster_manager.rendering.reports import format_table
 
 
 def format_stats(stats: dict[str, Any]) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 from cluster_manager.core.models import Mode, RunResult, Task, Verdict
 from cluster_manager.core.records import Job, JobState, Leaderboard, RankingEntry, RunRecord
-from cluster_manager.report import format_submission_report
+from cluster_manager.rendering.reports import format_submission_report
 from cluster_manager.service import QueueStatus, SubmissionReport
 
 Json = dict[str, Any]

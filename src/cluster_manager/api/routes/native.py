@@ -7,12 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from cluster_manager.api import views
+from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller, optional_caller
 from cluster_manager.api.routes.popcorn import Viewer, service_of, visible_board
 from cluster_manager.api.streams import event_response, event_stream
 from cluster_manager.service import NotFoundError
-from cluster_manager.storage.database import round_trip_ms
 
 router = APIRouter()
 Authenticated = Annotated[Caller, Depends(caller)]
@@ -25,7 +24,7 @@ async def health(request: Request) -> dict[str, Any]:
     service = service_of(request)
     return {
         "status": "ok",
-        "database_ms": round(await round_trip_ms(service.pool), 2),
+        "database_ms": round(await service.database_ms(), 2),
         "served_gpus": await service.served_gpus(),
     }
 
@@ -39,13 +38,18 @@ async def leaderboard(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     board = await visible_board(request, name, who)
-    return views.ranking_view(board, await service_of(request).ranking(name, gpu, limit=limit))
+    return json_shapes.ranking_view(
+        board, await service_of(request).ranking(name, gpu, limit=limit)
+    )
 
 
 @router.get("/leaderboards/{name}/task")
 async def task(name: str, request: Request, who: Viewer) -> dict[str, Any]:
     board = await visible_board(request, name, who)
-    return {**views.task_view(board.task), "files": await service_of(request).task_files(name)}
+    return {
+        **json_shapes.task_view(board.task),
+        "files": await service_of(request).task_files(name),
+    }
 
 
 @router.get("/leaderboards/{name}/template/{language}")

@@ -17,6 +17,8 @@ from pathlib import Path
 
 from cluster_manager.core import protocol, scoring
 from cluster_manager.core.competition import is_competition_file, load_competition
+from cluster_manager.core.errors import InvalidTaskError
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.guarantees import REFERENCE_FILE, guarantees
 from cluster_manager.core.models import (
     BenchmarkOutcome,
@@ -31,8 +33,6 @@ from cluster_manager.core.models import (
 )
 from cluster_manager.core.task import load_task
 from cluster_manager.core.task_sources import problem_set_root
-from cluster_manager.errors import InvalidTaskError
-from cluster_manager.gpus import GpuType
 
 RunFn = Callable[[RunRequest], RunResult]
 

@@ -1,4 +1,4 @@
-"""Quick experiments (`/run`): a script run as-is on a GPU, unranked and time-limited.
+"""Script runs (`/run`): a script run as-is on a GPU, unranked and time-limited.
 
 Unlike submissions these are not queued and their results are not stored: the caller waits for
 the result. They go through the same launchers and runner as everything else, and through the
@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
 
+from cluster_manager.core.errors import InvalidSubmissionError, LauncherError
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Limits, RunRequest, RunResult, ScriptMode
-from cluster_manager.core.plan import run_timeout, script_task
+from cluster_manager.core.phases import run_timeout, script_task
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES, decode_source
-from cluster_manager.errors import InvalidSubmissionError, LauncherError
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher
 
 MAX_SCRIPT_SECONDS = 120.0

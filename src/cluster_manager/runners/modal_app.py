@@ -2,7 +2,7 @@
 
 Deploy it (again after every change to the runner or the core):
 
-    modal deploy src/cluster_manager/modal_app.py
+    modal deploy src/cluster_manager/runners/modal_app.py
 
 The Modal launcher (`launchers/modal.py`) finds the functions by name in the deployed app and
 spawns them with an encoded request (`core.payload`); each returns the RunResult as JSON.
@@ -15,8 +15,8 @@ from typing import Any
 
 import modal
 
+from cluster_manager.core.gpus import MODAL_TIMEOUT_S
 from cluster_manager.core.payload import decode_payload
-from cluster_manager.gpus import MODAL_TIMEOUT_S
 from cluster_manager.harness import runner
 
 APP_NAME = "discord-cluster-manager"

@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 
 from cluster_manager.core.arch import valid_arch
+from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Limits
 from cluster_manager.data import GPUS_FILE
-from cluster_manager.errors import ClusterManagerError
 
 LAUNCHERS = ("local", "github", "modal", "slurm")
 DEFAULT_REGISTRY_FILE = GPUS_FILE

@@ -12,7 +12,6 @@ import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 import asyncpg
 from tenacity import (
@@ -23,8 +22,10 @@ from tenacity import (
     wait_exponential,
 )
 
+from cluster_manager.core.errors import LauncherError
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import RunRequest, RunResult, Verdict
-from cluster_manager.core.plan import only_benchmark, run_timeout
+from cluster_manager.core.phases import only_benchmark, run_timeout
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.records import (
     IN_FLIGHT_STATES,
@@ -34,18 +35,14 @@ from cluster_manager.core.records import (
     JobState,
     dispatch_key,
 )
-from cluster_manager.errors import LauncherError
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState, RunTimedOutError
+from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.storage import installation as installation_store
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.database import DatabaseUnavailableError
-
-if TYPE_CHECKING:
-    from cluster_manager.scheduler import SchedulerConfig
 
 log = logging.getLogger(__name__)
 

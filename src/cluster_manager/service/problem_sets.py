@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from cluster_manager.core.competition import load_competition
+from cluster_manager.core.errors import ClusterManagerError, InvalidCompetitionError
+from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.names import hidden_problem
 from cluster_manager.core.sync_plan import ProblemSpec
 from cluster_manager.core.task import load_task
 from cluster_manager.core.task_sources import CORRUPT_ARCHIVE
-from cluster_manager.errors import ClusterManagerError, InvalidCompetitionError
-from cluster_manager.gpus import GpuRegistry
 from cluster_manager.service.rules import parse_deadline
 
 

@@ -16,7 +16,7 @@ from cluster_manager.core.verdicts import headline
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
     from cluster_manager.service import SubmissionReport
-    from cluster_manager.task_check import TaskCheck
+    from cluster_manager.service.task_check import TaskCheck
 
 
 def format_duration_ns(ns: float) -> str:

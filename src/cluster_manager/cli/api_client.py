@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from cluster_manager.errors import ClusterManagerError
+from cluster_manager.core.errors import ClusterManagerError
 
 TIMEOUT_S = 60.0
 

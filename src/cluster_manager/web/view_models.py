@@ -14,7 +14,7 @@ from cluster_manager.core.records import (
     RunRecord,
     ScoreHistory,
 )
-from cluster_manager.report import format_duration_ns, format_time_left
+from cluster_manager.rendering.reports import format_duration_ns, format_time_left
 from cluster_manager.service import TERMINAL_STATES, SubmissionReport
 
 

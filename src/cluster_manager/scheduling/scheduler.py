@@ -1,4 +1,4 @@
-"""The scheduler: claims queued jobs and drives each to its recorded result (job_driver).
+"""The scheduler: claims queued jobs and drives each to its recorded result (scheduling.driver).
 
 Several schedulers (processes) may run against one database. Each holds leases on the jobs it
 drives and renews them with one heartbeat query; a scheduler that dies simply stops renewing,
@@ -20,40 +20,19 @@ import os
 import socket
 import uuid
 from collections.abc import Awaitable, Collection, Mapping
-from dataclasses import dataclass, field
 
 import asyncpg
 
-from cluster_manager.core.models import Limits
+from cluster_manager.core.gpus import LAUNCHER_SETTINGS, GpuRegistry
 from cluster_manager.core.records import IN_FLIGHT_STATES, EventState, Job, JobEvent
-from cluster_manager.gpus import LAUNCHER_SETTINGS, GpuRegistry
-from cluster_manager.job_driver import JobDriver
 from cluster_manager.launchers.base import Launcher
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.driver import JobDriver
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import served as served_store
 from cluster_manager.storage.database import DatabaseUnavailableError, listening
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    lease_s: float = 30.0
-    heartbeat_s: float = 10.0
-    poll_s: float = 1.0
-    max_attempts: int = 3
-    # Tries at following one dispatched run through launcher errors before giving it up.
-    follow_attempts: int = 3
-    limits: Limits = field(default_factory=Limits)
-    # Rank scores of runs that were not fully sandboxed (core.sandboxing); off by default.
-    allow_unsandboxed_ranking: bool = False
-    throttle_threshold: float = run_store.DEFAULT_THROTTLE_THRESHOLD  # storage.throttling
-    # A queued job fails once it has waited this long on a GPU type that no scheduler has run
-    # for as long: a scheduler restarting within it fails nothing.
-    served_window_s: float = served_store.SERVED_WINDOW_S
-    # How often a whole-queue scheduler looks for such jobs.
-    unserved_check_s: float = 5.0
 
 
 def new_owner_id() -> str:

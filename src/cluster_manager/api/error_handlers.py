@@ -14,7 +14,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError
+from cluster_manager.core.errors import ClusterManagerError, InvalidSubmissionError
 from cluster_manager.service import (
     AlreadyExistsError,
     BannedError,

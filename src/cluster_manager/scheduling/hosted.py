@@ -7,9 +7,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 
-from cluster_manager.app import App
-from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
+from cluster_manager.scheduling.scheduler import Scheduler
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +19,12 @@ STOP_S = 10.0
 
 
 async def keep_scheduling(
-    app: App, stop: asyncio.Event, config: SchedulerConfig | None = None
+    make_scheduler: Callable[[SchedulerConfig | None], Scheduler],
+    stop: asyncio.Event,
+    config: SchedulerConfig | None = None,
 ) -> None:
     while not stop.is_set():
-        scheduler = app.scheduler(config)
+        scheduler = make_scheduler(config)
         log.info("scheduler %s serving %s", scheduler.owner, ", ".join(scheduler.gpus))
         try:
             await scheduler.run(stop)

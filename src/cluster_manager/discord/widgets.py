@@ -14,7 +14,7 @@ from typing import Any
 
 import discord
 
-from cluster_manager.discord.errors import report_error
+from cluster_manager.discord.error_handlers import report_error
 from cluster_manager.discord.replies import answer
 
 MAX_SELECT_OPTIONS = 25  # Discord's limit for one select menu

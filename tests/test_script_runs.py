@@ -8,12 +8,12 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from cluster_manager.core.errors import ClusterManagerError, InvalidSubmissionError, LauncherError
+from cluster_manager.core.gpus import GpuRegistry, GpuType
 from cluster_manager.core.models import Limits, Mode, Verdict
-from cluster_manager.errors import ClusterManagerError, InvalidSubmissionError, LauncherError
-from cluster_manager.gpus import GpuRegistry, GpuType
 from cluster_manager.launchers.local import LocalLauncher
-from cluster_manager.quick_run import run_script, script_request
 from cluster_manager.service import GpuBusyError, RateLimitedError, Service, Submitter
+from cluster_manager.service.script_launch import run_script, script_request
 from cluster_manager.settings import load_settings
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.installation import installation_id
@@ -34,7 +34,7 @@ async def test_a_script_runs_and_its_output_comes_back(tmp_path):
 
 @pytest.mark.reliability(
     "Faults",
-    "a quick run on a GPU type whose launcher is not configured in this process",
+    "a script run (`/run`) on a GPU type whose launcher is not configured in this process",
     "a clear LauncherError naming the missing launcher; nothing runs",
 )
 async def test_a_gpu_without_its_launcher_is_a_clear_error(tmp_path, record_property):

@@ -20,7 +20,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, RankingEntry
 from cluster_manager.core.sandboxing import ALLOW_SETTING
 from cluster_manager.core.task import load_task
-from cluster_manager.report import (
+from cluster_manager.rendering.reports import (
     format_duration_ns,
     format_event,
     format_leaderboards,
@@ -28,9 +28,8 @@ from cluster_manager.report import (
     format_table,
 )
 from cluster_manager.sandbox.plan import full_sandbox_problem, limits_problem
-from cluster_manager.scheduler import SchedulerConfig
+from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.service import NotFoundError, Service, SubmissionReceipt, Submitter
-from cluster_manager.settings import local_limits
 
 
 def _lenient_config(app: App, echo: Callable[[str], None]) -> SchedulerConfig | None:
@@ -45,7 +44,7 @@ def _lenient_config(app: App, echo: Callable[[str], None]) -> SchedulerConfig | 
         f"anyway, in its embedded database only, as {ALLOW_SETTING}=1 would."
     )
     return SchedulerConfig(
-        limits=local_limits(app.settings),
+        limits=app.local_limits(),
         allow_unsandboxed_ranking=True,
         throttle_threshold=app.settings.throttle_threshold,
     )

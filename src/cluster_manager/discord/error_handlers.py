@@ -15,15 +15,15 @@ from typing import Any
 import discord
 from discord import app_commands
 
-from cluster_manager.core.records import InvalidNameError
-from cluster_manager.discord.replies import send_error
-from cluster_manager.errors import (
+from cluster_manager.core.errors import (
     ClusterManagerError,
     InvalidSubmissionError,
     InvalidTaskError,
     LauncherError,
 )
-from cluster_manager.gpus import UnknownGpuError
+from cluster_manager.core.gpus import UnknownGpuError
+from cluster_manager.core.records import InvalidNameError
+from cluster_manager.discord.replies import send_error
 from cluster_manager.service import (
     AlreadyExistsError,
     BannedError,
@@ -39,7 +39,7 @@ from cluster_manager.service import (
     RateLimitedError,
     SubmissionsPausedError,
 )
-from cluster_manager.storage.database import DatabaseError
+from cluster_manager.service.errors import DatabaseError
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
-"""Operational checks behind /verifydb and /verifyruns.
+"""Operational checks behind /verifydb, /verifyruns and `/health`.
 
-These reach past the service on purpose: one measures the database itself, the other drives
-each launcher directly with a known-good submission, without queueing or storing anything.
+These reach past the rest of the service on purpose: one measures the database itself, the
+other drives each launcher directly with a known-good submission, without queueing or storing
+anything.
 """
 
 from __future__ import annotations
@@ -9,18 +10,20 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from cluster_manager.app import App
+import asyncpg
+
 from cluster_manager.core import sandboxing
-from cluster_manager.core.models import Mode, RunRequest, Task
-from cluster_manager.core.plan import run_timeout
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.gpus import GpuType
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.phases import run_timeout
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
-from cluster_manager.errors import ClusterManagerError
-from cluster_manager.gpus import GpuType
-from cluster_manager.settings import local_limits
+from cluster_manager.launchers.base import Launcher
 from cluster_manager.storage.database import DatabaseUnavailableError, round_trip_ms
 from cluster_manager.storage.migrations import pending_migrations
 
@@ -44,29 +47,38 @@ class LauncherCheck:
     detail: str
 
 
-async def check_database(app: App) -> DatabaseCheck:
+async def check_database(pool: asyncpg.Pool, database_url: str) -> DatabaseCheck:
     try:
-        round_trip = await round_trip_ms(app.pool)
+        round_trip = await round_trip_ms(pool)
     except DatabaseUnavailableError as exc:
         return DatabaseCheck(False, None, (), f"{type(exc).__name__}: {exc}")
     try:
-        pending = await asyncio.to_thread(pending_migrations, app.database_url)
+        pending = await asyncio.to_thread(pending_migrations, database_url)
     except ClusterManagerError as exc:
         return DatabaseCheck(True, round_trip, (), str(exc))
     return DatabaseCheck(True, round_trip, tuple(pending))
 
 
-async def verify_launchers(app: App, example: Path = VERIFY_EXAMPLE) -> list[LauncherCheck]:
+async def verify_launchers(
+    launchers: Mapping[str, Launcher],
+    gpus: Sequence[GpuType],
+    limits: Limits,
+    example: Path = VERIFY_EXAMPLE,
+) -> list[LauncherCheck]:
     """Runs the example's correct submission in test mode on every GPU type served here."""
     task = await asyncio.to_thread(load_task, example)
     code = (example / "submission.py").read_text(encoding="utf-8")
-    return list(await asyncio.gather(*(_verify(app, task, code, gpu) for gpu in app.served_gpus)))
+    return list(
+        await asyncio.gather(
+            *(_verify(launchers[gpu.launcher], task, code, gpu, limits) for gpu in gpus)
+        )
+    )
 
 
-async def _verify(app: App, task: Task, code: str, gpu: GpuType) -> LauncherCheck:
-    launcher = app.launchers[gpu.launcher]
-    limits = gpu.run_limits(local_limits(app.settings))
-    request = RunRequest.of_submission(task, code, Mode.TEST, limits, arch=gpu.arch)
+async def _verify(
+    launcher: Launcher, task: Task, code: str, gpu: GpuType, limits: Limits
+) -> LauncherCheck:
+    request = RunRequest.of_submission(task, code, Mode.TEST, gpu.run_limits(limits), arch=gpu.arch)
     started = time.perf_counter()
     try:
         handle = await launcher.submit(request, f"verify-{uuid.uuid4().hex}", gpu=gpu)
