@@ -9,6 +9,7 @@ import pytest
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobState
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import queue as queue_store
 from tests.storage.helpers import (
     ALICE,
     BOB,
@@ -89,18 +90,39 @@ async def test_finished_jobs_free_their_slot(service, pool, board):
     assert len(await claim(pool, max_active=1)) == 1
 
 
-async def test_claim_is_first_in_first_out(service, pool, board):
+async def test_one_users_jobs_start_first_in_first_out(service, pool, board):
     receipts = await queue_test_jobs(service, 3, user=BOB)
-    receipts += await queue_test_jobs(service, 3, user=ALICE)
     order = [r.jobs[0].id for r in receipts]
-    assert order == sorted(order)
     claimed = []
-    for _ in range(6):
+    for _ in range(3):
         claimed += await claim(pool, limit=1)
     assert [j.id for j in claimed] == order
     receipts = await queue_test_jobs(service, 3)
     batch = await claim(pool, max_active=100, limit=3)
     assert [j.id for j in batch] == [r.jobs[0].id for r in receipts]
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "one user queues a burst of five jobs, another user one job after it",
+    "users take turns: the second user's job starts second, and the places in line say so",
+)
+async def test_users_take_turns_so_a_burst_holds_back_nobodys_next_job(
+    service, pool, board, record_property
+):
+    """Bob queues five, then Alice one: hers starts second, not sixth; their places in line
+    say so before anything starts."""
+    bobs = [r.jobs[0] for r in await queue_test_jobs(service, 5, user=BOB)]
+    [alices] = [r.jobs[0] for r in await queue_test_jobs(service, 1, user=ALICE)]
+    assert await job_store.queue_position(pool, alices.id) == 2
+    assert [await job_store.queue_position(pool, j.id) for j in bobs] == [1, 3, 4, 5, 6]
+    [open_job] = await queue_store.open_jobs_of(pool, ALICE.external_id)
+    assert open_job.position == 2
+    claimed = []
+    for _ in range(6):
+        claimed += await claim(pool, limit=1)
+    record_property("observed", f"claimed in order {[j.id for j in claimed]}, Alice's {alices.id}")
+    assert [j.id for j in claimed] == [bobs[0].id, alices.id, *(j.id for j in bobs[1:])]
 
 
 async def test_gpus_are_independent(service, pool, board):

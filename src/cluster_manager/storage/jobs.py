@@ -121,6 +121,29 @@ async def active_on_gpu(db: Executor, gpu: str) -> int:
     return active
 
 
+# The order a GPU's queued jobs start in: by priority (reruns and throttle retries wait behind
+# everyone's own jobs), then in turns, then by age. A job's turn counts its user's open
+# submissions on the GPU, running ones first: a user with one running waits behind everyone
+# with none (a ranked submission's public and secret runs share a turn). One user's burst of
+# submissions holds back nobody else's next one.
+IN_LINE = """
+    SELECT * FROM (
+        SELECT j.id, j.gpu, j.priority, j.submission_id, j.state,
+               dense_rank() OVER (
+                   PARTITION BY j.gpu, j.priority, s.user_id
+                   ORDER BY j.state = 'queued', j.submission_id
+               ) AS turn
+        FROM jobs j JOIN submissions s ON s.id = j.submission_id
+        WHERE j.state IN ('queued', 'claimed', 'dispatched')
+    ) open_jobs WHERE state = 'queued'
+"""
+# Each queued job's place in its GPU's line: 1 starts next.
+POSITIONS = f"""
+    SELECT id, row_number() OVER (PARTITION BY gpu ORDER BY priority, turn, id) AS position
+    FROM ({IN_LINE}) turns
+"""
+
+
 async def claim(
     pool: asyncpg.Pool,
     *,
@@ -133,7 +156,9 @@ async def claim(
 ) -> list[Job]:
     """Claims up to `limit` queued jobs of `gpu`, never exceeding `max_active` in flight
     (script runs holding a slot included).
-    With `submission_ids`, only jobs of those submissions (a CLI serving its own)."""
+    With `submission_ids`, only jobs of those submissions (a CLI serving its own). Jobs start
+    in `IN_LINE`'s order; the GPU's lock serialises claims, and each row's state is read again
+    as it is claimed, so a job that left the queue meanwhile stays where it went."""
     async with pool.acquire() as conn, conn.transaction():
         await lock_gpu(conn, gpu)
         active = await active_on_gpu(conn, gpu)
@@ -145,10 +170,10 @@ async def claim(
             UPDATE jobs SET state = 'claimed', lease_owner = $1,
                 lease_expires_at = now() + make_interval(secs => $2),
                 heartbeat_at = now(), claimed_at = now(), attempts = attempts + 1
-            WHERE id IN (
-                SELECT id FROM jobs WHERE gpu = $3 AND state = 'queued'
+            WHERE state = 'queued' AND id IN (
+                SELECT id FROM ({IN_LINE}) line WHERE gpu = $3
                   AND ($5::bigint[] IS NULL OR submission_id = ANY($5::bigint[]))
-                ORDER BY priority, id LIMIT $4 FOR UPDATE SKIP LOCKED)
+                ORDER BY priority, turn, id LIMIT $4)
             RETURNING {_JOB_COLUMNS}
             """,
             owner,
@@ -351,11 +376,8 @@ async def open_count(
 async def queue_position(db: Executor, job_id: int) -> int | None:
     """1 for the next job its GPU will start; None once it has left the queue."""
     position: int | None = await db.fetchval(
-        """
-        SELECT (SELECT count(*) FROM jobs q
-                WHERE q.gpu = j.gpu AND q.state = 'queued'
-                  AND (q.priority, q.id) <= (j.priority, j.id))
-        FROM jobs j WHERE j.id = $1 AND j.state = 'queued'
+        f"""
+        SELECT position FROM ({POSITIONS}) line WHERE id = $1
         """,
         job_id,
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster_manager.storage.database import Executor
+from cluster_manager.storage.jobs import POSITIONS
 from cluster_manager.storage.served import SERVED_WINDOW_S
 
 
@@ -52,14 +53,11 @@ async def queues(db: Executor, window_s: float = SERVED_WINDOW_S) -> list[GpuQue
 
 async def open_jobs_of(db: Executor, external_id: str) -> list[OpenJob]:
     rows = await db.fetch(
-        """
+        f"""
         SELECT j.id, j.submission_id, l.name AS leaderboard, j.gpu, j.secret, j.state,
-               CASE WHEN j.state = 'queued' THEN
-                   (SELECT count(*) FROM jobs q
-                    WHERE q.gpu = j.gpu AND q.state = 'queued'
-                      AND (q.priority, q.id) <= (j.priority, j.id))
-               END AS position
+               line.position
         FROM jobs j
+        LEFT JOIN ({POSITIONS}) line ON line.id = j.id
         JOIN submissions s ON s.id = j.submission_id
         JOIN leaderboards l ON l.id = s.leaderboard_id
         JOIN users u ON u.id = s.user_id
