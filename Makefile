@@ -4,16 +4,48 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down
+.PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down lock
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml requirements.txt requirements-runner.txt requirements-dev.txt
+# Exactly what requirements/dev.lock pins, each file checked against its hash; then this package
+# itself, without dependencies (they are all in the lock).
+$(STAMP): pyproject.toml requirements/dev.lock
 	bash scripts/sandbox/install.sh
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --require-hashes -r requirements/dev.lock
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
+
+# pyproject.toml's extras are the only place dependencies are declared; requirements/*.lock are
+# made from them by uv (pinned, with hashes), one per install target:
+#   dev.lock          `make setup`: the `dev` extra (bot + runner + tests, linters, mypy, uv)
+#   bot.lock          the bot host: the `bot` extra
+#   runner-cpu.lock   the `runner` extra with torch's CPU build (the NVIDIA workflow without an
+#                     NVIDIA driver: act in the tests and benchmarks)
+#   runner-cuda.lock  the `runner` extra with PyPI's CUDA build of torch: NVIDIA machines, Slurm
+#   runner-rocm.lock  the `runner` extra less torch and numpy, which an AMD machine's ROCm brings
+# After editing the dependencies in pyproject.toml: `make lock`, and commit pyproject.toml and
+# the locks together (tests/test_dependency_lock.py fails while they disagree). uv keeps every
+# pin already in a lock while it still fits; `make lock UPGRADE=--upgrade` moves all of them to
+# the newest releases, `UPGRADE="--upgrade-package NAME"` one. It needs the package index, and
+# the CPU build of torch in TORCH_CPU_WHEELS (where this machine kind keeps it; pip finds it there
+# through its find-links) for dev.lock and runner-cpu.lock. Resolved for CPython 3.11 on x86-64
+# Linux whatever machine runs it; each pin lists the hashes of all its files on the index.
+UV ?= $(BIN)/uv
+TORCH_CPU_WHEELS ?= /opt/wheels
+UPGRADE ?=
+LOCK = $(UV) pip compile pyproject.toml --quiet --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_28 --no-strip-extras --custom-compile-command "make lock" \
+	$(UPGRADE)
+
+# uv comes with the dev extra (`make lock UV=uv` takes another one, e.g. when the lock is broken).
+lock: $(if $(filter $(BIN)/uv,$(UV)),$(STAMP))
+	$(LOCK) --extra dev --find-links $(TORCH_CPU_WHEELS) -o requirements/dev.lock
+	$(LOCK) --extra bot -o requirements/bot.lock
+	$(LOCK) --extra runner --find-links $(TORCH_CPU_WHEELS) -o requirements/runner-cpu.lock
+	$(LOCK) --extra runner -o requirements/runner-cuda.lock
+	printf 'torch\nnumpy\n' | $(LOCK) --extra runner --excludes /dev/stdin -o requirements/runner-rocm.lock
 
 demo: setup
 	$(BIN)/cluster-manager demo

@@ -32,11 +32,12 @@ FUNCTIONS = {
 # sources and torch extensions build against what torch runs with. CUDA 13 still covers T4
 # (sm_75) and already covers B200 (sm_100).
 CUDA_IMAGE = "nvidia/cuda:13.0.0-devel-ubuntu22.04"
-# The same torch as requirements-runner.txt, but the CUDA build from PyTorch's own index.
+# The pins of requirements/runner-cuda.lock (tests/test_dependency_lock.py holds them equal),
+# torch from PyTorch's own index.
 TORCH = "torch==2.13.0"
 TORCH_INDEX = "https://download.pytorch.org/whl/cu130"
 NUMPY = "numpy==2.4.6"
-NVML = "nvidia-ml-py==13.615.71"  # GPU telemetry, as requirements-runner.txt
+NVML = "nvidia-ml-py==13.615.71"  # GPU telemetry
 # A backstop only: the scheduler cancels a run once its own, tighter deadline has passed.
 TIMEOUT_S = MODAL_TIMEOUT_S
 

@@ -15,7 +15,7 @@ shared lock, which removal cannot take.
 
 Runs before anything is installed: the standard library only.
 
-    python3 -m cluster_manager.runners.venv --requirements requirements-runner.txt
+    python3 -m cluster_manager.runners.venv --requirements requirements/runner-cuda.lock
     # prints the environment's directory; `<dir>/bin/python` runs the entrypoint
 """
 
