@@ -26,6 +26,7 @@ from cluster_manager.settings import Settings, local_limits
 from cluster_manager.storage.database import DatabaseError, create_pool, database_url
 from cluster_manager.storage.installation import installation_id
 from cluster_manager.storage.migrations import apply_migrations, pending_on
+from cluster_manager.storage.singletons import held_alone
 
 
 @dataclass
@@ -44,6 +45,11 @@ class App:
     def served_gpus(self) -> list[GpuType]:
         """GPU types this process has a launcher for."""
         return self.registry.served_by(self.launchers)
+
+    def alone(self, role: str, key: str) -> contextlib.AbstractAsyncContextManager[None]:
+        """The block runs as the only `role` process for `key` among every process on this
+        database, or raises naming the one that runs (storage.singletons)."""
+        return held_alone(self.pool, role, key)
 
     def local_limits(self) -> Limits:
         """Limits for runs on this machine (each GPU type adds its own)."""

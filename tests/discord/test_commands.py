@@ -9,12 +9,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
 from cluster_manager.cli import cli
 from cluster_manager.discord import logs
 from cluster_manager.discord.bot import ClusterBot
+from cluster_manager.storage.singletons import lock_key
 
 SNAPSHOT = Path(__file__).with_name("commands.snapshot.json")
 NAME = re.compile(r"^[-_a-z0-9]{1,32}$")
@@ -190,3 +192,21 @@ def test_a_bad_guild_id_is_a_one_line_error(tmp_path, monkeypatch):
     done = CliRunner().invoke(cli, ["bot"], env=env)
     assert done.exit_code == 2
     assert "DISCORD_GUILD_ID must be a Discord id" in done.output
+
+
+def test_a_second_bot_on_the_same_token_is_refused_naming_the_first(db_url, tmp_path, monkeypatch):
+    """Discord hands each interaction to one connection: a second process on the token would
+    leave commands unanswered. It stops before connecting, saying which process runs."""
+    monkeypatch.setattr(ClusterBot, "start", lambda *a, **k: pytest.fail("the bot started"))
+    monkeypatch.setattr(logs, "setup_logging", lambda **kwargs: None)
+    monkeypatch.chdir(tmp_path)
+    env = {"DISCORD_TOKEN": "same-token", "DATABASE_URL": db_url, "DISCORD_DEBUG_TOKEN": None}
+    with psycopg.connect(db_url, autocommit=True) as first:
+        first.execute("SET application_name = 'cluster-manager Discord bot on host-a, pid 42'")
+        key = lock_key("Discord bot", "same-token")
+        assert first.execute("SELECT pg_try_advisory_lock(%s)", [key]).fetchone() == (True,)
+        done = CliRunner().invoke(cli, ["bot", "--no-scheduler"], env=env)
+    assert done.exit_code == 2
+    holder = "cluster-manager Discord bot on host-a, pid 42"
+    assert f"a Discord bot already runs for this key: {holder}" in done.output
+    assert "same-token" not in done.output

@@ -90,7 +90,9 @@ def bot_command(
     )
 
     async def body(app: App) -> None:
-        async with ClusterBot(app, config) as bot:
+        # Discord sends each interaction to one connection: a second process on the token
+        # would leave commands unanswered or answered twice.
+        async with app.alone("Discord bot", token), ClusterBot(app, config) as bot:
             loop = asyncio.get_running_loop()
             loop.add_signal_handler(signal.SIGTERM, lambda: asyncio.ensure_future(bot.close()))
             try:
