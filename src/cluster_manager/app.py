@@ -23,7 +23,12 @@ from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, health
 from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.settings import Settings, local_limits
-from cluster_manager.storage.database import DatabaseError, create_pool, database_url
+from cluster_manager.storage.database import (
+    DatabaseError,
+    create_pool,
+    database_url,
+    embedded_exists,
+)
 from cluster_manager.storage.installation import installation_id
 from cluster_manager.storage.migrations import apply_migrations, pending_on
 from cluster_manager.storage.singletons import held_alone
@@ -40,6 +45,8 @@ class App:
     service: Service
     # This database's installation id (storage.installation): in every dispatch key.
     installation: str | None = None
+    # The embedded database was made by this process (it held nothing before).
+    new_database: bool = False
 
     @property
     def served_gpus(self) -> list[GpuType]:
@@ -133,6 +140,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
     """Connects (starting the embedded Postgres when no DATABASE_URL is set) and checks the
     schema: the embedded database is migrated on the spot, an external one must be migrated
     explicitly with `cluster-manager db migrate`."""
+    new_database = not settings.database_url and not embedded_exists(settings.data_dir)
     async with database_url(settings.database_url, settings.data_dir) as (url, embedded):
         if embedded:
             await asyncio.to_thread(apply_migrations, url)
@@ -171,6 +179,7 @@ async def open_app(settings: Settings) -> AsyncIterator[App]:
                     unserved_gpus=registry.unserved_by(launchers),
                 ),
                 installation=installation,
+                new_database=new_database,
             )
         finally:
             for launcher in launchers.values():

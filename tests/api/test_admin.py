@@ -31,6 +31,8 @@ ROUTES = [
     ("PUT", "/admin/quotas/alice"),
     ("POST", f"/admin/leaderboards/{BOARD}/rerun"),
     ("DELETE", "/admin/quotas/alice"),
+    ("POST", "/admin/leaderboards"),
+    ("DELETE", f"/admin/leaderboards/{BOARD}"),
 ]
 
 
@@ -59,6 +61,7 @@ async def test_only_the_admin_token_passes(
     )
     assert as_user.status_code == 403 and "admin token only" in as_user.json()["detail"]
     assert await app.service.pauses() == [] and await app.service.bans() == []
+    assert [b.name for b in await app.service.list_leaderboards()] == [BOARD]
 
 
 async def test_stop_and_start_as_popcorn_cli_sends_them(app: App, client: httpx.AsyncClient):
@@ -203,12 +206,18 @@ async def test_rerun_queues_the_ranked_submissions_again(app: App, client: httpx
     submission_id = (await submit_as(client, token, "leaderboard")).json()["details"]["id"]
     await finish_submission(app.pool, await app.service.report(submission_id), 1e-6)
     answer = await client.post(f"/admin/leaderboards/{BOARD}/rerun", headers=ADMIN, json={})
-    assert answer.json() == {
+    found = answer.json()
+    queued = found.pop("queued")
+    assert found == {
         "status": "queued",
         "leaderboard": BOARD,
         "submissions": [submission_id],
         "jobs": 2,
     }
+    assert [(j["submission_id"], j["secret"], j["state"]) for j in queued] == [
+        (submission_id, False, "queued"),
+        (submission_id, True, "queued"),
+    ]
     queue = (await client.get("/queue", headers=popcorn_headers(token))).json()
     assert [j["submission_id"] for j in queue["mine"]] == [submission_id, submission_id]
     nothing = await client.post(

@@ -34,7 +34,7 @@ async def test_embedded_database_is_migrated_persistent_and_stopped(tmp_path: Pa
     settings = Settings(database_url=None, data_dir=tmp_path / "data")
     task = load_task(write_task(tmp_path / "task"))
     async with open_app(settings) as app:
-        assert app.embedded
+        assert app.embedded and app.new_database
         assert "host=" in app.database_url  # a private unix socket, no TCP port
         await app.service.create_leaderboard(
             "kept", task, datetime.now(UTC) + timedelta(days=1), ["CPU"]
@@ -43,5 +43,6 @@ async def test_embedded_database_is_migrated_persistent_and_stopped(tmp_path: Pa
     assert not _postgres_serving(tmp_path / "data" / "postgres")
 
     async with open_app(settings) as app:  # a restart finds the data again
+        assert not app.new_database
         names = [b.name for b in await app.service.list_leaderboards()]
         assert names == ["kept"]

@@ -5,7 +5,8 @@
     auth.py            who calls: an API token (X-Popcorn-Cli-Id or Bearer) or the admin token
     error_handlers.py  every refusal as {"detail": ...} with its status; a 500 carries a log id
     uploads.py         the submitted file from a bounded multipart body, or from a small archive
-    json_shapes.py     JSON shapes popcorn-cli parses (leaderboards, submissions, runs)
+    json_shapes.py     JSON shapes popcorn-cli parses (leaderboards, submissions, runs), and
+                       ours (jobs, receipts) that our CLI reads records back from
     streams.py         server-sent events: live progress of a submission, then its result
     routes/            the endpoints, by audience: popcorn-cli's, our own (native), admin's
 """

@@ -12,7 +12,7 @@ from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
 from cluster_manager.rendering.charts import ChartCache
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings
-from cluster_manager.web import pages, sessions, submissions
+from cluster_manager.web import api_docs, pages, sessions, submissions
 
 API_VERSION = "1"
 
@@ -26,6 +26,9 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
         title="cluster-manager",
         version=API_VERSION,
         description="Submit kernels, follow them live, read rankings. popcorn-cli compatible.",
+        # `/docs` is our own page (web/api_docs.py), not Swagger UI's, which loads from a CDN.
+        docs_url=None,
+        redoc_url=None,
     )
     api.state.service = service
     api.state.admin_token = settings.admin_token
@@ -43,10 +46,14 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.include_router(pages.browser_router)
     api.include_router(sessions.router)
     api.include_router(submissions.router)
+    api.include_router(api_docs.router)
     api.include_router(admin.router)
     api.include_router(native.router)
     api.include_router(popcorn.router)
     api.mount("/static", pages.static_files(), name="static")
-    larger = {"/admin/update-problems": admin.MAX_PROBLEM_SET_UPLOAD}
+    larger = {
+        "/admin/update-problems": admin.MAX_PROBLEM_SET_UPLOAD,
+        "/admin/leaderboards": admin.MAX_TASK_UPLOAD,
+    }
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, larger=larger)
     return api

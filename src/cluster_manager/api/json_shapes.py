@@ -12,7 +12,7 @@ from typing import Any
 from cluster_manager.core.models import Mode, RunResult, Task, Verdict
 from cluster_manager.core.records import Job, JobState, Leaderboard, RankingEntry, RunRecord
 from cluster_manager.rendering.reports import format_submission_report
-from cluster_manager.service import QueueStatus, SubmissionReport
+from cluster_manager.service import QueueStatus, SubmissionReceipt, SubmissionReport
 
 Json = dict[str, Any]
 
@@ -43,6 +43,7 @@ def leaderboard_view(board: Leaderboard) -> Json:
         "deadline": iso(board.deadline),
         "gpu_types": list(board.gpus),
         "invite_only": board.closed,
+        "created_at": iso(board.created_at),
         "task": task_view(board.task),
     }
 
@@ -63,6 +64,35 @@ def ranking_view(board: Leaderboard, rankings: dict[str, list[RankingEntry]]) ->
             ]
             for gpu, entries in rankings.items()
         },
+    }
+
+
+def job_view(job: Job) -> Json:
+    """A job as its submitter sees it: not where its run lives, which worker holds it or how
+    often it was tried (a secret job's retries could tell of its run)."""
+    return {
+        "id": job.id,
+        "submission_id": job.submission_id,
+        "gpu": job.gpu,
+        "mode": job.mode.value,
+        "secret": job.secret,
+        "state": job.state.value,
+        "launcher": job.launcher,
+        "error": job.error,
+        "dispatched_at": iso(job.dispatched_at),
+        "heartbeat_at": iso(job.heartbeat_at),
+    }
+
+
+def receipt_view(receipt: SubmissionReceipt) -> Json:
+    """What a submission just stored is: its id, who submitted it and the jobs it queued."""
+    return {
+        "submission_id": receipt.submission_id,
+        "leaderboard": receipt.leaderboard,
+        "user": receipt.user,
+        "file_name": receipt.file_name,
+        "mode": receipt.mode.value,
+        "jobs": [job_view(j) for j in receipt.jobs],
     }
 
 
@@ -146,6 +176,7 @@ def submission_view(
         "invalidated": stored.invalidated,  # why an organiser took it out of the rankings
         "code": stored.code,
         "runs": [run_view(r, jobs.get(r.job_id)) for r in report.runs],
+        "jobs": [job_view(j) for j in report.jobs],
         "job": {"status": status, "error": error, "last_heartbeat": _heartbeat(report.jobs)},
         "runner_queue": None if queue is None else queue_view(queue),
         "report": format_submission_report(report),
@@ -160,6 +191,7 @@ def _heartbeat(jobs: tuple[Job, ...]) -> str | None:
 
 def run_view(run: RunRecord, job: Job | None) -> Json:
     view: Json = {
+        "job_id": run.job_id,
         "start_time": iso(job.dispatched_at if job else None),
         "end_time": iso(run.created_at),
         "mode": run.mode.value,
@@ -169,11 +201,15 @@ def run_view(run: RunRecord, job: Job | None) -> Json:
         "verdict": run.verdict.value,
         "score": run.score,
         "passed": run.passed,
+        "redacted": run.redacted,
     }
     if run.result and not run.redacted:
         result = RunResult.from_json(run.result)
         view["result"] = key_form(result)
         view["diagnostics"] = diagnostics(result)
+        view["run_result"] = run.result  # the RunResult whole: a client renders its own report
+    elif run.result.get("held"):
+        view["held"] = run.result["held"]  # a redacted secret run's: that it is held, not why
     return view
 
 

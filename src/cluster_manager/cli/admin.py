@@ -1,27 +1,23 @@
 """`cluster-manager admin ...`: organisers' controls. On the database by default; through the
 server when CLUSTER_MANAGER_API_URL is set, with CLUSTER_MANAGER_ADMIN_TOKEN (a user's token
-is refused there, as everywhere)."""
+is refused there, as everywhere). Each command's body is written once, against the port."""
 
 from __future__ import annotations
 
 import getpass
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TypeVar
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.api_client import ApiClient, ApiError
-from cluster_manager.cli.common import cli, on_database_or_server
+from cluster_manager.cli.common import cli, with_port
 from cluster_manager.rendering.ops import format_controls, format_stats, format_user_quotas
 from cluster_manager.service import Submitter, UnknownUserError
+from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
-LocalCall = Callable[[App], Awaitable[Any]]
-RemoteCall = Callable[[ApiClient], Any]
-# `admin status`'s pauses, bans and custom quotas, each in the admin API's JSON form.
-ControlsJson = tuple[list[Any], list[Any], list[Any]]
+T = TypeVar("T")
 
 
 @cli.group("admin")
@@ -33,11 +29,9 @@ def _actor() -> str:
     return f"cli:{getpass.getuser()}"
 
 
-def _run(settings: Settings, local: LocalCall, over_api: RemoteCall) -> Any:
-    """`local` on the database, or `over_api` with the admin token (a user's token is
-    refused there, as everywhere)."""
-    token = settings.admin_token or settings.api_token
-    return on_database_or_server(settings, local, over_api, token=token)
+def _run(settings: Settings, body: Callable[[ServicePort], Awaitable[T]]) -> T:
+    """`body` on the database, or through the server with the admin token."""
+    return with_port(settings, body, role="admin")
 
 
 leaderboard_option = click.option(
@@ -52,14 +46,11 @@ leaderboard_option = click.option(
 def pause_command(settings: Settings, leaderboard: str | None, reason: str) -> None:
     """Stop taking submissions (queued jobs still run)."""
 
-    async def local(app: App) -> Any:
-        return (await app.service.pause_submissions(leaderboard, reason, _actor())).to_json()
+    async def body(port: ServicePort) -> None:
+        pause = await port.pause_submissions(leaderboard, reason, _actor())
+        click.echo(f"paused {pause.leaderboard or 'everywhere'}: {pause.reason}")
 
-    def over_api(client: ApiClient) -> Any:
-        return client.call("POST", "/admin/stop", {"leaderboard": leaderboard, "reason": reason})
-
-    found = _run(settings, local, over_api)
-    click.echo(f"paused {found['leaderboard'] or 'everywhere'}: {found['reason']}")
+    _run(settings, body)
 
 
 @admin_group.command("resume")
@@ -68,15 +59,12 @@ def pause_command(settings: Settings, leaderboard: str | None, reason: str) -> N
 def resume_command(settings: Settings, leaderboard: str | None) -> None:
     """Take submissions again."""
 
-    async def local(app: App) -> bool:
-        return await app.service.resume_submissions(leaderboard)
+    async def body(port: ServicePort) -> None:
+        where = leaderboard or "everywhere"
+        resumed = await port.resume_submissions(leaderboard)
+        click.echo(f"resumed {where}" if resumed else f"{where} was not paused")
 
-    def over_api(client: ApiClient) -> bool:
-        return bool(client.call("POST", "/admin/start", {"leaderboard": leaderboard})["was_paused"])
-
-    where = leaderboard or "everywhere"
-    resumed = _run(settings, local, over_api)
-    click.echo(f"resumed {where}" if resumed else f"{where} was not paused")
+    _run(settings, body)
 
 
 @admin_group.command("ban")
@@ -94,25 +82,14 @@ def ban_command(settings: Settings, user: str, reason: str, force: bool) -> None
     refused, since a typo would ban nobody; --force bans the name before its first
     submission."""
 
-    async def local(app: App) -> Any:
+    async def body(port: ServicePort) -> None:
         try:
-            ban = await app.service.ban_user(
-                Submitter(user, user), reason, _actor(), known_only=not force
-            )
+            ban = await port.ban_user(Submitter(user, user), reason, _actor(), known_only=not force)
         except UnknownUserError:
             raise _unknown_user(user) from None
-        return ban.to_json()
+        click.echo(f"banned {ban.user}: {ban.reason}")
 
-    def over_api(client: ApiClient) -> Any:
-        try:
-            return client.call("PUT", f"/admin/bans/{user}", {"reason": reason, "force": force})
-        except ApiError as exc:
-            if exc.status == 404:
-                raise _unknown_user(user) from None
-            raise
-
-    found = _run(settings, local, over_api)
-    click.echo(f"banned {found['user']}: {found['reason']}")
+    _run(settings, body)
 
 
 def _unknown_user(user: str) -> UnknownUserError:
@@ -128,13 +105,11 @@ def _unknown_user(user: str) -> UnknownUserError:
 def unban_command(settings: Settings, user: str) -> None:
     """Let USER submit again, and show their rankings."""
 
-    async def local(app: App) -> bool:
-        return await app.service.unban_user(user)
+    async def body(port: ServicePort) -> None:
+        lifted = await port.unban_user(user)
+        click.echo(f"unbanned {user}" if lifted else f"{user} was not banned")
 
-    def over_api(client: ApiClient) -> bool:
-        return bool(client.call("DELETE", f"/admin/bans/{user}")["status"] == "unbanned")
-
-    click.echo(f"unbanned {user}" if _run(settings, local, over_api) else f"{user} was not banned")
+    _run(settings, body)
 
 
 @admin_group.command("invalidate")
@@ -144,14 +119,11 @@ def unban_command(settings: Settings, user: str) -> None:
 def invalidate_command(settings: Settings, submission_id: int, reason: str) -> None:
     """Take a submission out of every ranking (kept; `restore` undoes it)."""
 
-    async def local(app: App) -> None:
-        await app.service.invalidate_submission(submission_id, reason, _actor())
+    async def body(port: ServicePort) -> None:
+        await port.invalidate_submission(submission_id, reason, _actor())
+        click.echo(f"invalidated submission {submission_id}: {reason}; its user is ranked again")
 
-    def over_api(client: ApiClient) -> None:
-        client.call("POST", f"/admin/submissions/{submission_id}/invalidate", {"reason": reason})
-
-    _run(settings, local, over_api)
-    click.echo(f"invalidated submission {submission_id}: {reason}; its user is ranked again")
+    _run(settings, body)
 
 
 @admin_group.command("restore")
@@ -160,14 +132,11 @@ def invalidate_command(settings: Settings, submission_id: int, reason: str) -> N
 def restore_command(settings: Settings, submission_id: int) -> None:
     """Undo `invalidate`: the submission ranks again where it is its user's best."""
 
-    async def local(app: App) -> None:
-        await app.service.restore_submission(submission_id)
+    async def body(port: ServicePort) -> None:
+        await port.restore_submission(submission_id)
+        click.echo(f"restored submission {submission_id}")
 
-    def over_api(client: ApiClient) -> None:
-        client.call("POST", f"/admin/submissions/{submission_id}/restore")
-
-    _run(settings, local, over_api)
-    click.echo(f"restored submission {submission_id}")
+    _run(settings, body)
 
 
 @admin_group.command("rerun")
@@ -181,20 +150,15 @@ def rerun_command(
     """Run LEADERBOARD's ranked submissions again after a task fix (behind everyone's own
     jobs); each keeps its score until its rerun is in."""
 
-    async def local(app: App) -> list[int]:
-        jobs = await app.service.rerun(leaderboard, user=user, submission_id=submission_id)
-        return sorted({j.submission_id for j in jobs})
-
-    def over_api(client: ApiClient) -> list[int]:
-        body = {"user": user, "submission_id": submission_id}
-        return list(
-            client.call("POST", f"/admin/leaderboards/{leaderboard}/rerun", body)["submissions"]
+    async def body(port: ServicePort) -> None:
+        jobs = await port.rerun(leaderboard, user=user, submission_id=submission_id)
+        queued = sorted({j.submission_id for j in jobs})
+        click.echo(
+            f"queued {len(queued)} submissions of {leaderboard} again: "
+            f"{', '.join(map(str, queued))}"
         )
 
-    queued = _run(settings, local, over_api)
-    click.echo(
-        f"queued {len(queued)} submissions of {leaderboard} again: {', '.join(map(str, queued))}"
-    )
+    _run(settings, body)
 
 
 @admin_group.command("close")
@@ -203,16 +167,13 @@ def rerun_command(
 def close_command(settings: Settings, leaderboard: str) -> None:
     """Make LEADERBOARD invite-only: listed to and submittable by its members only."""
 
-    async def local(app: App) -> None:
-        await app.service.set_closed(leaderboard, True)
+    async def body(port: ServicePort) -> None:
+        await port.set_closed(leaderboard, True)
+        click.echo(
+            f"{leaderboard} is invite-only; mint codes with `admin invites {leaderboard} --mint N`"
+        )
 
-    def over_api(client: ApiClient) -> None:
-        client.call("POST", f"/admin/leaderboards/{leaderboard}/close")
-
-    _run(settings, local, over_api)
-    click.echo(
-        f"{leaderboard} is invite-only; mint codes with `admin invites {leaderboard} --mint N`"
-    )
+    _run(settings, body)
 
 
 @admin_group.command("open")
@@ -221,14 +182,11 @@ def close_command(settings: Settings, leaderboard: str) -> None:
 def open_command(settings: Settings, leaderboard: str) -> None:
     """Open LEADERBOARD to everyone again."""
 
-    async def local(app: App) -> None:
-        await app.service.set_closed(leaderboard, False)
+    async def body(port: ServicePort) -> None:
+        await port.set_closed(leaderboard, False)
+        click.echo(f"{leaderboard} is open to everyone")
 
-    def over_api(client: ApiClient) -> None:
-        client.call("POST", f"/admin/leaderboards/{leaderboard}/open")
-
-    _run(settings, local, over_api)
-    click.echo(f"{leaderboard} is open to everyone")
+    _run(settings, body)
 
 
 @admin_group.command("invites")
@@ -238,30 +196,20 @@ def open_command(settings: Settings, leaderboard: str) -> None:
 @click.pass_obj
 def invites_command(settings: Settings, leaderboard: str, count: int | None, uses: int) -> None:
     """List LEADERBOARD's invite codes, or mint new ones (printed one per line)."""
-    if count is not None:
 
-        async def mint(app: App) -> list[str]:
-            return await app.service.mint_invites(leaderboard, count, uses, _actor())
+    async def body(port: ServicePort) -> None:
+        if count is not None:
+            click.echo("\n".join(await port.mint_invites(leaderboard, count, uses, _actor())))
+            return
+        found = await port.invites(leaderboard)
+        for invite in found:
+            state = "revoked" if invite.revoked else f"{invite.uses}/{invite.max_uses} used"
+            made = f"{invite.created_by}, {invite.created_at.isoformat()}"
+            click.echo(f"{invite.code}  {state}  ({made})")
+        if not found:
+            click.echo(f"{leaderboard} has no invite codes")
 
-        def mint_over_api(client: ApiClient) -> list[str]:
-            body = {"leaderboard": leaderboard, "count": count, "max_uses": uses}
-            return list(client.call("POST", "/admin/invites", body)["codes"])
-
-        click.echo("\n".join(_run(settings, mint, mint_over_api)))
-        return
-
-    async def listed(app: App) -> list[Any]:
-        return [i.to_json() for i in await app.service.invites(leaderboard)]
-
-    def listed_over_api(client: ApiClient) -> list[Any]:
-        return list(client.get(f"/admin/leaderboards/{leaderboard}/invites"))
-
-    found = _run(settings, listed, listed_over_api)
-    for invite in found:
-        state = "revoked" if invite["revoked"] else f"{invite['uses']}/{invite['max_uses']} used"
-        click.echo(f"{invite['code']}  {state}  ({invite['created_by']}, {invite['created_at']})")
-    if not found:
-        click.echo(f"{leaderboard} has no invite codes")
+    _run(settings, body)
 
 
 @admin_group.command("revoke-invite")
@@ -270,14 +218,11 @@ def invites_command(settings: Settings, leaderboard: str, count: int | None, use
 def revoke_invite_command(settings: Settings, code: str) -> None:
     """Stop CODE from admitting anyone else (who joined with it stays)."""
 
-    async def local(app: App) -> bool:
-        return await app.service.revoke_invite(code)
+    async def body(port: ServicePort) -> None:
+        revoked = await port.revoke_invite(code)
+        click.echo(f"revoked {code}" if revoked else f"{code} is unknown or already revoked")
 
-    def over_api(client: ApiClient) -> bool:
-        return bool(client.call("DELETE", f"/admin/invites/{code}")["status"] == "revoked")
-
-    revoked = _run(settings, local, over_api)
-    click.echo(f"revoked {code}" if revoked else f"{code} is unknown or already revoked")
+    _run(settings, body)
 
 
 @admin_group.command("quota")
@@ -291,41 +236,22 @@ def quota_command(
 ) -> None:
     """Give USER quotas of their own (GPU types' caps still hold), or --clear them. Without
     options: the quotas that hold for USER now, and whether they are USER's own."""
-    if per_hour is None and daily is None and not clear:
-        _show_quotas(settings, user)
-        return
 
-    async def local(app: App) -> bool:
+    async def body(port: ServicePort) -> None:
         if clear:
-            return await app.service.clear_quota(user)
-        await app.service.set_quota(
-            Submitter(user, user), per_hour=per_hour, daily=daily, actor=_actor()
-        )
-        return True
+            cleared = await port.clear_quota(user)
+            click.echo(f"{user} has the deployment's quotas" if cleared else f"{user} had none")
+        elif per_hour is None and daily is None:
+            click.echo(format_user_quotas((await port.quota_of(user)).to_json()))
+        else:
+            await port.set_quota(
+                Submitter(user, user), per_hour=per_hour, daily=daily, actor=_actor()
+            )
+            click.echo(
+                f"quotas of {user}: per hour {per_hour or 'default'}, daily {daily or 'default'}"
+            )
 
-    def over_api(client: ApiClient) -> bool:
-        if clear:
-            return bool(client.call("DELETE", f"/admin/quotas/{user}")["status"] == "cleared")
-        client.call("PUT", f"/admin/quotas/{user}", {"per_hour": per_hour, "daily": daily})
-        return True
-
-    done = _run(settings, local, over_api)
-    if clear:
-        click.echo(f"{user} has the deployment's quotas" if done else f"{user} had none")
-    else:
-        click.echo(
-            f"quotas of {user}: per hour {per_hour or 'default'}, daily {daily or 'default'}"
-        )
-
-
-def _show_quotas(settings: Settings, user: str) -> None:
-    async def local(app: App) -> Any:
-        return (await app.service.quota_of(user)).to_json()
-
-    def over_api(client: ApiClient) -> Any:
-        return client.get(f"/admin/quotas/{user}")
-
-    click.echo(format_user_quotas(_run(settings, local, over_api)))
+    _run(settings, body)
 
 
 @admin_group.command("status")
@@ -333,15 +259,13 @@ def _show_quotas(settings: Settings, user: str) -> None:
 def status_command(settings: Settings) -> None:
     """What is paused, who is banned and who has quotas of their own."""
 
-    async def local(app: App) -> ControlsJson:
-        pauses = [p.to_json() for p in await app.service.pauses()]
-        bans = [b.to_json() for b in await app.service.bans()]
-        return pauses, bans, [q.to_json() for q in await app.service.custom_quotas()]
+    async def body(port: ServicePort) -> None:
+        pauses = [p.to_json() for p in await port.pauses()]
+        bans = [b.to_json() for b in await port.bans()]
+        quotas = [q.to_json() for q in await port.custom_quotas()]
+        click.echo(format_controls(pauses, bans, quotas))
 
-    def over_api(client: ApiClient) -> ControlsJson:
-        return client.get("/admin/pauses"), client.get("/admin/bans"), client.get("/admin/quotas")
-
-    click.echo(format_controls(*_run(settings, local, over_api)))
+    _run(settings, body)
 
 
 @admin_group.command("stats")
@@ -351,11 +275,8 @@ def status_command(settings: Settings) -> None:
 def stats_command(settings: Settings, last_day: bool, as_json: bool) -> None:
     """Submissions, users, runs and queue waits per GPU, failures by verdict."""
 
-    async def local(app: App) -> Any:
-        return (await app.service.stats(last_day=last_day)).to_json()
+    async def body(port: ServicePort) -> None:
+        found = (await port.stats(last_day=last_day)).to_json()
+        click.echo(json.dumps(found, indent=2) if as_json else format_stats(found))
 
-    def over_api(client: ApiClient) -> Any:
-        return client.get("/admin/stats", last_day_only=str(last_day).lower())
-
-    found = _run(settings, local, over_api)
-    click.echo(json.dumps(found, indent=2) if as_json else format_stats(found))
+    _run(settings, body)

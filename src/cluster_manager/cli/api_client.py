@@ -4,12 +4,13 @@ live event stream; every refusal becomes an `ApiError` carrying the server's `de
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator
 from types import TracebackType
 from typing import Any
+from urllib.parse import quote
 
 import httpx
-from httpx_sse import connect_sse
+from httpx_sse import aconnect_sse
 
 from cluster_manager.core.errors import ClusterManagerError
 
@@ -22,68 +23,71 @@ class ApiError(ClusterManagerError):
         self.status = status
 
 
+def segment(value: str | int) -> str:
+    """A value as one segment of a path: a name with '/' or '?' in it stays one segment."""
+    return quote(str(value), safe="")
+
+
 class ApiClient:
     def __init__(self, base_url: str, token: str | None, *, timeout_s: float = TIMEOUT_S):
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.has_token = bool(token)
-        self._http = httpx.Client(base_url=base_url, headers=headers, timeout=timeout_s)
+        self._http = httpx.AsyncClient(base_url=base_url, headers=headers, timeout=timeout_s)
         self.base_url = base_url
 
-    def __enter__(self) -> ApiClient:
+    async def __aenter__(self) -> ApiClient:
         return self
 
-    def __exit__(
+    async def __aexit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._http.close()
+        await self._http.aclose()
 
-    def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
-            answer = self._http.request(method, path, **kwargs)
+            answer = await self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             raise ApiError(0, f"cannot reach the API at {self.base_url}: {exc}") from None
         if answer.is_success:
             return answer
-        try:
-            detail = str(answer.json().get("detail", answer.text))
-        except ValueError:
-            detail = answer.text.strip() or answer.reason_phrase
-        raise ApiError(answer.status_code, f"{detail} (HTTP {answer.status_code})")
+        raise _refusal(answer)
 
-    def get(self, path: str, **params: Any) -> Any:
+    async def get(self, path: str, **params: Any) -> Any:
         query = {k: v for k, v in params.items() if v is not None}
-        return self._request("GET", path, params=query).json()
+        return (await self._request("GET", path, params=query)).json()
 
-    def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    async def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         """Any other request with an optional JSON body; its JSON answer."""
-        return self._request(method, path, json=body).json()
+        return (await self._request(method, path, json=body)).json()
 
-    def text(self, path: str) -> str:
-        return self._request("GET", path).text
+    async def text(self, path: str) -> str:
+        return (await self._request("GET", path)).text
 
-    def submit(
-        self,
-        leaderboard: str,
-        gpu: str,
-        mode: str,
-        file_name: str,
-        data: bytes,
-        fields: dict[str, str] | None = None,
+    async def upload(
+        self, path: str, file_name: str, data: bytes, fields: dict[str, str] | None = None
     ) -> Any:
-        """`fields`: the form's other fields (a profile's `ncu_*` filter, say)."""
+        """A multipart POST of one file (part `file`) and text fields; its JSON answer."""
         files = {"file": (file_name, data)}
-        path = f"/submission/{leaderboard}/{gpu}/{mode}"
-        return self._request("POST", path, files=files, data=fields or {}).json()
+        return (await self._request("POST", path, files=files, data=fields or {})).json()
 
-    def events(self, submission_id: int) -> Iterator[tuple[str, Any]]:
+    async def events(self, submission_id: int) -> AsyncIterator[tuple[str, Any]]:
         """(event, data) of a submission's live stream until it ends."""
-        path = f"/submissions/{submission_id}/events"
+        path = f"/submissions/{segment(submission_id)}/events"
         try:
-            with connect_sse(self._http, "GET", path, timeout=None) as source:
+            async with aconnect_sse(self._http, "GET", path, timeout=None) as source:
                 if not source.response.is_success:
-                    source.response.read()
-                    raise ApiError(source.response.status_code, source.response.text)
-                for event in source.iter_sse():
+                    await source.response.aread()
+                    raise _refusal(source.response)
+                async for event in source.aiter_sse():
                     yield event.event, event.json()
         except httpx.TransportError as exc:
             raise ApiError(0, f"the event stream from {self.base_url} broke: {exc}") from None
+
+
+def _refusal(answer: httpx.Response) -> ApiError:
+    """The server's `detail`, with the status it came with."""
+    try:
+        detail = str(answer.json().get("detail", answer.text))
+    except ValueError:
+        detail = answer.text.strip() or answer.reason_phrase
+    return ApiError(answer.status_code, f"{detail} (HTTP {answer.status_code})")

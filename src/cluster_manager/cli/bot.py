@@ -62,7 +62,9 @@ async def _command_payload() -> list[dict[str, object]]:
 def bot_command(
     settings: Settings, debug: bool, print_commands: bool, sync: bool, no_scheduler: bool
 ) -> None:
-    """Run the Discord bot (DISCORD_TOKEN, DISCORD_GUILD_ID) until interrupted."""
+    """Run the Discord bot (DISCORD_TOKEN, DISCORD_GUILD_ID) until interrupted. It opens its
+    database (DATABASE_URL, or the embedded one) whatever CLUSTER_MANAGER_API_URL says: the
+    bot only tells users that URL."""
     if print_commands:
         # No token, no network and no database: the tree is built from the code alone.
         click.echo(json.dumps(asyncio.run(_command_payload()), indent=2, ensure_ascii=False))

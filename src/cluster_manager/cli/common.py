@@ -7,7 +7,7 @@ import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
 
@@ -17,7 +17,8 @@ from cluster_manager.settings import Settings, load_settings
 
 if TYPE_CHECKING:
     from cluster_manager.app import App
-    from cluster_manager.cli.api_client import ApiClient
+    from cluster_manager.service import SubmissionReceipt
+    from cluster_manager.service.port import ServicePort
 
 EXIT_PASSED, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 T = TypeVar("T")
@@ -100,7 +101,9 @@ def cli(ctx: click.Context) -> None:
 
 def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
     """Opens the database (embedded when DATABASE_URL is unset), runs `body`, closes it.
-    Our own errors become a one-line message and exit code 2."""
+    Our own errors become a one-line message and exit code 2. For what runs on the database
+    here whatever CLUSTER_MANAGER_API_URL says (the server's own processes); every other
+    command runs through `with_port`."""
 
     import asyncio  # here: `eval`, which needs no event loop, starts a tenth of a second sooner
 
@@ -114,6 +117,20 @@ def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
         return asyncio.run(run())
     except ClusterManagerError as exc:
         fail(database_error_text(settings, exc))
+
+
+def refuse_over_api(settings: Settings, what: str) -> None:
+    """For a command that acts only on a database it opens itself (`what` it does there):
+    with CLUSTER_MANAGER_API_URL set and DATABASE_URL not, it would make an empty embedded
+    database in this folder instead of reaching the server's, so it is refused (one line,
+    exit code 2)."""
+    if settings.api_url is not None and not settings.database_url:
+        fail(
+            f"{what} that it opens itself, never the server's through its API: "
+            "CLUSTER_MANAGER_API_URL is set and DATABASE_URL is not. Set DATABASE_URL to the "
+            "database to act on, or unset CLUSTER_MANAGER_API_URL to use the embedded one in "
+            f"{settings.data_dir / 'postgres'}"
+        )
 
 
 def database_error_text(settings: Settings, exc: ClusterManagerError) -> str:
@@ -144,23 +161,99 @@ def without_password(text: str) -> str:
     return re.sub(r"(password=)[^&\s]*", r"\1***", text)
 
 
-def on_database_or_server(
-    settings: Settings,
-    local: Callable[[App], Awaitable[T]],
-    over_api: Callable[[ApiClient], T],
-    *,
-    token: str | None,
+# Whose token a command sends to a server: a user's, or the organisers' admin token.
+Role = Literal["user", "admin"]
+# Runs a submission's jobs to their end: on a database the command serves them itself;
+# through a server, the server's workers do and there is nothing to run here.
+RunJobs = Callable[["SubmissionReceipt"], Awaitable[None]]
+
+
+def with_port(
+    settings: Settings, body: Callable[[ServicePort], Awaitable[T]], *, role: Role = "user"
 ) -> T:
-    """`local` on the database, or `over_api` with `token` against the server the settings
-    point at (CLUSTER_MANAGER_API_URL). A refusal is a one-line error, exit code 2."""
-    if settings.api_url is None:
-        return with_app(settings, local)
-    from cluster_manager.cli.api_client import (
-        ApiClient,  # here: commands on a database need no httpx
-    )
+    """Runs `body` against the service: through the server when CLUSTER_MANAGER_API_URL is
+    set (with the admin token for `role` "admin", else the user's), else on the database.
+    Our own errors become a one-line message and exit code 2."""
+
+    async def without_jobs(port: ServicePort, _run_jobs: RunJobs) -> T:
+        return await body(port)
+
+    return with_port_and_jobs(settings, without_jobs, role=role)
+
+
+def with_port_and_jobs(
+    settings: Settings,
+    body: Callable[[ServicePort, RunJobs], Awaitable[T]],
+    *,
+    role: Role = "user",
+) -> T:
+    """`with_port` for a body that also has its submissions' jobs run (`submit`)."""
+    import asyncio
+
+    made_here: list[Path] = []  # the embedded database, when this command created it
+
+    async def run() -> T:
+        if settings.api_url is not None:
+            return await _over_api(settings, body, role)
+        from cluster_manager.app import open_app
+
+        async with open_app(settings) as app:
+            if app.new_database:
+                made_here.append(settings.data_dir / "postgres")
+            port: ServicePort = app.service  # where mypy holds Service to the port
+            return await body(port, _served_here(app))
 
     try:
-        with ApiClient(settings.api_url, token) as client:
-            return over_api(client)
+        found = asyncio.run(run())
     except ClusterManagerError as exc:
-        fail(str(exc))
+        note = "".join(f"; {new_database_note(d, empty=True)}" for d in made_here)
+        fail(database_error_text(settings, exc) + note)
+    for folder in made_here:
+        click.echo(f"note: {new_database_note(folder, empty=False)}", err=True)
+    return found
+
+
+def new_database_note(folder: Path, *, empty: bool) -> str:
+    """What a command that created the embedded database says: a read of a leaderboard that
+    the user expected on a server would otherwise only say that there is none."""
+    return (
+        f"this command created a new{', empty' if empty else ''} local database in {folder} "
+        "(DATABASE_URL is unset): set CLUSTER_MANAGER_API_URL to use a server, or "
+        "DATABASE_URL for another database"
+    )
+
+
+def _served_here(app: App) -> RunJobs:
+    async def run_jobs(receipt: SubmissionReceipt) -> None:
+        # Its own jobs, and orphans of their GPU types (a killed submit's, once their lease ends).
+        scheduler = app.scheduler(
+            submission_ids={receipt.submission_id}, gpus={j.gpu for j in receipt.jobs}
+        )
+        await scheduler.run_until_idle({j.id for j in receipt.jobs})
+
+    return run_jobs
+
+
+async def _over_api(
+    settings: Settings, body: Callable[[ServicePort, RunJobs], Awaitable[T]], role: Role
+) -> T:
+    # Here: commands on a database need no httpx.
+    from cluster_manager.cli.api_client import ApiClient
+    from cluster_manager.cli.remote_service import RemoteService
+
+    assert settings.api_url is not None
+    # The admin role falls back to the user's token, which the server refuses with its reason.
+    token = (settings.admin_token or settings.api_token) if role == "admin" else settings.api_token
+
+    async def run_nothing(_receipt: SubmissionReceipt) -> None:
+        """The server's workers run the jobs."""
+
+    async with ApiClient(settings.api_url, token) as client:
+        port: ServicePort = RemoteService(client)  # and the API's client
+        try:
+            return await body(port, run_nothing)
+        except (KeyError, TypeError) as exc:  # reading an answer of a shape we do not know
+            raise ClusterManagerError(
+                f"the API at {settings.api_url} answered in a form this CLI does not read "
+                f"({type(exc).__name__}: {exc}): is the server another version?"
+            ) from exc

@@ -8,7 +8,14 @@ from pathlib import Path
 import click
 
 from cluster_manager.app import App
-from cluster_manager.cli.common import EXIT_FAILED, EXIT_PASSED, cli, fail, with_app
+from cluster_manager.cli.common import (
+    EXIT_FAILED,
+    EXIT_PASSED,
+    cli,
+    fail,
+    refuse_over_api,
+    with_app,
+)
 from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.settings import Settings
 
@@ -22,9 +29,11 @@ from cluster_manager.settings import Settings
 )
 @click.pass_obj
 def demo_command(settings: Settings, examples: Path) -> None:
-    """Create example leaderboards, submit right and wrong kernels, print the rankings."""
+    """Create example leaderboards, submit right and wrong kernels, print the rankings (on
+    the database; with CLUSTER_MANAGER_API_URL set it needs DATABASE_URL too)."""
     from cluster_manager.cli.demo_run import DemoOutcome, run_demo
 
+    refuse_over_api(settings, "`demo` fills a database with examples")
     if not examples.is_dir():
         fail(f"no examples folder at {examples}")
 

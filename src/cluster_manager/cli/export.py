@@ -1,18 +1,19 @@
 """`cluster-manager leaderboard export NAME --format csv|jsonl|parquet [--all] [--out PATH]`:
-a leaderboard's results as a data set (on the database)."""
+a leaderboard's results as a data set (on the database; the HTTP API offers no export)."""
 
 from __future__ import annotations
 
 import os
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.common import fail, with_app
+from cluster_manager.cli.common import fail, with_port
 from cluster_manager.cli.leaderboard import leaderboard_group
 from cluster_manager.rendering.exports import FORMATS, Format, Kind, default_name, write_export
+from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
 
@@ -38,20 +39,19 @@ from cluster_manager.settings import Settings
 def export_command(
     settings: Settings, name: str, fmt: Format, everything: bool, out: str | None
 ) -> None:
-    """Write NAME's rankings (or, with --all, every submission) as a data set."""
-    if settings.api_url is not None:
-        fail("export reads the database: run it on the server, without CLUSTER_MANAGER_API_URL")
+    """Write NAME's rankings (or, with --all, every submission) as a data set (on the
+    database only: through a server it is refused)."""
     kind: Kind = "submissions" if everything else "rankings"
     target = export_target(out, default_name(name, kind, fmt))
     if str(target) == "-" and fmt == "parquet":
         fail("Parquet is binary: give --out a file name")
 
-    async def body(app: App) -> int:
-        board = await app.service.leaderboard(name)  # unknown: refused before a file is made
-        if everything and board.is_open(app.service.clock()):
+    async def body(port: ServicePort) -> int:
+        # Both refused before a file is made: through a server (no export), an unknown name.
+        pages = port.export_submissions(name) if everything else port.export_rankings(name)
+        board = await port.leaderboard(name)
+        if everything and board.is_open(datetime.now(UTC)):
             click.echo(f"note: {name} is still open; this export holds its code", err=True)
-        service = app.service
-        pages = service.export_submissions(name) if everything else service.export_rankings(name)
         if str(target) == "-":
             return await write_export(pages, kind, fmt, sys.stdout.buffer)
         target.parent.mkdir(parents=True, exist_ok=True)  # a folder named with a trailing '/'
@@ -61,7 +61,7 @@ def export_command(
         partial.replace(target)  # never a half-written file under the real name
         return rows
 
-    rows = with_app(settings, body)
+    rows = with_port(settings, body, role="admin")
     if str(target) != "-":
         click.echo(f"wrote {rows} {kind} rows to {target}")
 

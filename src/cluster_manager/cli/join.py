@@ -7,10 +7,9 @@ import getpass
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.api_client import ApiClient
-from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, on_database_or_server
+from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, with_port
 from cluster_manager.service import Submitter
+from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
 
@@ -26,14 +25,10 @@ def join_command(settings: Settings, code: str, user: str | None) -> None:
     """Redeem an invite CODE to submit to its invite-only leaderboard."""
     if settings.api_url is not None and user is not None:
         fail("--user is for the database: through the API you join as your token's user")
-    name = user or getpass.getuser()
+    name = user or getpass.getuser()  # through a server the token says who joins
 
-    async def local(app: App) -> tuple[str, bool]:
-        return await app.service.join(code, Submitter(name, name))
+    async def body(port: ServicePort) -> None:
+        board, joined = await port.join(code, Submitter(name, name))
+        click.echo(f"joined {board}" if joined else f"already a member of {board}")
 
-    def over_api(client: ApiClient) -> tuple[str, bool]:
-        answer = client.call("POST", "/user/join", {"code": code})
-        return str(answer["leaderboard"]), answer["status"] == "joined"
-
-    board, joined = on_database_or_server(settings, local, over_api, token=settings.api_token)
-    click.echo(f"joined {board}" if joined else f"already a member of {board}")
+    with_port(settings, body)

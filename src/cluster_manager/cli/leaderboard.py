@@ -6,24 +6,20 @@ import functools
 import json
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TypeVar
 
 import click
 
-from cluster_manager.app import App, load_settings_registry
-from cluster_manager.cli import remote
-from cluster_manager.cli.api_client import ApiClient
+from cluster_manager.app import load_settings_registry
 from cluster_manager.cli.common import (
     EXIT_FAILED,
     EXIT_PASSED,
     cli,
     fail,
     root_option,
-    with_app,
+    with_port,
 )
 from cluster_manager.cli.gpu_names import canonical_gpu, gpu_names
 from cluster_manager.cli.local_eval import run_here
@@ -36,6 +32,7 @@ from cluster_manager.rendering.reports import (
     format_task_checks,
 )
 from cluster_manager.service import Submitter, parse_deadline
+from cluster_manager.service.port import ServicePort
 from cluster_manager.service.task_check import check_targets, check_task
 from cluster_manager.settings import Settings, local_limits
 
@@ -142,7 +139,8 @@ def create_command(
     creator: str,
     root: Path | None,
 ) -> None:
-    """Create leaderboard NAME from a task."""
+    """Create leaderboard NAME from a task (through a server: with the admin token, the task
+    read here and sent)."""
     gpus = tuple(gpu_names(settings, gpus))
     try:
         task = load_task(task_path, root=root)
@@ -150,8 +148,8 @@ def create_command(
     except ClusterManagerError as exc:
         fail(str(exc))
 
-    async def body(app: App) -> None:
-        board = await app.service.create_leaderboard(
+    async def body(port: ServicePort) -> None:
+        board = await port.create_leaderboard(
             name,
             task,
             when,
@@ -164,25 +162,19 @@ def create_command(
             f"{board.deadline.astimezone(UTC).isoformat()}"
         )
 
-    with_app(settings, body)
+    with_port(settings, body, role="admin")
 
 
 @leaderboard_group.command("list")
 @click.pass_obj
 def list_command(settings: Settings) -> None:
     """All leaderboards with their GPUs, deadline and time left."""
-    if (client := remote.api_client(settings)) is not None:
-        click.echo(_remotely(client, remote.list_boards))
-        return
 
-    async def body(app: App) -> None:
-        click.echo(
-            format_leaderboards(
-                await app.service.list_leaderboards(include_closed=True), datetime.now(UTC)
-            )
-        )
+    async def body(port: ServicePort) -> None:
+        boards = await port.list_leaderboards(include_closed=True)
+        click.echo(format_leaderboards(boards, datetime.now(UTC)))
 
-    with_app(settings, body)
+    with_port(settings, body)
 
 
 @leaderboard_group.command("show")
@@ -194,14 +186,11 @@ def show_command(settings: Settings, name: str, gpu: str | None, limit: int) -> 
     """The ranking of NAME per GPU: best score per user."""
     if gpu is not None:
         gpu = gpu_names(settings, [gpu])[0]
-    if (client := remote.api_client(settings)) is not None:
-        click.echo(_remotely(client, remote.show_ranking, name, gpu, limit))
-        return
 
-    async def body(app: App) -> None:
-        click.echo(format_ranking(name, await app.service.ranking(name, gpu, limit=limit)))
+    async def body(port: ServicePort) -> None:
+        click.echo(format_ranking(name, await port.ranking(name, gpu, limit=limit)))
 
-    with_app(settings, body)
+    with_port(settings, body)
 
 
 @leaderboard_group.command("delete")
@@ -209,18 +198,19 @@ def show_command(settings: Settings, name: str, gpu: str | None, limit: int) -> 
 @click.option("--yes", is_flag=True, help="Confirm: deletes every submission too.")
 @click.pass_obj
 def delete_command(settings: Settings, name: str, yes: bool) -> None:
-    """Delete NAME with all its submissions and results."""
+    """Delete NAME with all its submissions and results (through a server: with the admin
+    token)."""
 
-    async def body(app: App) -> None:
-        await app.service.leaderboard(name)  # an unknown name is refused before --yes is asked
+    async def body(port: ServicePort) -> None:
+        await port.leaderboard(name)  # an unknown name is refused before --yes is asked
         if not yes:
             raise ClusterManagerError(
                 f"deleting {name!r} removes all its submissions; pass --yes to confirm"
             )
-        await app.service.delete_leaderboard(name)
+        await port.delete_leaderboard(name)
         click.echo(f"deleted {name}")
 
-    with_app(settings, body)
+    with_port(settings, body, role="admin")
 
 
 @leaderboard_group.command("task")
@@ -235,15 +225,12 @@ def delete_command(settings: Settings, name: str, yes: bool) -> None:
 def task_command(settings: Settings, name: str, out: Path | None) -> None:
     """The files of NAME's task that competitors may read: its description, reference and
     harness, and the templates."""
-    if (client := remote.api_client(settings)) is not None:
-        description, files = _remotely(client, remote.task_files, name)
-    else:
 
-        async def body(app: App) -> tuple[str, dict[str, str]]:
-            board = await app.service.leaderboard(name)
-            return board.task.description, await app.service.task_files(name)
+    async def body(port: ServicePort) -> tuple[str, dict[str, str]]:
+        files = await port.task_files(name)
+        return (await port.leaderboard(name)).task.description, files
 
-        description, files = with_app(settings, body)
+    description, files = with_port(settings, body)
     if out is None:
         click.echo(description.rstrip())
         click.echo("")
@@ -252,10 +239,25 @@ def task_command(settings: Settings, name: str, out: Path | None) -> None:
         click.echo("\nwrite them out with --out DIR", err=True)
         return
     try:
-        written = remote.write_files(files, out)
+        written = write_files(files, out)
     except (ClusterManagerError, OSError) as exc:
         fail(str(exc))
     click.echo(f"wrote {len(written)} files to {out}")
+
+
+def write_files(files: dict[str, str], out: Path) -> list[Path]:
+    """Writes the task's files under `out`, refusing names that would leave it (a server's
+    answer is not trusted to name only files inside)."""
+    written = []
+    root = out.resolve()
+    for name, content in sorted(files.items()):
+        target = (root / name).resolve()
+        if not target.is_relative_to(root):
+            raise ClusterManagerError(f"a task file's name leaves {out}: {name!r}")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content, encoding="utf-8")
+        written.append(target)
+    return written
 
 
 @leaderboard_group.command("template")
@@ -264,28 +266,13 @@ def task_command(settings: Settings, name: str, out: Path | None) -> None:
 @click.pass_obj
 def template_command(settings: Settings, name: str, language: str) -> None:
     """Print NAME's starter file for LANGUAGE (python, cuda: as the task names them)."""
-    if (client := remote.api_client(settings)) is not None:
-        click.echo(_remotely(client, remote.template, name, language), nl=False)
-        return
 
-    async def body(app: App) -> str:
-        templates = await app.service.templates(name)
+    async def body(port: ServicePort) -> str:
+        templates = await port.templates(name)
         found = next((t for lang, t in templates.items() if lang.lower() == language.lower()), None)
         if found is None:
             known = ", ".join(sorted(templates)) or "none"
             raise ClusterManagerError(f"{name!r} has no {language!r} template (it has: {known})")
         return found
 
-    click.echo(with_app(settings, body), nl=False)
-
-
-T = TypeVar("T")
-
-
-def _remotely(client: ApiClient, call: Callable[..., T], *args: object) -> T:
-    """Runs `call(client, *args)`; a refusal from the server is a one-line error, exit 2."""
-    try:
-        with client:
-            return call(client, *args)
-    except ClusterManagerError as exc:
-        fail(str(exc))
+    click.echo(with_port(settings, body), nl=False)

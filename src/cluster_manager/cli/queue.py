@@ -5,15 +5,13 @@ CLUSTER_MANAGER_API_URL is set)."""
 from __future__ import annotations
 
 import getpass
-from typing import Any
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.api_client import ApiClient
-from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, on_database_or_server
+from cluster_manager.cli.common import DEFAULT_USER_HELP, cli, fail, with_port
 from cluster_manager.rendering.ops import format_queue
 from cluster_manager.service import Submitter
+from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
 
@@ -28,15 +26,9 @@ def queue_command(settings: Settings, user: str | None) -> None:
     """What waits and runs on each GPU type, and where your jobs are in line."""
     if settings.api_url is not None and user is not None:
         fail("--user is for the database: through the API you see your token's jobs")
-    name = user or getpass.getuser()
+    name = user or getpass.getuser()  # through a server the token says whose jobs
 
-    async def local(app: App) -> dict[str, Any]:
-        return (await app.service.queues(Submitter(name, name))).to_json()
+    async def body(port: ServicePort) -> None:
+        click.echo(format_queue((await port.queues(Submitter(name, name))).to_json()))
 
-    def over_api(client: ApiClient) -> dict[str, Any]:
-        found: dict[str, Any] = client.get("/queue")
-        return found
-
-    click.echo(
-        format_queue(on_database_or_server(settings, local, over_api, token=settings.api_token))
-    )
+    with_port(settings, body)

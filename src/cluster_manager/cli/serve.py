@@ -40,7 +40,9 @@ class _Server(uvicorn.Server):
 )
 @click.pass_obj
 def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) -> None:
-    """Serve the HTTP API (popcorn-cli compatible) until interrupted."""
+    """Serve the HTTP API (popcorn-cli compatible) until interrupted. It is the server: it
+    opens its database (DATABASE_URL, or the embedded one) whatever CLUSTER_MANAGER_API_URL
+    says, which names it to clients."""
     from cluster_manager.api.app import create_api
     from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 

@@ -6,27 +6,24 @@ import asyncio
 import getpass
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli import remote
-from cluster_manager.cli.api_client import ApiClient
 from cluster_manager.cli.common import (
     DEFAULT_USER_HELP,
     EXIT_FAILED,
     EXIT_PASSED,
+    RunJobs,
     cli,
     fail,
     mode_option,
-    with_app,
+    with_port_and_jobs,
 )
 from cluster_manager.cli.gpu_names import gpu_names
 from cluster_manager.cli.profiling import chosen_filter, ncu_options
-from cluster_manager.core.errors import ClusterManagerError, InvalidSubmissionError
+from cluster_manager.core.errors import InvalidSubmissionError
 from cluster_manager.core.models import Mode
-from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.submission import read_source_file
 from cluster_manager.rendering.reports import (
     format_event,
@@ -34,6 +31,7 @@ from cluster_manager.rendering.reports import (
     format_submission_report,
 )
 from cluster_manager.service import SubmissionReceipt, Submitter
+from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
 
@@ -73,14 +71,12 @@ def submit_command(
         data = read_source_file(file)
     except InvalidSubmissionError as exc:
         fail(str(exc))
-    if (client := remote.api_client(settings)) is not None:
-        if user is not None:
-            fail("--user is for the database: through the API you submit as your token's user")
-        _submit_remotely(client, leaderboard, file, data, gpus, mode, profile, wait=not no_wait)
-    name = user or getpass.getuser()
+    if settings.api_url is not None and user is not None:
+        fail("--user is for the database: through the API you submit as your token's user")
+    name = user or getpass.getuser()  # through a server the token says who submits
 
-    async def body(app: App) -> bool:
-        receipt = await app.service.submit(
+    async def body(port: ServicePort, run_jobs: RunJobs) -> bool:
+        receipt = await port.submit(
             leaderboard,
             Submitter(name, name),
             file.name,
@@ -96,30 +92,27 @@ def submit_command(
         )
         if no_wait:
             return True
-        await _serve_and_follow(app, receipt)
-        report = await app.service.report(receipt.submission_id)
+        await _run_and_follow(port, run_jobs, receipt)
+        report = await port.report(receipt.submission_id)
         click.echo(format_submission_report(report))
         if receipt.mode is Mode.LEADERBOARD:
             click.echo("")
-            for placement in await app.service.placements(receipt.submission_id):
+            for placement in await port.placements(receipt.submission_id):
                 click.echo(format_placement(placement))
         return report.passed
 
-    passed = with_app(settings, body)
+    passed = with_port_and_jobs(settings, body)
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
 
 
-async def _serve_and_follow(app: App, receipt: SubmissionReceipt) -> None:
-    """Runs the submission's jobs here, printing their progress, until all have ended. Serves
-    its own jobs, and adopts orphans of their GPU types (a dead submit's)."""
-    scheduler = app.scheduler(
-        submission_ids={receipt.submission_id}, gpus={j.gpu for j in receipt.jobs}
-    )
+async def _run_and_follow(port: ServicePort, run_jobs: RunJobs, receipt: SubmissionReceipt) -> None:
+    """Prints the submission's progress until all its jobs have ended, while `run_jobs` runs
+    them (on a database this command serves them itself; through a server its workers do)."""
     watching = asyncio.Event()
 
     async def follow() -> None:
         try:
-            async for event in app.service.watch(receipt.submission_id):
+            async for event in port.watch(receipt.submission_id):
                 click.echo(format_event(event), err=True)
                 watching.set()
         finally:
@@ -128,27 +121,6 @@ async def _serve_and_follow(app: App, receipt: SubmissionReceipt) -> None:
     async def serve() -> None:
         # Once the watch has read the jobs as queued: else a fast claim hides that state.
         await watching.wait()
-        await scheduler.run_until_idle({j.id for j in receipt.jobs})
+        await run_jobs(receipt)
 
     await asyncio.gather(serve(), follow())
-
-
-def _submit_remotely(
-    client: ApiClient,
-    leaderboard: str,
-    file: Path,
-    data: bytes,
-    gpus: tuple[str, ...],
-    mode: str,
-    profile: ProfileOptions | None,
-    *,
-    wait: bool,
-) -> NoReturn:
-    try:
-        with client:
-            passed = remote.submit(
-                client, leaderboard, file, data, gpus, mode, profile=profile, wait=wait
-            )
-    except ClusterManagerError as exc:
-        fail(str(exc))
-    sys.exit(EXIT_PASSED if passed else EXIT_FAILED)

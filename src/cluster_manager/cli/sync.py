@@ -8,11 +8,12 @@ from pathlib import Path
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.common import fail, with_app
+from cluster_manager.app import load_settings_registry
+from cluster_manager.cli.common import with_port
 from cluster_manager.cli.leaderboard import leaderboard_group
 from cluster_manager.core.sync_plan import SyncPlan
 from cluster_manager.rendering.ops import format_sync_plan
+from cluster_manager.service.port import ServicePort
 from cluster_manager.service.problem_sets import competition_file, load_problem_set
 from cluster_manager.settings import Settings
 
@@ -38,18 +39,18 @@ def sync_command(
     """Create every leaderboard of a problem set that does not exist, and update the others.
 
     One transaction: a malformed file, a task that does not load or a bad deadline changes
-    nothing. A second sync without changes does nothing."""
-    if settings.api_url is not None:
-        fail("sync writes the database: run it on the server, without CLUSTER_MANAGER_API_URL")
+    nothing. A second sync without changes does nothing. On the database only: through a
+    server, upload the problem set to POST /admin/update-problems instead."""
 
-    async def body(app: App) -> SyncPlan:
-        unserved = await app.service.gpus_not_served()
-        loaded = load_problem_set(competition_file(path, problem_set), app.registry, unserved)
-        return await app.service.sync_problem_set(
+    async def body(port: ServicePort) -> SyncPlan:
+        unserved = await port.gpus_not_served()
+        registry = load_settings_registry(settings)  # the one `open_app` gives the service
+        loaded = load_problem_set(competition_file(path, problem_set), registry, unserved)
+        return await port.sync_problem_set(
             loaded.problems, skipped=loaded.skipped, apply=not dry_run, force=force
         )
 
-    plan = with_app(settings, body)
+    plan = with_port(settings, body, role="admin")
     click.echo(format_sync_plan(plan, applied=not dry_run, force=force))
     if not dry_run and plan.held(force):
         sys.exit(EXIT_HELD)

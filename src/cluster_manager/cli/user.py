@@ -1,12 +1,13 @@
-"""`cluster-manager user token NAME [--revoke]`: API tokens for users of the terminal."""
+"""`cluster-manager user token NAME [--revoke]`: API tokens for users of the terminal (on the
+database only: through a server it is refused, since the API issues no user's token)."""
 
 from __future__ import annotations
 
 import click
 
-from cluster_manager.app import App
-from cluster_manager.cli.common import cli, with_app
+from cluster_manager.cli.common import cli, with_port
 from cluster_manager.service import Submitter
+from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
 
@@ -23,14 +24,15 @@ def token_command(settings: Settings, name: str, revoke: bool) -> None:
     """Issue an API token for user NAME (their previous one stops working), printed once.
 
     NAME is the user as the CLI knows them (`submit --user NAME`); a Discord user gets their
-    token with /token instead, so that their API submissions rank as theirs."""
+    token with /token instead, so that their API submissions rank as theirs. On the database
+    only: with CLUSTER_MANAGER_API_URL set it is refused."""
 
-    async def body(app: App) -> None:
+    async def body(port: ServicePort) -> None:
         if revoke:
-            revoked = await app.service.revoke_token(name)
+            revoked = await port.revoke_token(name)
             click.echo(f"revoked the token of {name}" if revoked else f"{name} had no token")
             return
-        token = await app.service.issue_token(Submitter(name, name))
+        token = await port.issue_token(Submitter(name, name))
         click.echo(token)
         click.echo(
             f"API token of {name}: shown once, stored only as a hash. For popcorn-cli, put "
@@ -38,4 +40,4 @@ def token_command(settings: Settings, name: str, revoke: bool) -> None:
             err=True,
         )
 
-    with_app(settings, body)
+    with_port(settings, body, role="admin")

@@ -8,7 +8,7 @@ import signal
 import click
 
 from cluster_manager.app import App
-from cluster_manager.cli.common import cli, with_app
+from cluster_manager.cli.common import cli, refuse_over_api, with_app
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.settings import Settings, local_limits
 
@@ -30,7 +30,11 @@ from cluster_manager.settings import Settings, local_limits
 )
 @click.pass_obj
 def worker_command(settings: Settings, lease: float, poll: float) -> None:
-    """Claim, dispatch and follow jobs until interrupted; resumes jobs left by dead workers."""
+    """Claim, dispatch and follow jobs until interrupted; resumes jobs left by dead workers.
+
+    On the database (DATABASE_URL, or the embedded one): with CLUSTER_MANAGER_API_URL set it
+    needs DATABASE_URL too, else it is refused."""
+    refuse_over_api(settings, "`worker` runs the queue of a database")
 
     async def body(app: App) -> None:
         config = SchedulerConfig(

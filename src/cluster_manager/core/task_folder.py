@@ -74,3 +74,16 @@ def _config(task: Task) -> dict[str, Any]:
 def _benchmark(case: Case, index: int, task: Task) -> dict[str, Any]:
     floor = task.floors_us[index] if index < len(task.floors_us) else None
     return {**case, FLOOR_KEY: floor} if floor is not None else dict(case)
+
+
+def folder_zip(files: dict[str, str]) -> bytes:
+    """A task folder's files (`folder_files`) as a zip that `load_task_zip_bytes` reads: how a
+    task crosses the HTTP API, either way."""
+    import io
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in sorted(files.items()):
+            archive.writestr(name, content)
+    return buffer.getvalue()

@@ -25,6 +25,8 @@ the scheduler's business.
     announcements.py new leaders, announced once
     reruns.py        ranked submissions run again after a task fix
     facade.py        Service: the halves above composed
+    port.py          ServicePort: what the CLI calls, which Service and the CLI's API client
+                     both satisfy
 """
 
 from cluster_manager.service.errors import (

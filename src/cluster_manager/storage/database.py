@@ -249,6 +249,12 @@ async def embedded_postgres(data_dir: Path) -> AsyncIterator[str]:
         await asyncio.to_thread(server.cleanup)
 
 
+def embedded_exists(data_dir: Path) -> bool:
+    """Whether `database_url` would find the embedded Postgres of `data_dir` made already
+    (else it initialises a new, empty one there)."""
+    return (data_dir / "postgres" / "PG_VERSION").is_file()
+
+
 @contextlib.asynccontextmanager
 async def database_url(url: str | None, data_dir: Path) -> AsyncIterator[tuple[str, bool]]:
     """Yields (url, embedded): the given URL, or an embedded server's for the session."""

@@ -12,11 +12,15 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
 
+from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.error_handlers import BadRequestError
 from cluster_manager.api.routes.popcorn import service_of, submission_answer
 from cluster_manager.api.uploads import read_upload
+from cluster_manager.core.task import load_task_zip_bytes
+from cluster_manager.core.task_sources import DEFAULT_LIMITS
 from cluster_manager.rendering.ops import format_sync_plan
-from cluster_manager.service import PermissionDeniedError, Submitter
+from cluster_manager.service import PermissionDeniedError, Submitter, parse_deadline
 from cluster_manager.service.problem_sets import (
     find_problem_set,
     load_problem_set,
@@ -61,6 +65,42 @@ async def pauses(request: Request) -> list[dict[str, Any]]:
     return [p.to_json() for p in await service_of(request).pauses()]
 
 
+# A task zip: as large as Discord's `/leaderboard create` takes one.
+MAX_TASK_UPLOAD = DEFAULT_LIMITS.total_bytes
+
+
+@router.post("/leaderboards", status_code=201)
+async def create_leaderboard(request: Request) -> dict[str, Any]:
+    """Creates a leaderboard from a task zip (multipart `file`, read as Discord's
+    `/leaderboard create` reads one) and the fields `name`, `deadline` (ISO 8601, UTC without
+    a zone), `gpus` (comma-separated), optionally `creator` and `rate_limit_per_hour`."""
+    upload = await read_upload(request, MAX_TASK_UPLOAD, unpack=False)
+    fields = {k: v.strip() for k, v in upload.fields.items()}
+    deadline = parse_deadline(fields.get("deadline", ""))
+    gpus = [gpu.strip() for gpu in fields.get("gpus", "").split(",") if gpu.strip()]
+    rate = fields.get("rate_limit_per_hour") or None
+    if rate is not None and not rate.isdigit():
+        raise BadRequestError(f"rate_limit_per_hour must be a whole number, got {rate!r}")
+    creator = fields.get("creator") or None
+    task = await asyncio.to_thread(load_task_zip_bytes, upload.data, upload.file_name)
+    board = await service_of(request).create_leaderboard(
+        fields.get("name", ""),
+        task,
+        deadline,
+        gpus,
+        creator=None if creator is None else Submitter(creator, creator),
+        rate_limit_per_hour=None if rate is None else int(rate),
+    )
+    return {"status": "created", **json_shapes.leaderboard_view(board)}
+
+
+@router.delete("/leaderboards/{name}")
+async def delete_leaderboard(name: str, request: Request) -> dict[str, Any]:
+    """Deletes a leaderboard with all its submissions and results."""
+    await service_of(request).delete_leaderboard(name)
+    return {"status": "deleted", "leaderboard": name}
+
+
 @router.post("/leaderboards/{name}/close")
 async def close(name: str, request: Request) -> dict[str, Any]:
     """Invite-only from now on: listed to and submittable by its members only."""
@@ -88,6 +128,7 @@ async def rerun(
         "leaderboard": name,
         "submissions": sorted({j.submission_id for j in jobs}),
         "jobs": len(jobs),
+        "queued": [json_shapes.job_view(j) for j in jobs],
     }
 
 

@@ -147,6 +147,7 @@ async def submit(
         "status": "accepted",
         "details": {"id": receipt.submission_id, "job_status_id": receipt.jobs[0].id},
         "runner_queue": json_shapes.queue_view(queue),
+        "receipt": json_shapes.receipt_view(receipt),  # ours: the jobs it queued
     }
 
 

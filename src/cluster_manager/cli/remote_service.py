@@ -1,0 +1,196 @@
+"""`RemoteService`: `service.port.ServicePort` over the HTTP API, for the CLI pointed at a
+server (CLUSTER_MANAGER_API_URL). It answers with the records `Service` answers with, read
+from the API's JSON by `api_records`; the server's refusals come back as `ApiError`s carrying
+its words. What the API does not offer is refused with `NotOverTheApiError`, never done on a
+database here instead."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import NoReturn
+
+from cluster_manager.cli import api_records as records
+from cluster_manager.cli.api_client import segment as seg
+from cluster_manager.cli.remote_controls import RemoteControls
+from cluster_manager.core.errors import ClusterManagerError
+from cluster_manager.core.models import Mode, Task
+from cluster_manager.core.profiling import ProfileOptions, form_fields
+from cluster_manager.core.records import (
+    JobEvent,
+    Leaderboard,
+    LeaderboardSummary,
+    Placement,
+    RankingEntry,
+)
+from cluster_manager.core.sync_plan import SyncPlan
+from cluster_manager.core.task import load_task_zip_bytes
+from cluster_manager.core.task_folder import folder_files, folder_zip
+from cluster_manager.service import QueueView, SubmissionReceipt, SubmissionReport, Submitter
+from cluster_manager.service.port import Row
+from cluster_manager.service.sync import Problems
+
+NO_USER_CREDENTIALS = (
+    "CLUSTER_MANAGER_API_URL is set but CLUSTER_MANAGER_TOKEN is not: get a token with "
+    "/token in Discord (or from an admin: cluster-manager user token NAME)"
+)
+ON_THE_DATABASE = (
+    "unset CLUSTER_MANAGER_API_URL and run it where the server's database is (DATABASE_URL), "
+    "or ask the server's admin"
+)
+TOKENS_REFUSED = (
+    "`user token` works only on a database: the API issues no user's token (the admin token "
+    f"acts for no user, and Discord users get theirs with /token); {ON_THE_DATABASE}"
+)
+EXPORT_REFUSED = (
+    "`leaderboard export` reads the database, which the API does not serve whole; "
+    f"{ON_THE_DATABASE}"
+)
+SYNC_REFUSED = (
+    "`leaderboard sync` reads the problem set's folders on the machine that holds the database; "
+    f"{ON_THE_DATABASE}, or upload the problem set as a zip to POST /admin/update-problems"
+)
+
+
+class NotOverTheApiError(ClusterManagerError):
+    """An operation the HTTP API does not offer: its command works only on a database."""
+
+
+def _refuse(message: str) -> NoReturn:
+    raise NotOverTheApiError(message)
+
+
+class RemoteService(RemoteControls):
+    """Each method as `Service`'s of the same name. The caller is the token's: a `viewer` or
+    `user` given is the one the token names (`--user` is refused before, by the CLI)."""
+
+    async def create_leaderboard(
+        self,
+        name: str,
+        task: Task,
+        deadline: datetime,
+        gpus: Sequence[str],
+        *,
+        creator: Submitter | None = None,
+        rate_limit_per_hour: int | None = None,
+    ) -> Leaderboard:
+        fields = {"name": name, "deadline": deadline.isoformat(), "gpus": ",".join(gpus)}
+        if creator is not None:
+            fields["creator"] = creator.external_id
+        if rate_limit_per_hour is not None:
+            fields["rate_limit_per_hour"] = str(rate_limit_per_hour)
+        archive = folder_zip(folder_files(task))  # the task as Discord's create takes it
+        view = await self.api.upload("/admin/leaderboards", f"{task.name}.zip", archive, fields)
+        return records.leaderboard(view, task)
+
+    async def leaderboard(self, name: str) -> Leaderboard:
+        view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)
+        files = await self.task_files(name)
+        task = await asyncio.to_thread(load_task_zip_bytes, folder_zip(files), f"{name}.zip")
+        return records.leaderboard(view, task)
+
+    async def list_leaderboards(
+        self, viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> list[LeaderboardSummary]:
+        """What the token may see (the admin token: every leaderboard)."""
+        return [records.leaderboard_summary(b) for b in await self.api.get("/leaderboards")]
+
+    async def ranking(
+        self, name: str, gpu: str | None = None, *, limit: int = 100
+    ) -> dict[str, list[RankingEntry]]:
+        return records.rankings(
+            await self.api.get(f"/leaderboards/{seg(name)}", gpu=gpu, limit=limit)
+        )
+
+    async def delete_leaderboard(self, name: str) -> None:
+        await self.api.call("DELETE", f"/admin/leaderboards/{seg(name)}")
+
+    async def task_files(self, name: str) -> dict[str, str]:
+        return dict((await self.api.get(f"/leaderboards/{seg(name)}/task"))["files"])
+
+    async def templates(self, name: str) -> dict[str, str]:
+        languages = (await self.api.get(f"/leaderboards/{seg(name)}/task"))["templates"]
+        return {
+            language: await self.api.text(f"/leaderboards/{seg(name)}/template/{seg(language)}")
+            for language in languages
+        }
+
+    def export_rankings(self, name: str) -> AsyncIterator[list[Row]]:
+        _refuse(EXPORT_REFUSED)
+
+    def export_submissions(self, name: str) -> AsyncIterator[list[Row]]:
+        _refuse(EXPORT_REFUSED)
+
+    async def gpus_not_served(self) -> dict[str, str]:
+        _refuse(SYNC_REFUSED)
+
+    async def sync_problem_set(
+        self,
+        problems: Problems,
+        *,
+        skipped: Sequence[str] = (),
+        apply: bool = True,
+        force: bool = False,
+    ) -> SyncPlan:
+        _refuse(SYNC_REFUSED)
+
+    async def submit(
+        self,
+        leaderboard: str,
+        user: Submitter,
+        file_name: str,
+        data: bytes,
+        *,
+        gpus: Sequence[str] | None = None,
+        mode: Mode = Mode.LEADERBOARD,
+        profile: ProfileOptions | None = None,
+    ) -> SubmissionReceipt:
+        """Submits as the token's user, on one GPU (the API takes one per submission)."""
+        if not self.api.has_token:
+            raise ClusterManagerError(NO_USER_CREDENTIALS)
+        gpu = await self._one_gpu(leaderboard, gpus or ())
+        path = f"/submission/{seg(leaderboard)}/{seg(gpu)}/{mode.value}"
+        answer = await self.api.upload(path, file_name, data, form_fields(profile))
+        return records.receipt(answer["receipt"])
+
+    async def _one_gpu(self, leaderboard: str, gpus: Sequence[str]) -> str:
+        if len(gpus) > 1:
+            raise ClusterManagerError(
+                "through the API a submission runs on one GPU: pass one --gpu"
+            )
+        if gpus:
+            return gpus[0]
+        offered: list[str] = await self.api.get(f"/gpus/{seg(leaderboard)}")
+        if len(offered) != 1:
+            raise ClusterManagerError(
+                f"{leaderboard!r} runs on several GPUs; choose from {', '.join(offered)}"
+            )
+        return offered[0]
+
+    async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
+        for submission_id in submission_ids:
+            async for event, payload in self.api.events(submission_id):
+                if event == "job":
+                    yield records.job_event(payload)
+
+    async def report(self, submission_id: int) -> SubmissionReport:
+        view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
+        return records.submission_report(view)
+
+    async def placements(self, submission_id: int) -> list[Placement]:
+        view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
+        return [records.placement(p) for p in view.get("placements", [])]
+
+    async def queues(self, user: Submitter | None = None) -> QueueView:
+        return records.queue_view(await self.api.get("/queue"))
+
+    async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
+        answer = await self.api.call("POST", "/user/join", {"code": code})
+        return str(answer["leaderboard"]), answer["status"] == "joined"
+
+    async def issue_token(self, user: Submitter) -> str:
+        _refuse(TOKENS_REFUSED)
+
+    async def revoke_token(self, external_id: str) -> bool:
+        _refuse(TOKENS_REFUSED)

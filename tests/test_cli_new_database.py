@@ -1,0 +1,50 @@
+"""A command run without DATABASE_URL and without CLUSTER_MANAGER_API_URL makes an embedded
+database in the working folder: when it made it just now, it says so (a read that expected a
+server's leaderboard would otherwise only say that there is none)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(300)
+
+NOTE = (
+    "this command created a new{} local database in .data/postgres (DATABASE_URL is unset): "
+    "set CLUSTER_MANAGER_API_URL to use a server, or DATABASE_URL for another database"
+)
+
+
+def cm(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    unset = {"DATABASE_URL", "CLUSTER_MANAGER_API_URL", "CLUSTER_MANAGER_DATA_DIR"}
+    return subprocess.run(
+        [sys.executable, "-m", "cluster_manager", *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env={k: v for k, v in os.environ.items() if k not in unset},
+        cwd=cwd,
+    )
+
+
+def test_a_read_on_a_database_it_just_made_says_so(tmp_path: Path):
+    missing = cm(tmp_path, "leaderboard", "task", "identity")
+    assert missing.returncode == 2, missing.stderr
+    (line,) = missing.stderr.strip().splitlines()
+    assert line == f"error: there is no leaderboard named 'identity'; {NOTE.format(', empty')}"
+    assert (tmp_path / ".data" / "postgres" / "PG_VERSION").is_file()
+
+    again = cm(tmp_path, "leaderboard", "task", "identity")  # the database was there already
+    assert again.returncode == 2
+    assert again.stderr.strip() == "error: there is no leaderboard named 'identity'"
+
+
+def test_a_command_that_made_the_database_notes_it_after_its_answer(tmp_path: Path):
+    listed = cm(tmp_path, "leaderboard", "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.strip() == f"note: {NOTE.format('')}"
+    assert cm(tmp_path, "leaderboard", "list").stderr == ""
