@@ -88,6 +88,19 @@ def test_the_time_axis_ends_at_the_newest_result_and_fits_a_short_burst():
     assert low <= T0 - MIN_SPAN and high - T0 < MIN_SPAN / 10
 
 
+def test_the_time_axis_never_reaches_past_now_and_fits_seconds():
+    """A few seconds of results fill the axis (in five minutes they were a vertical line);
+    the axis's right end is never after `now`, nor before the newest result."""
+    newest = T0 + timedelta(seconds=4)
+    low, high = time_limits(T0, newest, now=newest + timedelta(milliseconds=50))
+    assert T0 - timedelta(seconds=1) < low < T0
+    assert high == newest + timedelta(milliseconds=50)
+    assert time_limits(T0, newest, now=newest - timedelta(hours=1))[1] == newest  # clock skew
+    ten = T0 + timedelta(minutes=10)
+    assert time_limits(T0, ten, now=ten)[1] == ten
+    assert time_limits(T0, ten, now=ten + timedelta(hours=1))[1] - ten < timedelta(minutes=1)
+
+
 def test_an_empty_history_says_so():
     assert "no ranked submissions yet" in draw(history(()), "svg").decode()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import httpx
+from playwright.async_api import Page
 
 from cluster_manager.app import App
 from cluster_manager.service import SubmissionReceipt, Submitter
@@ -32,6 +33,15 @@ async def sign_in(app: App, client: httpx.AsyncClient, user: str) -> str:
     answer = await client.post("/login", data={"token": token, "next": "/"})
     assert answer.status_code == 303, answer.text
     return token
+
+
+async def sign_in_page(app: App, page: Page, live_url: str, user: str) -> None:
+    """Signs the browser's `page` in as `user` through the sign-in form."""
+    token = await app.service.issue_token(Submitter(user, user))
+    await page.goto(f"{live_url}/login")
+    await page.get_by_label("API token").fill(token)
+    await page.keyboard.press("Enter")
+    await page.wait_for_url(f"{live_url}/")
 
 
 async def close(app: App, board: str = BOARD) -> None:

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import html
+import re
+import time
 from datetime import UTC, datetime
+from xml.etree import ElementTree
 
 import httpx
 import pytest
 
 from cluster_manager.app import App
 from cluster_manager.core.task import load_task
+from cluster_manager.rendering.charts import FASTEST_ID, PLOT_AREA_ID
 from tests.api.conftest import BOARD, IDENTITY
 from tests.web.helpers import HTML, rank
 
@@ -116,3 +120,58 @@ async def test_hostile_names_are_shown_as_text(app: App, client: httpx.AsyncClie
     assert "script-src 'self'" in page.headers["content-security-policy"]
     tile = (await client.get("/")).text
     assert hostile not in tile and "&lt;script&gt;" in tile
+
+
+def x_extent(svg: str, element_id: str) -> tuple[float, float]:
+    """The leftmost and rightmost x of the paths in the SVG element with this id."""
+    group = ElementTree.fromstring(svg).find(f".//*[@id='{element_id}']")
+    assert group is not None, element_id
+    xs = [
+        float(x)
+        for path in group.iter("{http://www.w3.org/2000/svg}path")
+        for x in re.findall(r"[ML]\s*(-?[\d.]+)", path.get("d", ""))
+    ]
+    return min(xs), max(xs)
+
+
+@pytest.mark.parametrize("span_s", [600, 4], ids=["ten-minutes", "a-few-seconds"])
+@pytest.mark.parametrize("size", ["wide", "narrow"])
+async def test_a_chart_spans_its_results_and_ends_by_now(
+    app: App, client: httpx.AsyncClient, span_s: int, size: str
+):
+    """The results fill the time axis, which ends at the newest (just now): no hour around
+    them, no room in the future. Ten minutes of data were a vertical line in an hour, and a
+    few seconds of it were still one in five minutes."""
+    for user, score in (("alice", 3e-6), ("bob", 2e-6), ("carol", 1e-6)):
+        await rank(app, user, score)
+    # The three improvements spread evenly over `span_s` seconds, the last one now.
+    started = time.monotonic()
+    await app.pool.execute(
+        """
+        UPDATE ranking_events e SET ranked_at = now() - make_interval(secs => $1 * (2 - o.n) / 2.0)
+        FROM (SELECT id, row_number() OVER (ORDER BY id) - 1 AS n FROM ranking_events) o
+        WHERE o.id = e.id
+        """,
+        span_s,
+    )
+    svg = (await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg?size={size}")).text
+    since_newest = time.monotonic() - started  # at least the time from the newest to now
+    left, right = x_extent(svg, PLOT_AREA_ID)
+    first, last = x_extent(svg, FASTEST_ID)  # from the first result to the newest
+    assert (last - first) / (right - left) > 0.85, "the results are squeezed into a corner"
+    after_newest_s = (right - last) / (last - first) * span_s
+    assert after_newest_s <= since_newest + 0.01, f"the axis runs {after_newest_s:.1f} s past now"
+
+
+async def test_the_narrow_chart_is_drawn_for_a_phone(app: App, client: httpx.AsyncClient):
+    await rank(app, "alice", 3e-6)
+    wide = (await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg")).text
+    narrow = (await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg?size=narrow")).text
+    width = {
+        name: float(ElementTree.fromstring(svg).get("width", "0").removesuffix("pt"))
+        for name, svg in (("wide", wide), ("narrow", narrow))
+    }
+    assert width["narrow"] * 96 / 72 <= 400 < width["wide"] * 96 / 72  # in CSS px: a phone's
+    assert "alice" in narrow and "Best score over time" in narrow
+    bad = await client.get(f"/leaderboards/{BOARD}/chart/CPU.svg?size=huge", headers=HTML)
+    assert bad.status_code == 404

@@ -141,6 +141,26 @@ def format_submission_report(report: SubmissionReport, *, with_output: bool = Fa
     return "\n\n".join(parts)
 
 
+def verdict_text(verdict: str) -> str:
+    """A verdict (or `submission_outcome`) as a sentence says it: `wrong_answer` reads
+    "wrong answer"."""
+    return verdict.replace("_", " ")
+
+
+def submission_outcome(report: SubmissionReport) -> str:
+    """Where a submission stands, in one word: `queued` while its open jobs all wait,
+    `running` once one has started, then `passed`, or the verdict of its first run that did
+    not pass (`failed` for a job that ended without a run)."""
+    from cluster_manager.core.records import JobState
+
+    if not report.done:
+        started = any(j.state in (JobState.CLAIMED, JobState.DISPATCHED) for j in report.jobs)
+        return "running" if started else "queued"
+    if report.passed:
+        return Verdict.PASSED.value
+    return next((r.verdict.value for r in report.runs if not r.passed), Verdict.FAILED.value)
+
+
 def _phase_output(result: RunResult) -> list[str]:
     lines = []
     for phase in result.phases:

@@ -12,10 +12,11 @@ from fastapi.staticfiles import StaticFiles
 from cluster_manager.api.auth import signed_in
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Leaderboard
-from cluster_manager.rendering.charts import ChartCache
+from cluster_manager.rendering.charts import ChartCache, Size
 from cluster_manager.rendering.reports import format_time_left
 from cluster_manager.service import NotFoundError
 from cluster_manager.web import view_models
+from cluster_manager.web.markdown_text import render_markdown
 from cluster_manager.web.rendering import (
     HERE,
     BrowserRoute,
@@ -93,7 +94,7 @@ async def leaderboard(name: str, request: Request) -> Response:
         is_open=board.is_open(now),
         deadline=view_models.when_text(board.deadline),
         time_left=format_time_left(board.deadline, now),
-        description=view_models.description_of(board),
+        description=render_markdown(view_models.description_of(board)),
         sections=sections,
         templates=sorted(board.task.templates),
         files=sorted(f.name for f in board.task.files if f.content is not None),
@@ -114,12 +115,15 @@ async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[vie
 
 
 @router.get("/leaderboards/{name}/chart/{gpu}.svg")
-async def chart(name: str, gpu: str, request: Request) -> Response:
-    """The best score over time on one GPU (cached until the ranking's history changes)."""
+async def chart(name: str, gpu: str, request: Request, size: Size = "wide") -> Response:
+    """The best score over time on one GPU (cached until the ranking's history changes);
+    `size=narrow` is drawn for a phone's width, its labels as large as the wide one's."""
     service = service_of(request)
     charts: ChartCache = request.app.state.charts
     key = await service.history_key(await visible_board(request, name), gpu)
-    svg = await charts.chart(key, "svg", lambda: service.score_history(name, gpu))
+    svg = await charts.chart(
+        key, "svg", lambda: service.score_history(name, gpu), size=size, now=service.clock()
+    )
     # Cheap to ask again: the server keeps the drawing until the history changes.
     return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
 

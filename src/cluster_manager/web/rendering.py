@@ -21,11 +21,14 @@ from cluster_manager.api.error_handlers import status_of
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.service import PermissionDeniedError, Service, UnauthorizedError
+from cluster_manager.web import marks
 
 HERE = Path(__file__).resolve().parent
 templates = Environment(
     loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(), auto_reload=False
 )
+templates.globals.update(mark=marks.mark, mark_for=marks.mark_for)
+templates.filters["with_marks"] = marks.with_marks
 # Pages load only their own stylesheet, script and images; nothing is inlined, so a name or
 # a file shown on a page can never run as script even if escaping were missed somewhere.
 SECURITY_HEADERS = {

@@ -9,8 +9,17 @@ from fastapi.responses import RedirectResponse
 from cluster_manager.api.auth import signed_in
 from cluster_manager.api.routes.popcorn import parse_mode
 from cluster_manager.api.uploads import read_upload
-from cluster_manager.rendering.reports import format_submission_report
-from cluster_manager.service import NotFoundError, PermissionDeniedError
+from cluster_manager.rendering.reports import (
+    format_submission_report,
+    submission_outcome,
+    verdict_text,
+)
+from cluster_manager.service import (
+    NotFoundError,
+    PermissionDeniedError,
+    SubmissionReport,
+    Submitter,
+)
 from cluster_manager.web import view_models
 from cluster_manager.web.rendering import (
     PageRoute,
@@ -37,6 +46,7 @@ async def submission(submission_id: int, request: Request) -> Response:
         raise
     stored = report.submission
     owner = admin or (user is not None and user.external_id == stored.user)
+    outcome = submission_outcome(report)
     return await render(
         request,
         "submission.html",
@@ -44,10 +54,23 @@ async def submission(submission_id: int, request: Request) -> Response:
         owner=owner,
         submitted=view_models.when_text(stored.submitted_at),
         done=report.done,
-        jobs=view_models.job_lines(report.jobs),
+        outcome=outcome,
+        outcome_text=verdict_text(outcome),
+        jobs=view_models.job_lines(
+            report.jobs, report.runs, await places_in_line(request, report) if owner else {}
+        ),
         runs=[view_models.run_view(r) for r in report.runs],
         report_text=format_submission_report(report, with_output=owner) if owner else "",
     )
+
+
+async def places_in_line(request: Request, report: SubmissionReport) -> dict[int, int | None]:
+    """Each of the submission's waiting jobs' place in its GPU's line."""
+    if report.done:
+        return {}
+    author = Submitter(report.submission.user, report.submission.user)
+    view = await service_of(request).queues(author)
+    return {j.job_id: j.position for j in view.mine if j.submission_id == report.submission.id}
 
 
 @router.post("/leaderboards/{name}/submit")

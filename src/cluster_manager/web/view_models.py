@@ -6,16 +6,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from markupsafe import Markup
+
 from cluster_manager.core.models import RunResult
 from cluster_manager.core.records import (
     Job,
+    JobState,
     Leaderboard,
     RankingEntry,
     RunRecord,
     ScoreHistory,
 )
-from cluster_manager.rendering.reports import format_duration_ns, format_time_left
-from cluster_manager.service import TERMINAL_STATES, SubmissionReport
+from cluster_manager.rendering.reports import (
+    format_duration_ns,
+    format_time_left,
+    submission_outcome,
+    verdict_text,
+)
+from cluster_manager.service import SubmissionReport
+from cluster_manager.web.markdown_text import render_summary
 
 
 def seconds_text(seconds: float) -> str:
@@ -35,7 +44,7 @@ class Leader:
 @dataclass(frozen=True)
 class Tile:
     name: str
-    summary: str  # the description's first line
+    summary: Markup  # the description's first line, its Markdown as HTML
     deadline_iso: str
     deadline_text: str
     time_left: str
@@ -54,7 +63,9 @@ def tile(
     description = description_of(board)
     return Tile(
         name=board.name,
-        summary=next((line.strip() for line in description.splitlines() if line.strip()), ""),
+        summary=render_summary(
+            next((line.strip() for line in description.splitlines() if line.strip()), "")
+        ),
         deadline_iso=board.deadline.isoformat(),
         deadline_text=when_text(board.deadline),
         time_left=format_time_left(board.deadline, now),
@@ -129,21 +140,40 @@ class GpuSection:
 
 @dataclass(frozen=True)
 class JobLine:
+    """One job on its submission's page: `outcome` is its state as one word (queued,
+    starting, dispatched, or its run's verdict), `text` the same for people."""
+
     job_id: int
     gpu: str
     secret: bool
-    state: str
+    outcome: str
+    text: str
     detail: str
-    done: bool
 
 
-def job_lines(jobs: tuple[Job, ...]) -> list[JobLine]:
-    return [
-        JobLine(
-            j.id, j.gpu, j.secret, j.state.value, j.error or "", done=j.state in TERMINAL_STATES
-        )
-        for j in jobs
-    ]
+def job_lines(
+    jobs: tuple[Job, ...], runs: tuple[RunRecord, ...], positions: dict[int, int | None]
+) -> list[JobLine]:
+    """`positions`: the jobs' places in their GPU's line, where the service gave them."""
+    verdicts = {r.job_id: r.verdict.value for r in runs}
+    lines = []
+    for job in jobs:
+        detail = job.error or ""
+        match job.state:
+            case JobState.QUEUED:
+                outcome = "queued"
+                if (position := positions.get(job.id)) is not None:
+                    detail = f"#{position} in line"
+            case JobState.CLAIMED:
+                outcome = "starting"
+            case JobState.DISPATCHED:
+                outcome = "dispatched"
+            case JobState.FINISHED:
+                outcome = verdicts.get(job.id, "finished")
+            case _:
+                outcome = "failed"
+        lines.append(JobLine(job.id, job.gpu, job.secret, outcome, verdict_text(outcome), detail))
+    return lines
 
 
 @dataclass(frozen=True)
@@ -161,7 +191,8 @@ class RunView:
     gpu: str
     secret: bool
     mode: str
-    verdict: str
+    verdict: str  # its value: the outcome's key
+    verdict_text: str
     passed: bool
     score: str
     benchmarks: list[BenchmarkRow]
@@ -191,6 +222,7 @@ def run_view(run: RunRecord) -> RunView:
         run.secret,
         run.mode.value,
         run.verdict.value,
+        verdict_text(run.verdict.value),
         run.passed,
         "" if run.score is None else seconds_text(run.score),
         benchmarks,
@@ -205,12 +237,18 @@ class SubmissionLine:
     file_name: str
     mode: str
     submitted: str
-    status: str
+    status: str  # `submission_outcome`: queued, running, passed or a verdict
+    status_text: str
 
 
 def submission_line(report: SubmissionReport) -> SubmissionLine:
-    status = "running" if not report.done else "passed" if report.passed else "failed"
+    status = submission_outcome(report)
     stored = report.submission
     return SubmissionLine(
-        stored.id, stored.file_name, stored.mode.value, when_text(stored.submitted_at), status
+        stored.id,
+        stored.file_name,
+        stored.mode.value,
+        when_text(stored.submitted_at),
+        status,
+        verdict_text(status),
     )
