@@ -31,10 +31,16 @@ def cm(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_a_read_on_a_database_it_just_made_says_so(tmp_path: Path):
+@pytest.mark.reliability(
+    "Bad input",
+    "a read (`leaderboard task identity`) with neither DATABASE_URL nor a server set",
+    "the error says it made a new, empty local database and how to point at a server",
+)
+def test_a_read_on_a_database_it_just_made_says_so(tmp_path: Path, record_property):
     missing = cm(tmp_path, "leaderboard", "task", "identity")
     assert missing.returncode == 2, missing.stderr
     (line,) = missing.stderr.strip().splitlines()
+    record_property("observed", line)
     assert line == f"error: there is no leaderboard named 'identity'; {NOTE.format(', empty')}"
     assert (tmp_path / ".data" / "postgres" / "PG_VERSION").is_file()
 

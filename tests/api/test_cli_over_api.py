@@ -268,9 +268,14 @@ REFUSED = {
 }
 
 
+@pytest.mark.reliability(
+    "Bad input",
+    "a CLI command the HTTP API does not offer, with CLUSTER_MANAGER_API_URL set",
+    "one error line saying why, exit 2; nothing changes on the server and no local database",
+)
 @pytest.mark.parametrize("name", sorted(REFUSED))
 async def test_what_the_api_does_not_offer_is_refused_in_one_line(
-    app: App, live_url: str, here: Path, name
+    app: App, live_url: str, here: Path, name, record_property
 ):
     args, says = REFUSED[name]
     await app.service.issue_token(ALICE)
@@ -278,6 +283,7 @@ async def test_what_the_api_does_not_offer_is_refused_in_one_line(
     done = await cm(app, live_url, here, *args, role="admin")
     assert done.returncode == 2, done.stdout + done.stderr
     (line,) = done.stderr.strip().splitlines()
+    record_property("observed", f"{name}: {line}")
     assert line.startswith("error: ") and says in line, line
     assert list(here.iterdir()) == []  # nothing written here: no export, no database
     assert [b.name for b in await app.service.list_leaderboards()] == [BOARD]
