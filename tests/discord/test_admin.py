@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cluster_manager.core.models import Mode
+from cluster_manager.rendering.ops import format_user_quotas
 from cluster_manager.service import Submitter
 from tests.discord.conftest import ADMIN, ALICE, BOB, CREATOR, create_board
 from tests.discord.test_errors import SOLUTION, assert_private_error, stored
@@ -24,7 +25,9 @@ ADMIN_COMMANDS = [
     ("admin invites", {"leaderboard": "identity", "mint": 2}),
     ("admin revoke-invite", {"code": "inv_x"}),
     ("admin quota", {"user": BOB, "daily": 5}),
+    ("admin quota", {"user": BOB}),
     ("admin rerun", {"leaderboard": "identity"}),
+    ("admin channel-policy", {"leaderboard": "identity", "policy": "all"}),
 ]
 
 
@@ -125,8 +128,43 @@ async def test_quota_overrides(harness, app, clock):
     assert f"Quotas of <@{ALICE.id}>: per hour 7, daily default." in set_.only.content
     cleared = await harness.command("admin quota", ADMIN, user=ALICE, clear=True)
     assert "has the deployment's quotas" in cleared.only.content
-    nothing = await harness.command("admin quota", ADMIN, user=ALICE)
-    assert_private_error(nothing, "a per-hour limit, a daily quota, or both")
+
+
+async def test_quota_without_values_shows_what_holds_as_the_cli_does(harness, app, clock):
+    """`/admin quota user` alone is the CLI's `admin quota USER`: the limits that hold for
+    the user now and whose they are (rendering/ops.format_user_quotas, the same text)."""
+    unknown = await harness.command("admin quota", ADMIN, user=BOB)
+    assert_private_error(unknown, "Not found", f"there is no user '{BOB.id}'")
+    alice = Submitter(str(ALICE.id), ALICE.name)
+    await app.service.set_quota(alice, per_hour=None, daily=3, actor="org")
+    shown = await harness.command("admin quota", ADMIN, user=ALICE)
+    text = shown.only.content
+    assert shown.only.ephemeral and text.startswith("```\n") and text.endswith("\n```")
+    cli_text = format_user_quotas((await app.service.quota_of(str(ALICE.id))).to_json())
+    assert text == f"```\n{cli_text}\n```"
+    assert f"quotas of {ALICE.id} (alice):" in text
+    assert "daily, all leaderboards: 3 (custom)" in text and "set by org" in text
+    assert "(deployment's)" in text  # the hourly limit is not hers
+    assert (await app.service.quota_of(str(ALICE.id))).custom is not None  # nothing changed
+
+
+async def test_status_lists_pauses_bans_custom_quotas_and_channel_policies(harness, app, clock):
+    """`/admin status` shows what the CLI's `admin status` shows (format_controls)."""
+    await create_board(app, clock)
+    await app.service.pause_submissions("identity", "task fix", "org")
+    await app.service.ban_user(Submitter("77", "mallory"), "spam", "org")
+    await app.service.set_quota(
+        Submitter(str(ALICE.id), "alice"), per_hour=9, daily=None, actor="org"
+    )
+    await app.service.set_channel_policy("identity", "none", "org")
+    status = await harness.command("admin status", ADMIN)
+    assert status.only.ephemeral
+    assert status.only.content.splitlines() == [
+        "⏸ paused identity: task fix (org)",
+        "⛔ 77 (mallory) banned: spam (org)",
+        f"🎚 {ALICE.id} (alice) quotas: per hour 9, daily default (org)",
+        "📣 identity's channel policy none: no submission (org)",
+    ]
 
 
 async def test_rerun_answers_privately(harness, app, clock):

@@ -1,6 +1,7 @@
 """A submission's output is its author's: the status, the report, its log and files reach
-only them (ephemeral, then by direct message); the channel sees only a ranked submission's
-verdict and places, and, where no private place is left, where to fetch the report."""
+only them (ephemeral, then by direct message); the channel sees only what the leaderboard's
+channel policy publishes (by default a ranked submission's verdict and places:
+`test_channel_policy.py`), and, where no private place is left, where to fetch the report."""
 
 from __future__ import annotations
 

@@ -8,8 +8,11 @@ from datetime import timedelta
 
 import pytest
 
+from cluster_manager.core.models import Mode
+from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.service import (
     BannedError,
+    InvalidChannelPolicyError,
     MissingReasonError,
     NotFoundError,
     SubmissionsPausedError,
@@ -127,3 +130,51 @@ async def test_an_invalidated_submission_whose_run_ends_later_is_not_ranked(serv
     await service.invalidate_submission(receipt.submission_id, "duplicate account", "org")
     await finish_submission(pool, receipt, 1.0)
     assert (await service.ranking("board", "CPU"))["CPU"] == []
+
+
+async def test_a_channel_policy_is_set_by_an_admin_and_read_with_the_leaderboard(
+    service, boards, clock
+):
+    assert (await service.leaderboard("board")).channel_policy is ChannelPolicy.RANKED
+    board = await service.set_channel_policy("board", "all", "org")
+    assert board.channel_policy is ChannelPolicy.ALL
+    assert (await service.leaderboard("board")).channel_policy is ChannelPolicy.ALL
+    assert (await service.leaderboard("other")).channel_policy is ChannelPolicy.RANKED
+    await service.set_channel_policy("other", ChannelPolicy.NONE, "org2")
+    assert [
+        (c.leaderboard, c.policy, c.set_by, c.set_at) for c in await service.channel_policies()
+    ] == [
+        ("board", ChannelPolicy.ALL, "org", clock.now),
+        ("other", ChannelPolicy.NONE, "org2", clock.now),
+    ]
+    assert (await service.channel_policies())[0].to_json() == {
+        "leaderboard": "board",
+        "policy": "all",
+        "set_by": "org",
+        "set_at": clock.now.isoformat(),
+    }
+    await service.set_channel_policy("board", "ranked", "org")
+    assert [c.leaderboard for c in await service.channel_policies()] == ["other"]
+    with pytest.raises(InvalidChannelPolicyError, match="one of ranked, none, all, not 'loud'"):
+        await service.set_channel_policy("board", "loud", "org")
+    with pytest.raises(NotFoundError):
+        await service.set_channel_policy("nope", "all", "org")
+
+
+@pytest.mark.parametrize(
+    ("policy", "published"),
+    [
+        (ChannelPolicy.RANKED, {Mode.LEADERBOARD}),
+        (ChannelPolicy.NONE, set()),
+        (ChannelPolicy.ALL, set(Mode)),
+    ],
+)
+async def test_what_a_policy_publishes_and_never_for_an_invite_only_board(
+    service, boards, policy, published
+):
+    board = await service.set_channel_policy("board", policy, "org")
+    assert {m for m in Mode if board.publishes(m)} == published
+    await service.set_closed("board", True)
+    closed = await service.leaderboard("board")
+    assert closed.channel_policy is policy
+    assert not any(closed.publishes(m) for m in Mode)

@@ -65,6 +65,23 @@ def dispatch_key(installation: str, name: str) -> str:
     return f"{installation}-{name}"
 
 
+class ChannelPolicy(enum.StrEnum):
+    """What the bot posts in a leaderboard's channel of its submissions (a submission's status,
+    output and files are always its submitter's own): `ranked` a ranked submission's verdict
+    and places, `none` nothing (announcements of new leaders go on), `all` every submission's
+    verdict line, whatever its mode; never its output."""
+
+    RANKED = "ranked"
+    NONE = "none"
+    ALL = "all"
+
+    def publishes(self, mode: Mode) -> bool:
+        """Whether the channel sees the verdict of a submission in `mode`."""
+        return self is ChannelPolicy.ALL or (
+            self is ChannelPolicy.RANKED and mode is Mode.LEADERBOARD
+        )
+
+
 @dataclass(frozen=True)
 class Leaderboard:
     id: int
@@ -77,9 +94,16 @@ class Leaderboard:
     created_at: datetime
     rate_limit_per_hour: int | None = None
     closed: bool = False  # invite-only: listed to and submittable by its members only
+    channel_policy: ChannelPolicy = ChannelPolicy.RANKED
 
     def is_open(self, now: datetime) -> bool:
         return now < self.deadline
+
+    def publishes(self, mode: Mode) -> bool:
+        """Whether the channel sees a submission's verdict in `mode`: as the channel policy
+        says, and never for an invite-only leaderboard (a line would tell the channel it
+        exists, and its ranking is its members')."""
+        return not self.closed and self.channel_policy.publishes(mode)
 
 
 @dataclass(frozen=True)

@@ -1,11 +1,12 @@
 """Following a submission: one status message edited as its jobs move, then the report.
 
 Both are the submitter's own (ephemeral): its output, files and profiles are nobody else's
-business. The channel sees only what the competition publishes: a ranked submission's verdict
-and placement, in one line. The jobs run in a scheduler elsewhere (the bot's own, or a
-worker); this only listens to the service's events. Interaction tokens expire after 15
-minutes, so a long wait continues in a direct message; a member who takes none is told once,
-in the channel, where the report will be (`/leaderboard get-submission`).
+business. The channel sees only what the competition publishes, as the leaderboard's channel
+policy says (`ChannelPolicy`): by default a ranked submission's verdict and placement, in one
+line; or nothing; or every submission's verdict line. The jobs run in a scheduler elsewhere
+(the bot's own, or a worker); this only listens to the service's events. Interaction tokens
+expire after 15 minutes, so a long wait continues in a direct message; a member who takes
+none is told once, in the channel, where the report will be (`/leaderboard get-submission`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from cluster_manager.discord.replies import answer, text_file, truncate
 from cluster_manager.rendering.reports import format_submission_report
 from cluster_manager.service import (
     TERMINAL_EVENTS,
+    NotFoundError,
     Service,
     SubmissionReceipt,
     SubmissionReport,
@@ -264,7 +266,8 @@ async def follow_submission(
 
 async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) -> None:
     """Shows `status` as the submission's jobs move, then sends its report (privately) and,
-    for a ranked one, the line the channel sees; the follow is then done."""
+    where the leaderboard's channel policy publishes it, the line the channel sees; the follow
+    is then done."""
     loop = asyncio.get_running_loop()
     submission_id = status.receipt.submission_id
     changed, over = asyncio.Event(), asyncio.Event()
@@ -292,12 +295,22 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
         placements = await service.placements(submission_id)
     embed = render.report_embed(report, placements, profile_files.left_out(report))
     await live.deliver(lambda: {"embed": embed, "files": report_files(report)})
-    if ranked:  # what the competition publishes
+    if await _published(service, report):  # what the competition publishes
         await live.public(
-            content=render.ranked_line(report, placements, live.member.display_name),
+            content=render.channel_line(report, placements, live.member.display_name),
             allowed_mentions=discord.AllowedMentions.none(),
         )
     await service.follow_reported(submission_id)
+
+
+async def _published(service: Service, report: SubmissionReport) -> bool:
+    """Whether the channel sees the submission's verdict: its leaderboard's channel policy,
+    read now (a policy set while it ran holds), says so."""
+    try:
+        board = await service.leaderboard(report.submission.leaderboard)
+    except NotFoundError:  # deleted since: nothing to publish
+        return False
+    return board.publishes(report.submission.mode)
 
 
 # How often the elapsed time moves on a status whose jobs say nothing new.

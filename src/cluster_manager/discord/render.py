@@ -18,7 +18,7 @@ from cluster_manager.core.records import (
 )
 from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
-from cluster_manager.discord.replies import code_block, truncate
+from cluster_manager.discord.replies import MESSAGE_CHARS, code_block, truncate
 from cluster_manager.rendering.reports import (
     ENDED,
     INVITE_ONLY,
@@ -30,6 +30,7 @@ from cluster_manager.service import SubmissionReport
 
 PAGE_SIZE = 10
 FIELD_LIMIT = 1024  # characters in one embed field
+TITLE_LIMIT = 256
 DESCRIPTION_LIMIT = 4096
 EMBED_BUDGET = 4000  # of Discord's 6000 per embed, leaving room for the summary fields
 PASSED_COLOR = discord.Color.green()
@@ -223,13 +224,14 @@ def report_embed(
     return embed
 
 
-def ranked_line(report: SubmissionReport, placements: Sequence[Placement], name: str) -> str:
-    """What the channel sees of a ranked submission: whose, where, whether it passed and its
-    places; never its output or what failed (a secret run's kind is its author's business)."""
+def channel_line(report: SubmissionReport, placements: Sequence[Placement], name: str) -> str:
+    """What the channel sees of a submission its leaderboard's channel policy publishes:
+    whose, its mode, whether it passed and, ranked, its places; never its output or what
+    failed (a secret run's kind is its author's business)."""
     sub = report.submission
     head = (
-        f"{icon(report.passed)} **{discord.utils.escape_markdown(name)}**'s ranked submission "
-        f"#{sub.id} to **{sub.leaderboard}**"
+        f"{icon(report.passed)} **{discord.utils.escape_markdown(name)}**'s "
+        f"{MODE_LABELS[sub.mode]} submission #{sub.id} to **{sub.leaderboard}**"
     )
     if not report.passed:
         return f"{head} did not pass."
@@ -239,7 +241,8 @@ def ranked_line(report: SubmissionReport, placements: Sequence[Placement], name:
         for p in placements
         if p.rank is not None and p.score is not None
     ]
-    return f"{head} passed" + (f": {'; '.join(places)}." if places else ".")
+    line = f"{head} passed" + (f": {'; '.join(places)}." if places else ".")
+    return truncate(line, MESSAGE_CHARS)  # a place per GPU of the leaderboard
 
 
 # --- script runs (`/run`) -------------------------------------------------------------------
@@ -248,8 +251,10 @@ def ranked_line(report: SubmissionReport, placements: Sequence[Placement], name:
 def script_embed(file_name: str, gpu: str, result: RunResult) -> discord.Embed:
     phase = result.phases[0] if result.phases else None
     took = f" in {phase.duration_s:.1f} s" if phase else ""
+    name = truncate(file_name, TITLE_LIMIT // 2, marker="…")  # a file's name may be long
+    title = f"{icon(result.passed)} {name} on {gpu}: {result.verdict.value}{took}"
     embed = discord.Embed(
-        title=f"{icon(result.passed)} {file_name} on {gpu}: {result.verdict.value}{took}",
+        title=truncate(title, TITLE_LIMIT, marker="…"),
         color=PASSED_COLOR if result.passed else FAILED_COLOR,
     )
     if not result.passed and result.message:

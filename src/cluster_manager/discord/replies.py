@@ -30,7 +30,9 @@ async def answer(interaction: discord.Interaction, **kwargs: Any) -> discord.Web
 
 
 async def send_error(interaction: discord.Interaction, content: str) -> None:
-    """An ephemeral message, whatever state the interaction is in."""
+    """An ephemeral message, whatever state the interaction is in; an error that echoes a long
+    option (Discord takes 6,000 characters in one) keeps its start."""
+    content = truncate(content, MESSAGE_CHARS)
     if not interaction.response.is_done():
         await interaction.response.send_message(content, ephemeral=True)
         return

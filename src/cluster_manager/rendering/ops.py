@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.core.sync_plan import Action, SyncPlan
 from cluster_manager.rendering.reports import format_table
 
@@ -45,8 +46,10 @@ def format_controls(
     pauses: Sequence[dict[str, Any]],
     bans: Sequence[dict[str, Any]],
     quotas: Sequence[dict[str, Any]] = (),
+    policies: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """`admin status`: what is paused, who is banned and who has quotas of their own."""
+    """`admin status`: what is paused, who is banned, who has quotas of their own and which
+    leaderboards' channels see other than the default (`ChannelPolicySetting.to_json`)."""
     lines = []
     for pause in pauses:
         where = pause["leaderboard"] or "everywhere"
@@ -57,7 +60,21 @@ def format_controls(
     for quota in quotas:
         who = f"{quota['user']} ({quota['name']})"
         lines.append(f"🎚 {who} quotas: {format_custom_quota(quota)} ({quota['set_by']})")
+    for policy in policies:
+        seen = CHANNEL_SEES.get(policy["policy"], policy["policy"])
+        lines.append(
+            f"📣 {policy['leaderboard']}'s channel policy {policy['policy']}: {seen} "
+            f"({policy['set_by']})"
+        )
     return "\n".join(lines) or "Submissions are open everywhere; nobody is banned."
+
+
+# What each channel policy (`ChannelPolicy`'s values) shows the channel.
+CHANNEL_SEES: dict[str, str] = {
+    ChannelPolicy.RANKED: "a ranked submission's verdict and places",
+    ChannelPolicy.NONE: "no submission",
+    ChannelPolicy.ALL: "every submission's verdict",
+}
 
 
 def format_custom_quota(quota: dict[str, Any]) -> str:
@@ -86,7 +103,7 @@ def format_user_quotas(quotas: dict[str, Any]) -> str:
     else:
         lines.append("  no quotas of their own: the deployment's apply")
     if not custom.get("per_hour"):
-        lines.append("  (a leaderboard's own --rate-limit wins over the deployment's per hour)")
+        lines.append("  (a leaderboard's own rate limit wins over the deployment's per hour)")
     return "\n".join(lines)
 
 

@@ -18,7 +18,8 @@ the scheduler's business.
     history.py       a user's own submissions: listing, reading, deleting
     accounts.py      API tokens: issuing, revoking, authenticating
     sessions.py      web sessions: signing in to the pages with a token
-    controls.py      organisers' controls: pausing, bans, invalidation, stats
+    controls.py      organisers' controls: pausing, bans, invalidation, quotas, channel
+                     policies, stats
     exports.py       a leaderboard as a data set: rankings, or every submission
     invites.py       invite-only leaderboards: codes, joining
     sync.py          a problem set's leaderboards created or updated at once
@@ -36,6 +37,7 @@ from cluster_manager.service.errors import (
     GpuBusyError,
     GpuNotAllowedError,
     GpuNotServedError,
+    InvalidChannelPolicyError,
     InvalidDeadlineError,
     InvalidInviteError,
     InvalidQuotaError,
@@ -81,6 +83,7 @@ __all__ = [
     "GpuBusyError",
     "GpuNotAllowedError",
     "GpuNotServedError",
+    "InvalidChannelPolicyError",
     "InvalidDeadlineError",
     "InvalidInviteError",
     "InvalidQuotaError",

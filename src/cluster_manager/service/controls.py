@@ -1,5 +1,6 @@
 """Organisers' controls: pausing and resuming submissions (everywhere or per leaderboard),
-banning users, invalidating submissions, per-user quota overrides, and the numbers they watch
+banning users, invalidating submissions, per-user quota overrides, what a leaderboard's
+Discord channel sees of its submissions (its channel policy), and the numbers they watch
 (stats). Every front end's submissions and script runs pass `check_may_submit`."""
 
 from __future__ import annotations
@@ -9,9 +10,10 @@ from datetime import datetime, timedelta
 
 import asyncpg
 
-from cluster_manager.core.records import User
+from cluster_manager.core.records import ChannelPolicy, Leaderboard, User
 from cluster_manager.service.errors import (
     BannedError,
+    InvalidChannelPolicyError,
     InvalidQuotaError,
     MissingReasonError,
     NotFoundError,
@@ -30,6 +32,7 @@ from cluster_manager.storage import stats as stats_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.controls import Ban, Pause
 from cluster_manager.storage.database import Executor
+from cluster_manager.storage.leaderboards import ChannelPolicySetting
 from cluster_manager.storage.quotas import CustomQuota
 from cluster_manager.storage.stats import Stats
 
@@ -157,6 +160,29 @@ class Controls:
     async def custom_quotas(self) -> list[CustomQuota]:
         """Every user's override, by user."""
         return await quota_store.custom_quotas(self.pool)
+
+    async def set_channel_policy(
+        self, name: str, policy: ChannelPolicy | str, actor: str
+    ) -> Leaderboard:
+        """Sets what the leaderboard's channel sees of its submissions (`ChannelPolicy`, or
+        its value: "ranked", "none", "all"), recording who set it; the leaderboard as it is
+        now. An invite-only leaderboard's channel sees nothing whatever its policy
+        (`Leaderboard.publishes`)."""
+        try:
+            chosen = ChannelPolicy(policy)
+        except ValueError:
+            known = ", ".join(p.value for p in ChannelPolicy)
+            raise InvalidChannelPolicyError(
+                f"a channel policy is one of {known}, not {policy!r}"
+            ) from None
+        board = await find_leaderboard(self.pool, name)
+        await lb_store.set_channel_policy(self.pool, board.id, chosen, actor, self.clock())
+        return await find_leaderboard(self.pool, board.name)
+
+    async def channel_policies(self) -> list[ChannelPolicySetting]:
+        """The leaderboards whose channel policy is not the default ("ranked"), with who set
+        each and when."""
+        return await lb_store.channel_policies(self.pool)
 
     async def _known_user(self, external_id: str) -> User:
         found = await lb_store.get_user(self.pool, external_id)

@@ -86,3 +86,7 @@ class InviteOnlyError(ClusterManagerError):
 
 class InvalidQuotaError(ClusterManagerError):
     """A quota override that is not a positive number (or sets nothing)."""
+
+
+class InvalidChannelPolicyError(ClusterManagerError):
+    """A channel policy that is none of `ChannelPolicy`'s."""

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import asyncpg
 
 from cluster_manager.core.models import Task
-from cluster_manager.core.records import Leaderboard, LeaderboardSummary, User
+from cluster_manager.core.records import ChannelPolicy, Leaderboard, LeaderboardSummary, User
 from cluster_manager.storage.database import Connection, Executor
 
 
@@ -105,7 +107,7 @@ async def update_leaderboard(
 
 _SELECT_LEADERBOARD = """
     SELECT l.id, l.name, l.deadline, l.description, l.task, l.created_at,
-           l.rate_limit_per_hour, l.closed, u.external_id AS creator,
+           l.rate_limit_per_hour, l.closed, l.channel_policy, u.external_id AS creator,
            ARRAY(SELECT gpu FROM leaderboard_gpus g WHERE g.leaderboard_id = l.id ORDER BY gpu)
                AS gpus
     FROM leaderboards l LEFT JOIN users u ON u.id = l.creator_id
@@ -124,6 +126,7 @@ def _leaderboard(row: asyncpg.Record) -> Leaderboard:
         created_at=row["created_at"],
         rate_limit_per_hour=row["rate_limit_per_hour"],
         closed=row["closed"],
+        channel_policy=ChannelPolicy(row["channel_policy"]),
     )
 
 
@@ -135,6 +138,57 @@ async def get_leaderboard(db: Executor, name: str) -> Leaderboard | None:
 async def get_leaderboard_by_id(db: Executor, leaderboard_id: int) -> Leaderboard | None:
     row = await db.fetchrow(_SELECT_LEADERBOARD + " WHERE l.id = $1", leaderboard_id)
     return None if row is None else _leaderboard(row)
+
+
+@dataclass(frozen=True)
+class ChannelPolicySetting:
+    """A leaderboard's channel policy as an organiser set it (`admin status`)."""
+
+    leaderboard: str
+    policy: ChannelPolicy
+    set_by: str
+    set_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "leaderboard": self.leaderboard,
+            "policy": self.policy.value,
+            "set_by": self.set_by,
+            "set_at": self.set_at.isoformat(),
+        }
+
+
+async def set_channel_policy(
+    db: Executor, leaderboard_id: int, policy: ChannelPolicy, by: str, now: datetime
+) -> None:
+    await db.execute(
+        "UPDATE leaderboards SET channel_policy = $2, channel_policy_set_by = $3,"
+        " channel_policy_set_at = $4 WHERE id = $1",
+        leaderboard_id,
+        policy.value,
+        by,
+        now,
+    )
+
+
+async def channel_policies(db: Executor) -> list[ChannelPolicySetting]:
+    """The leaderboards whose channel policy is not the default, by name."""
+    rows = await db.fetch(
+        """
+        SELECT name, channel_policy, channel_policy_set_by, channel_policy_set_at
+        FROM leaderboards WHERE channel_policy <> $1 ORDER BY name
+        """,
+        ChannelPolicy.RANKED.value,
+    )
+    return [
+        ChannelPolicySetting(
+            r["name"],
+            ChannelPolicy(r["channel_policy"]),
+            r["channel_policy_set_by"] or "",
+            r["channel_policy_set_at"],
+        )
+        for r in rows
+    ]
 
 
 async def secret_seed(db: Executor, leaderboard_id: int) -> int:

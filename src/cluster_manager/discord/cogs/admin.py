@@ -1,5 +1,6 @@
 """`/admin ...` for members with the Leaderboard Admin role: pause and resume submissions,
-ban and unban users, see what is switched off, and the stats. Answers are private."""
+ban and unban users, quotas, invite codes, what a leaderboard's channel sees, what is switched
+off, and the stats. Answers are private."""
 
 from __future__ import annotations
 
@@ -10,9 +11,14 @@ from discord import app_commands
 from discord.ext import commands
 
 from cluster_manager.discord.autocomplete import leaderboard_names
-from cluster_manager.discord.replies import answer, defer, fitted
+from cluster_manager.discord.replies import MESSAGE_CHARS, answer, defer, fitted, truncate
 from cluster_manager.discord.roles import admins_only, submitter
-from cluster_manager.rendering.ops import format_controls, format_stats
+from cluster_manager.rendering.ops import (
+    CHANNEL_SEES,
+    format_controls,
+    format_stats,
+    format_user_quotas,
+)
 from cluster_manager.service import Service
 
 if TYPE_CHECKING:
@@ -21,6 +27,17 @@ if TYPE_CHECKING:
 
 def actor(interaction: discord.Interaction) -> str:
     return f"discord:{interaction.user.name}"
+
+
+POLICIES = [
+    app_commands.Choice(
+        name="ranked (default): a ranked submission's verdict and places", value="ranked"
+    ),
+    app_commands.Choice(name="none: no submission, only announcements", value="none"),
+    app_commands.Choice(
+        name="all: every submission's verdict, any mode (never its output)", value="all"
+    ),
+]
 
 
 # Not listed to members (a server admin may open it to a role in the server's settings); the
@@ -41,7 +58,9 @@ class AdminCog(
         return self.bot.app.service
 
     async def _say(self, interaction: discord.Interaction, content: str) -> None:
-        await answer(interaction, content=content, ephemeral=True)
+        """A short answer; one that echoes a long option (a reason, a code: Discord takes
+        6,000 characters in one) keeps its start."""
+        await answer(interaction, content=truncate(content, MESSAGE_CHARS), ephemeral=True)
 
     async def _say_long(
         self, interaction: discord.Interaction, text: str, *, file_name: str, **style: Any
@@ -218,10 +237,11 @@ class AdminCog(
         )
 
     @app_commands.command(
-        name="quota", description="Give a user quotas of their own, or clear them"
+        name="quota",
+        description="A user's quotas now; or give them quotas of their own, or clear them",
     )
     @app_commands.describe(
-        user="Who",
+        user="Who (alone: the quotas that hold for them now, and whose they are)",
         per_hour="Submissions per hour per leaderboard",
         daily="Submissions per day, all leaderboards",
         clear="Back to the deployment's quotas",
@@ -236,6 +256,15 @@ class AdminCog(
         clear: bool = False,
     ) -> None:
         await defer(interaction, ephemeral=True)
+        if per_hour is None and daily is None and not clear:  # what holds for them now
+            found = await self.service.quota_of(submitter(user).external_id)
+            await self._say_long(
+                interaction,
+                format_user_quotas(found.to_json()),
+                file_name=f"quotas-{user.id}.txt",
+                code=True,
+            )
+            return
         if clear:
             cleared = await self.service.clear_quota(submitter(user).external_id)
             content = (
@@ -251,13 +280,46 @@ class AdminCog(
             content = f"Quotas of {user.mention}: per hour {hourly}, daily {days}."
         await self._say(interaction, content)
 
-    @app_commands.command(name="status", description="What is paused and who is banned")
+    @app_commands.command(
+        name="channel-policy", description="What the channel sees of a leaderboard's submissions"
+    )
+    @app_commands.describe(leaderboard="The leaderboard", policy="What the channel sees")
+    @app_commands.choices(policy=POLICIES)
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def channel_policy(
+        self,
+        interaction: discord.Interaction,
+        leaderboard: str,
+        policy: app_commands.Choice[str],
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        board = await self.service.set_channel_policy(leaderboard, policy.value, actor(interaction))
+        content = (
+            f"📣 **{board.name}**'s channel policy is {board.channel_policy.value}: the channel "
+            f"sees {CHANNEL_SEES[board.channel_policy]}; output and files stay private."
+        )
+        if board.closed:
+            content += (
+                f"\n🔒 {board.name} is invite-only: its channel sees none of its submissions "
+                "until `/admin open`."
+            )
+        await self._say(interaction, content)
+
+    @app_commands.command(
+        name="status", description="What is paused, who is banned, custom quotas and policies"
+    )
     @admins_only
     async def status(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
-        pauses = [p.to_json() for p in await self.service.pauses()]
-        bans = [b.to_json() for b in await self.service.bans()]
-        await self._say_long(interaction, format_controls(pauses, bans), file_name="status.txt")
+        service = self.service
+        text = format_controls(
+            [p.to_json() for p in await service.pauses()],
+            [b.to_json() for b in await service.bans()],
+            [q.to_json() for q in await service.custom_quotas()],
+            [c.to_json() for c in await service.channel_policies()],
+        )
+        await self._say_long(interaction, text, file_name="status.txt")
 
     @app_commands.command(name="stats", description="Submissions, runs, queue waits and failures")
     @app_commands.describe(last_day="Only the last 24 hours")

@@ -27,7 +27,7 @@ from cluster_manager.discord.attachments import read_attachment
 from cluster_manager.discord.autocomplete import leaderboard_gpus, leaderboard_names
 from cluster_manager.discord.error_handlers import UsageError
 from cluster_manager.discord.live import follow_submission, report_files
-from cluster_manager.discord.replies import answer, defer, text_file
+from cluster_manager.discord.replies import answer, defer, text_file, truncate
 from cluster_manager.discord.roles import creators_only, is_admin, submitter
 from cluster_manager.discord.widgets import choose, confirm, show_pages
 from cluster_manager.rendering.charts import ChartCache
@@ -46,6 +46,7 @@ MODES = [
     app_commands.Choice(name="ranked", value=Mode.LEADERBOARD.value),
     app_commands.Choice(name="profile", value=Mode.PROFILE.value),
 ]
+DESCRIPTION_CUT = "\n… (the whole description is in task.yml)"
 # Template languages and the file each is handed out as.
 LANGUAGES = {"Python": ".py", "Triton": ".py", "CUDA": ".cu", "HIP": ".cpp"}
 
@@ -315,7 +316,8 @@ class LeaderboardCog(
             batch = items[i : i + MAX_FILES_PER_MESSAGE]
             content = f"📁 Task files of **{name}**" if i == 0 else None
             if i == 0 and board.task.description:
-                content = f"{content}\n>>> {board.task.description.strip()[:1500]}"
+                shown = truncate(board.task.description.strip(), 1500, marker=DESCRIPTION_CUT)
+                content = f"{content}\n>>> {shown}"
             await answer(
                 interaction,
                 content=content,

@@ -64,7 +64,8 @@ class OpsCog(commands.Cog):
                 )
             else:
                 lines.append("✅ The schema is up to date: no pending migrations.")
-        await answer(interaction, content="\n".join(lines), ephemeral=True)
+        text = "\n".join(lines)  # a database's error may be long
+        await answer(interaction, ephemeral=True, **fitted(text, file_name="verifydb.txt"))
 
     @app_commands.command(
         name="verifyruns", description="Run a known-good example on every GPU type served here"
@@ -82,7 +83,8 @@ class OpsCog(commands.Cog):
         if not lines:
             lines = ["No GPU type has a launcher configured here."]
         lines.append(f"🔒 {sandboxing.policy(self.bot.app.settings.allow_unsandboxed_ranking)}")
-        await answer(interaction, content="\n".join(lines), ephemeral=True)
+        text = "\n".join(lines)  # a line per GPU type, each with its launcher's detail
+        await answer(interaction, ephemeral=True, **fitted(text, file_name="verifyruns.txt"))
 
     @app_commands.command(name="resync", description="Sync the slash commands with Discord")
     @app_commands.guild_only()
