@@ -33,6 +33,8 @@ ROUTES = [
     ("DELETE", "/admin/quotas/alice"),
     ("POST", "/admin/leaderboards"),
     ("DELETE", f"/admin/leaderboards/{BOARD}"),
+    ("PUT", f"/admin/leaderboards/{BOARD}/channel-policy"),
+    ("GET", "/admin/channel-policies"),
 ]
 
 
@@ -224,3 +226,19 @@ async def test_rerun_queues_the_ranked_submissions_again(app: App, client: httpx
         f"/admin/leaderboards/{BOARD}/rerun", headers=ADMIN, json={"user": "bob"}
     )
     assert nothing.status_code == 404
+
+
+async def test_a_channel_policy_is_set_and_listed_and_a_bad_one_refused(
+    app: App, client: httpx.AsyncClient
+):
+    path = f"/admin/leaderboards/{BOARD}/channel-policy"
+    headers = ADMIN
+    bad = await client.put(path, headers=headers, json={"policy": "everyone"})
+    assert bad.status_code == 400 and "ranked, none, all" in bad.json()["detail"]
+    assert (await app.service.leaderboard(BOARD)).channel_policy.value == "ranked"
+    done = await client.put(path, headers=headers, json={"policy": "all"})
+    assert done.json() == {"leaderboard": BOARD, "channel_policy": "all"}
+    listed = (await client.get("/admin/channel-policies", headers=headers)).json()
+    assert [(p["leaderboard"], p["policy"]) for p in listed] == [(BOARD, "all")]
+    view = await client.get(f"/leaderboards/{BOARD}", headers={"Accept": "application/json"})
+    assert view.json()["channel_policy"] == "all"

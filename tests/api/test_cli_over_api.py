@@ -15,6 +15,7 @@ import pytest
 from cluster_manager.app import App
 from cluster_manager.cli.remote_service import RemoteService
 from cluster_manager.core.models import Mode
+from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.service import Service, Submitter
 from cluster_manager.service.port import ServicePort
 from tests.api.conftest import ADMIN_TOKEN, BOARD, IDENTITY, source, token_of
@@ -134,6 +135,18 @@ async def board_closed(service: Service, _sid: int) -> bool:
     return (await service.leaderboard(BOARD)).closed
 
 
+async def channel_sees_all(service: Service, _sid: int) -> bool:
+    board = await service.leaderboard(BOARD)
+    return board.channel_policy is ChannelPolicy.ALL and [
+        p.leaderboard for p in await service.channel_policies()
+    ] == [BOARD]
+
+
+async def policy_set(service: Service) -> dict[str, str]:
+    await service.set_channel_policy(BOARD, ChannelPolicy.NONE, "org")
+    return {}
+
+
 async def board_open(service: Service, _sid: int) -> bool:
     return not (await service.leaderboard(BOARD)).closed
 
@@ -200,6 +213,10 @@ CASES = {
     "admin quota --clear": Case(("admin", "quota", "alice", "--clear"),
                                 "alice has the deployment's quotas", no_quota, quota),
     "admin status": Case(("admin", "status"), "paused everywhere: outage", before=paused),
+    "admin status (channel policies)": Case(("admin", "status"),
+                                            "identity's channel policy none", before=policy_set),
+    "admin channel-policy": Case(("admin", "channel-policy", BOARD, "all"),
+                                 "identity's channel policy is all", channel_sees_all),
     "admin stats": Case(("admin", "stats"), "submissions 1 from 1 users"),
     "leaderboard create": Case(
         ("leaderboard", "create", "fresh", "--task", str(IDENTITY), "--deadline", FUTURE,

@@ -43,6 +43,7 @@ def leaderboard_view(board: Leaderboard) -> Json:
         "deadline": iso(board.deadline),
         "gpu_types": list(board.gpus),
         "invite_only": board.closed,
+        "channel_policy": board.channel_policy.value,
         "created_at": iso(board.created_at),
         "task": task_view(board.task),
     }

@@ -12,6 +12,7 @@ from typing import TypeVar
 import click
 
 from cluster_manager.cli.common import cli, with_port
+from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.rendering.ops import format_controls, format_stats, format_user_quotas
 from cluster_manager.service import Submitter, UnknownUserError
 from cluster_manager.service.port import ServicePort
@@ -176,6 +177,23 @@ def close_command(settings: Settings, leaderboard: str) -> None:
     _run(settings, body)
 
 
+@admin_group.command("channel-policy")
+@click.argument("leaderboard")
+@click.argument("policy", type=click.Choice([p.value for p in ChannelPolicy]))
+@click.pass_obj
+def channel_policy_command(settings: Settings, leaderboard: str, policy: str) -> None:
+    """What LEADERBOARD's Discord channel sees of its submissions: ranked (a ranked
+    submission's verdict and places, the default), none, or all (every submission's verdict
+    line). Its output stays its submitter's under every policy."""
+
+    async def body(port: ServicePort) -> None:
+        board = await port.set_channel_policy(leaderboard, policy, _actor())
+        note = " (invite-only: its channel sees nothing while it is)" if board.closed else ""
+        click.echo(f"{leaderboard}'s channel policy is {board.channel_policy.value}{note}")
+
+    _run(settings, body)
+
+
 @admin_group.command("open")
 @click.argument("leaderboard")
 @click.pass_obj
@@ -263,7 +281,8 @@ def status_command(settings: Settings) -> None:
         pauses = [p.to_json() for p in await port.pauses()]
         bans = [b.to_json() for b in await port.bans()]
         quotas = [q.to_json() for q in await port.custom_quotas()]
-        click.echo(format_controls(pauses, bans, quotas))
+        policies = [p.to_json() for p in await port.channel_policies()]
+        click.echo(format_controls(pauses, bans, quotas, policies))
 
     _run(settings, body)
 

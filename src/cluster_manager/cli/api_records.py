@@ -9,6 +9,7 @@ from typing import Any
 
 from cluster_manager.core.models import Mode, Task, Verdict
 from cluster_manager.core.records import (
+    ChannelPolicy,
     Job,
     JobEvent,
     JobState,
@@ -20,6 +21,7 @@ from cluster_manager.core.records import (
 )
 from cluster_manager.service.port import (
     Ban,
+    ChannelPolicySetting,
     CustomQuota,
     GpuQueue,
     GpuStats,
@@ -56,6 +58,14 @@ def leaderboard(view: Json, task: Task) -> Leaderboard:
         creator=None,
         created_at=_when(view["created_at"]),
         closed=bool(view["invite_only"]),
+        channel_policy=ChannelPolicy(view.get("channel_policy", ChannelPolicy.RANKED.value)),
+    )
+
+
+def channel_policy_setting(view: Json) -> ChannelPolicySetting:
+    """An item of `GET /admin/channel-policies`."""
+    return ChannelPolicySetting(
+        view["leaderboard"], ChannelPolicy(view["policy"]), view["set_by"], _when(view["set_at"])
     )
 
 

@@ -8,7 +8,15 @@ from cluster_manager.cli.api_client import ApiClient, ApiError
 from cluster_manager.cli.api_client import segment as seg
 from cluster_manager.core.records import Job
 from cluster_manager.service import Submitter, UnknownUserError
-from cluster_manager.service.port import Ban, CustomQuota, Invite, Pause, Stats, UserQuotas
+from cluster_manager.service.port import (
+    Ban,
+    ChannelPolicySetting,
+    CustomQuota,
+    Invite,
+    Pause,
+    Stats,
+    UserQuotas,
+)
 
 
 class RemoteControls:
@@ -65,6 +73,10 @@ class RemoteControls:
     async def set_closed(self, name: str, closed: bool) -> None:
         action = "close" if closed else "open"
         await self.api.call("POST", f"/admin/leaderboards/{seg(name)}/{action}")
+
+    async def channel_policies(self) -> list[ChannelPolicySetting]:
+        found = await self.api.get("/admin/channel-policies")
+        return [records.channel_policy_setting(p) for p in found]
 
     async def mint_invites(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
         body = {"leaderboard": name, "count": count, "max_uses": max_uses}

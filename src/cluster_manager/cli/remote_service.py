@@ -18,6 +18,7 @@ from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, Task
 from cluster_manager.core.profiling import ProfileOptions, form_fields
 from cluster_manager.core.records import (
+    ChannelPolicy,
     JobEvent,
     Leaderboard,
     LeaderboardSummary,
@@ -83,6 +84,14 @@ class RemoteService(RemoteControls):
         archive = folder_zip(folder_files(task))  # the task as Discord's create takes it
         view = await self.api.upload("/admin/leaderboards", f"{task.name}.zip", archive, fields)
         return records.leaderboard(view, task)
+
+    async def set_channel_policy(
+        self, name: str, policy: ChannelPolicy | str, actor: str
+    ) -> Leaderboard:
+        value = policy.value if isinstance(policy, ChannelPolicy) else policy
+        path = f"/admin/leaderboards/{seg(name)}/channel-policy"
+        await self.api.call("PUT", path, {"policy": value})
+        return await self.leaderboard(name)
 
     async def leaderboard(self, name: str) -> Leaderboard:
         view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)

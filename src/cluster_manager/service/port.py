@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from cluster_manager.core.models import Mode, Task
 from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.records import (
+    ChannelPolicy,
     Job,
     JobEvent,
     Leaderboard,
@@ -37,6 +38,7 @@ from cluster_manager.service.sync import Problems
 from cluster_manager.storage.controls import Ban as Ban
 from cluster_manager.storage.controls import Pause as Pause
 from cluster_manager.storage.invites import Invite as Invite
+from cluster_manager.storage.leaderboards import ChannelPolicySetting as ChannelPolicySetting
 from cluster_manager.storage.queue import GpuQueue as GpuQueue
 from cluster_manager.storage.queue import OpenJob as OpenJob
 from cluster_manager.storage.quotas import CustomQuota as CustomQuota
@@ -148,6 +150,12 @@ class ControlPort(Protocol):
     ) -> list[Job]: ...
 
     async def set_closed(self, name: str, closed: bool) -> None: ...
+
+    async def set_channel_policy(
+        self, name: str, policy: ChannelPolicy | str, actor: str
+    ) -> Leaderboard: ...
+
+    async def channel_policies(self) -> list[ChannelPolicySetting]: ...
 
     async def mint_invites(self, name: str, count: int, max_uses: int, actor: str) -> list[str]: ...
 

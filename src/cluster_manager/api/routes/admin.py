@@ -114,6 +114,22 @@ async def open_(name: str, request: Request) -> dict[str, Any]:
     return {"status": "open", "leaderboard": name}
 
 
+@router.put("/leaderboards/{name}/channel-policy")
+async def channel_policy(
+    name: str, request: Request, policy: Annotated[str, Body(embed=True)]
+) -> dict[str, Any]:
+    """What the leaderboard's Discord channel sees of its submissions: `ranked` (a ranked
+    submission's verdict and places), `none`, or `all` (every submission's verdict line)."""
+    board = await service_of(request).set_channel_policy(name, policy, API_ACTOR)
+    return {"leaderboard": board.name, "channel_policy": board.channel_policy.value}
+
+
+@router.get("/channel-policies")
+async def channel_policies(request: Request) -> list[dict[str, Any]]:
+    """The leaderboards whose channel policy is not the default, with who set each."""
+    return [p.to_json() for p in await service_of(request).channel_policies()]
+
+
 @router.post("/leaderboards/{name}/rerun")
 async def rerun(
     name: str,
