@@ -20,7 +20,7 @@ from cluster_manager.harness import runner
 from cluster_manager.sandbox.bwrap import BWRAP_SETTING
 from cluster_manager.sandbox.plan import full_sandbox_problem, limits_problem
 from cluster_manager.service import Submitter
-from cluster_manager.settings import Settings, load_settings
+from cluster_manager.settings import Settings, load_settings, local_limits
 from cluster_manager.storage import runs as run_store
 from tests.adversarial.helpers import LIMITS, SECRET, small_task
 from tests.conftest import CORRECT, make_request
@@ -97,11 +97,12 @@ def test_the_operator_setting_is_off_unless_named():
 def test_the_demo_ranks_partial_runs_only_in_its_embedded_database(monkeypatch):
     monkeypatch.setenv(BWRAP_SETTING, "off")
     said: list[str] = []
-    embedded = SimpleNamespace(embedded=True, settings=Settings())
+    limits = local_limits(Settings())
+    embedded = SimpleNamespace(embedded=True, settings=Settings(), local_limits=lambda: limits)
     config = _lenient_config(embedded, said.append)  # type: ignore[arg-type]
     assert config is not None and config.allow_unsandboxed_ranking
     assert ALLOW_SETTING in said[0] and "embedded database only" in said[0]
-    shared = SimpleNamespace(embedded=False, settings=Settings())
+    shared = SimpleNamespace(embedded=False, settings=Settings(), local_limits=lambda: limits)
     assert _lenient_config(shared, said.append) is None  # type: ignore[arg-type]
     monkeypatch.delenv(BWRAP_SETTING)
     if full_sandbox_problem() is None and limits_problem() is None:  # ranks as usual
