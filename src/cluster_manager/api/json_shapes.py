@@ -11,6 +11,8 @@ from typing import Any
 
 from cluster_manager.core.models import Mode, RunResult, Task, Verdict
 from cluster_manager.core.records import Job, JobState, Leaderboard, RankingEntry, RunRecord
+from cluster_manager.core.scoring import share_of_peak
+from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.rendering.reports import format_submission_report
 from cluster_manager.service import QueueStatus, SubmissionReceipt, SubmissionReport
 
@@ -32,6 +34,8 @@ def task_view(task: Task) -> Json:
         "ranking_by": task.ranking_by.value,
         "multi_gpu": task.multi_gpu,
         "templates": sorted(task.templates),
+        # Ours, not popcorn's: what each benchmark case must do (README, "Task format").
+        "speed_of_light": None if task.speed_of_light is None else vars(task.speed_of_light),
     }
 
 
@@ -49,7 +53,14 @@ def leaderboard_view(board: Leaderboard) -> Json:
     }
 
 
-def ranking_view(board: Leaderboard, rankings: dict[str, list[RankingEntry]]) -> Json:
+def ranking_view(
+    board: Leaderboard,
+    rankings: dict[str, list[RankingEntry]],
+    peaks: Mapping[str, Peaks] | None = None,
+) -> Json:
+    """`peaks`: the board's GPU types' published peaks: each score's `fraction_of_peak` (the
+    speed of light's share of it; null where the task or the type states none)."""
+    peaks = peaks or {}
     return {
         **leaderboard_view(board),
         "rankings": {
@@ -60,11 +71,13 @@ def ranking_view(board: Leaderboard, rankings: dict[str, list[RankingEntry]]) ->
                     "score": e.score,
                     "submission_id": e.submission_id,
                     "submission_time": iso(e.submitted_at),
+                    "fraction_of_peak": share_of_peak(board.task, peaks.get(gpu), e.score),
                 }
                 for e in entries
             ]
             for gpu, entries in rankings.items()
         },
+        "peaks": {gpu: p.to_json() for gpu, p in peaks.items()},
     }
 
 
@@ -209,9 +222,21 @@ def run_view(run: RunRecord, job: Job | None) -> Json:
         view["result"] = key_form(result)
         view["diagnostics"] = diagnostics(result)
         view["run_result"] = run.result  # the RunResult whole: a client renders its own report
+        view["speed_of_light"] = speed_of_light(result)
     elif run.result.get("held"):
         view["held"] = run.result["held"]  # a redacted secret run's: that it is held, not why
     return view
+
+
+def speed_of_light(result: RunResult) -> list[Json]:
+    """Each timed case's figures against the speed of light (`core.speed_of_light`), with
+    the fraction of peak and the peak that binds it; [] when the task states none."""
+    return [
+        {"phase": phase.name, "index": b.index, "spec": b.spec, **b.speed.to_json()}
+        for phase in result.phases
+        for b in phase.benchmarks
+        if b.speed is not None
+    ]
 
 
 def key_form(result: RunResult) -> dict[str, str | int]:

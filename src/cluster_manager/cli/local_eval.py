@@ -22,6 +22,7 @@ from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
+from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task
 from cluster_manager.rendering.reports import format_report
@@ -34,12 +35,26 @@ def build_request(
     mode: Mode,
     seed: int | None,
     settings: Settings,
+    peaks: Peaks | None = None,
 ) -> RunRequest:
     data = read_source_file(submission_path)
     submission = validate_submission(submission_path.name, data, task.lang)
     if mode is Mode.LEADERBOARD and seed is None:
         seed = new_secret_seed()
-    return RunRequest.of_submission(task, submission.code, mode, local_limits(settings), seed)
+    limits = local_limits(settings)
+    return RunRequest.of_submission(task, submission.code, mode, limits, seed, peaks=peaks)
+
+
+def published_peaks(settings: Settings, gpu: str | None) -> Peaks | None:
+    """`--gpu`'s published peaks (the registry's), the speed of light a run here is measured
+    against; None without it (a machine without a GPU then measures its own)."""
+    if gpu is None:
+        return None
+    from cluster_manager.app import load_settings_registry  # not for a plain `eval`
+    from cluster_manager.cli.gpu_names import canonical_gpu
+
+    registry = load_settings_registry(settings)
+    return registry.get(canonical_gpu(gpu, registry.names)).peaks
 
 
 def run_here(
@@ -88,6 +103,11 @@ def _print_progress(event: ProgressEvent) -> None:
     is_flag=True,
     help="Run in the sandbox the bot uses (as root: own user, no network, private /tmp).",
 )
+@click.option(
+    "--gpu",
+    help="GPU type (gpus.yml) whose published peaks each case's speed of light is measured "
+    "against, as on the bot; without it a machine without a GPU measures its own.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult JSON.")
 @root_option
 @click.pass_obj
@@ -98,13 +118,15 @@ def eval_command(
     mode: str,
     seed: int | None,
     sandbox: bool,
+    gpu: str | None,
     as_json: bool,
     root: Path | None,
 ) -> None:
     """Run SUBMISSION against the task at TASK (a folder or .zip) on this machine."""
     try:
         task = load_task(task_path, root=root)
-        request = build_request(task, submission, Mode(mode), seed, settings)
+        peaks = published_peaks(settings, gpu)
+        request = build_request(task, submission, Mode(mode), seed, settings, peaks)
     except ClusterManagerError as exc:
         fail(str(exc))
     result = run_here(request, None if as_json else _print_progress, sandbox=sandbox)

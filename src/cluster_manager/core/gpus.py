@@ -5,7 +5,8 @@ CLUSTER_MANAGER_GPUS names another): a mapping of GPU type name to its `launcher
 (local | github | modal | slurm), `max_concurrent` jobs, optional resource `limits` for its
 runs, the compiler target `arch` (sm_90a, gfx942) and `devices` one machine has, and the
 launcher's own parameters (workflow and runner labels, Modal GPU, Slurm
-partition/account/gres).
+partition/account/gres), and its `peaks` (memory bandwidth and FLOP rates, for the speed of
+light: `core/speed_of_light.py`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import yaml
 from cluster_manager.core.arch import valid_arch
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Limits
+from cluster_manager.core.speed_of_light import Peaks, parse_peaks
 from cluster_manager.data import GPUS_FILE
 
 LAUNCHERS = ("local", "github", "modal", "slurm")
@@ -89,6 +91,8 @@ class GpuType:
     # The exact compiler target of its GPUs (sm_90a, sm_100a, gfx942): CUDA sources and torch
     # extensions are built for it. None: the toolchain's default (CPU types).
     arch: str | None = None
+    # Its published peaks; None: unknown (a CPU runner measures its own machine's).
+    peaks: Peaks | None = None
 
     @property
     def max_run_s(self) -> float | None:
@@ -203,8 +207,12 @@ def parse_registry(data: object, source: str = "gpus.yml") -> GpuRegistry:
         arch = params.pop("arch", None)
         if arch is not None and not (isinstance(arch, str) and valid_arch(arch)):
             raise bad(f"{key}.arch", "must be a GPU target such as sm_90a or gfx942")
+        try:
+            peaks = None if "peaks" not in params else parse_peaks(params.pop("peaks"))
+        except ValueError as exc:
+            raise bad(f"{key}.peaks", str(exc)) from None
         types[name] = GpuType(
-            name, launcher, max_concurrent, params, limits, devices, ranked_cap, arch
+            name, launcher, max_concurrent, params, limits, devices, ranked_cap, arch, peaks
         )
     return GpuRegistry(types)
 

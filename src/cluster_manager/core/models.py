@@ -6,13 +6,14 @@ objects travel between the bot host, the launchers and the runner on the GPU mac
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from cluster_manager.core.json_forms import plain_json
 from cluster_manager.core.profiling import ProfileOptions, ProfilerOutcome
+from cluster_manager.core.speed_of_light import CaseSpeed, Peaks, SpeedOfLight
 from cluster_manager.core.telemetry import PhaseTelemetry, telemetry_from_json
 
 RUN_RESULT_VERSION = 1
@@ -129,6 +130,8 @@ class Task:
     # Per benchmark, the fastest time physically possible (µs), or None: a ranked mean below
     # it is held for an admin's review instead of being ranked (a shortcut, not a kernel).
     floors_us: tuple[float | None, ...] = ()
+    # What each benchmark case must do at the least (task.yml's `speed_of_light`), or None.
+    speed_of_light: SpeedOfLight | None = None
 
     @property
     def submission_name(self) -> str:
@@ -153,7 +156,7 @@ class Task:
         raise ValueError(f"no phase mode {phase_mode!r}")
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = _to_json(self)
+        data: dict[str, Any] = plain_json(self)
         return data
 
     def to_stored_json(self) -> dict[str, Any]:
@@ -188,6 +191,7 @@ class Task:
             multi_gpu=bool(data.get("multi_gpu", False)),
             description=data.get("description", ""),
             floors_us=tuple(data.get("floors_us", ())),
+            speed_of_light=SpeedOfLight.from_json(data.get("speed_of_light")),
         )
 
 
@@ -226,6 +230,7 @@ class RunRequest:
     # default (CPU, or a type without `arch:`).
     arch: str | None = None
     profile: ProfileOptions = field(default_factory=ProfileOptions)  # profile mode only
+    peaks: Peaks | None = None  # the GPU type's published peaks (gpus.yml), for speed of light
 
     @classmethod
     def of_submission(
@@ -238,6 +243,7 @@ class RunRequest:
         *,
         arch: str | None = None,
         profile: ProfileOptions | None = None,
+        peaks: Peaks | None = None,
     ) -> RunRequest:
         """A submission's run: it fills the task's slot, only a ranked run gets a seed, and a
         multi-GPU task gets one device per rank of its largest case (POPCORN_GPUS)."""
@@ -251,10 +257,11 @@ class RunRequest:
             gpu_count=task.processes,
             arch=arch,
             profile=profile or ProfileOptions(),
+            peaks=peaks,
         )
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = _to_json(self)
+        data: dict[str, Any] = plain_json(self)
         data["version"] = RUN_REQUEST_VERSION
         return data
 
@@ -273,6 +280,7 @@ class RunRequest:
             gpu_count=int(data.get("gpu_count", 1)),
             arch=data.get("arch"),
             profile=ProfileOptions.from_json(data.get("profile")),
+            peaks=Peaks.from_json(data.get("peaks")),
         )
 
 
@@ -302,6 +310,7 @@ class BenchmarkOutcome:
     report: str = ""
     skipped: bool = False  # never run: an earlier case failed and the run stopped there
     trace: str = ""  # profile mode: the profiler's Chrome trace, gzipped, base64
+    speed: CaseSpeed | None = None  # against the speed of light: set by the runner, not a main
 
 
 @dataclass(frozen=True)
@@ -357,7 +366,7 @@ class RunResult:
         return tuple(b for p in self.phases for b in p.benchmarks)
 
     def to_json(self) -> dict[str, Any]:
-        data: dict[str, Any] = _to_json(self)
+        data: dict[str, Any] = plain_json(self)
         return data
 
     @classmethod
@@ -377,7 +386,7 @@ class RunResult:
                         **p,
                         "verdict": Verdict(p["verdict"]),
                         "tests": tuple(TestOutcome(**t) for t in p.get("tests", ())),
-                        "benchmarks": tuple(BenchmarkOutcome(**b) for b in p.get("benchmarks", ())),
+                        "benchmarks": tuple(_benchmark(b) for b in p.get("benchmarks", ())),
                         "profiler": _profiler(p.get("profiler")),
                     }
                 )
@@ -400,14 +409,5 @@ def _profiler(data: dict[str, Any] | None) -> ProfilerOutcome | None:
     return None if data is None else ProfilerOutcome.from_json(data)
 
 
-def _to_json(obj: Any) -> Any:
-    """Dataclasses -> dicts, enums -> values, tuples -> lists; plain JSON all the way down."""
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, enum.Enum):
-        return obj.value
-    if isinstance(obj, list | tuple):
-        return [_to_json(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: _to_json(v) for k, v in obj.items()}
-    return obj
+def _benchmark(data: dict[str, Any]) -> BenchmarkOutcome:
+    return BenchmarkOutcome(**{**data, "speed": CaseSpeed.from_json(data.get("speed"))})

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from cluster_manager.core.models import RankingBy
+from cluster_manager.core.models import RankingBy, Task
+from cluster_manager.core.speed_of_light import Peaks, floor_ns
 
 NS_PER_S = 1e9
 
@@ -36,3 +37,17 @@ def score_seconds(means_ns: Sequence[float], ranking_by: RankingBy) -> float:
         case RankingBy.GEOM:
             value = math.exp(sum(math.log(m) for m in means_ns) / len(means_ns))
     return value / NS_PER_S
+
+
+def share_of_peak(task: Task, peaks: Peaks | None, score_s: float) -> float | None:
+    """A score's fraction of the speed of light on these peaks: the score the cases' floors
+    would get by the task's own rule, over the score (`last`: the last case's fraction;
+    `mean`: the floors' share of the summed time; `geom`: the geometric mean of the cases'
+    fractions). None where the task or the GPU type states nothing to compute it from."""
+    if task.speed_of_light is None or peaks is None or not score_s > 0:
+        return None
+    floors = [floor_ns(task.speed_of_light, case, peaks) for case in task.benchmarks]
+    try:
+        return score_seconds(floors, task.ranking_by) / score_s
+    except ValueError:  # a case with nothing to bound it (no rate for its precision)
+        return None

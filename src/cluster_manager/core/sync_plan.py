@@ -111,6 +111,7 @@ def task_changes(old: Task, new: Task) -> list[Change]:
             (new.test_timeout, new.benchmark_timeout, new.ranked_timeout),
         ),
         "score floors": (old.floors_us, new.floors_us),
+        "speed of light": (old.speed_of_light, new.speed_of_light),
         "description": (old.description, new.description),
         "templates": (old.templates, new.templates),
     }

@@ -25,6 +25,7 @@ from cluster_manager.core.models import (
     TaskFile,
 )
 from cluster_manager.core.names import hidden_problem
+from cluster_manager.core.speed_of_light import SPEED_OF_LIGHT_KEY, parse_spec
 from cluster_manager.core.task_sources import (
     CORRUPT_ARCHIVE,
     DEFAULT_LIMITS,
@@ -109,15 +110,18 @@ def _load(source: TaskSource, name: str, limits: TaskLimits) -> Task:
     description = spec.get("description", "")
     if not isinstance(description, str):
         raise InvalidTaskError(TASK_YAML, "description", "must be text")
+    tests = _cases(spec.get("tests"), "tests", multi_gpu)
     benchmarks = spec.get("benchmarks")
+    cases = _cases(_without_floors(benchmarks), "benchmarks", multi_gpu)
 
     return Task(
         name=name,
         lang=lang,
         files=files,
-        tests=_cases(spec.get("tests"), "tests", multi_gpu),
-        benchmarks=_cases(_without_floors(benchmarks), "benchmarks", multi_gpu),
+        tests=tests,
+        benchmarks=cases,
         floors_us=_floors(benchmarks),
+        speed_of_light=parse_spec(spec.get(SPEED_OF_LIGHT_KEY), cases, TASK_YAML),
         main=main,
         cuda=cuda,
         templates=_templates(spec.get("templates"), source),

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from cluster_manager.core.models import SUBMISSION_SOURCE, Case, Task
+from cluster_manager.core.speed_of_light import SPEED_OF_LIGHT_KEY, SpeedOfLight
 from cluster_manager.core.task import FLOOR_KEY
 from cluster_manager.core.task_sources import TASK_YAML
 
@@ -41,6 +42,7 @@ def _template_name(language: str, taken: set[str]) -> str:
 
 
 def _spec(task: Task, templates: dict[str, str]) -> dict[str, Any]:
+    speed = task.speed_of_light
     return {
         "files": [
             {"name": f.name, "source": SUBMISSION_SOURCE if f.content is None else f.name}
@@ -57,7 +59,12 @@ def _spec(task: Task, templates: dict[str, str]) -> dict[str, Any]:
         "ranked_timeout": task.ranked_timeout,
         "ranking_by": task.ranking_by.value,
         "multi_gpu": task.multi_gpu,
+        **({} if speed is None else {SPEED_OF_LIGHT_KEY: _speed_of_light(speed)}),
     }
+
+
+def _speed_of_light(speed: SpeedOfLight) -> dict[str, str]:
+    return {k: v for k, v in vars(speed).items() if v is not None}
 
 
 def _config(task: Task) -> dict[str, Any]:

@@ -26,6 +26,7 @@ from cluster_manager.rendering.reports import (
     format_placement,
     format_time_left,
 )
+from cluster_manager.rendering.speed import speed_summary
 from cluster_manager.service import SubmissionReport
 
 PAGE_SIZE = 10
@@ -141,7 +142,9 @@ def _run_lines(result: RunResult) -> list[str]:
         if b.passed and b.report:
             lines.append(f"📊 {b.spec}: profile in the attached log")
         elif b.passed and b.runs:
-            lines.append(f"⏱️ {b.spec}: {format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}")
+            timing = f"{format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}"
+            speed = f" · {speed_summary(b.speed)}" if b.speed is not None else ""
+            lines.append(f"⏱️ {b.spec}: {timing}{speed}")
         elif b.skipped:
             lines.append(f"⏭️ {b.spec}: {b.error}")
         elif not b.passed:

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 from cluster_manager.core import scoring
-from cluster_manager.core.models import CompileOutcome, PhaseOutcome, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import (
+    BenchmarkOutcome,
+    CompileOutcome,
+    Mode,
+    PhaseOutcome,
+    RunRequest,
+    RunResult,
+    Verdict,
+)
+from cluster_manager.core.speed_of_light import Peaks, case_speed, speed_review
 
 
 def total(durations: dict[str, float], began: float) -> dict[str, float]:
@@ -112,6 +122,31 @@ def _score(request: RunRequest, phases: list[PhaseOutcome]) -> tuple[float | Non
     except ValueError as exc:
         return None, "", f"leaderboard: unusable timings ({exc})"
     return score, scoring.floor_review(means, request.task.floors_us), ""
+
+
+def with_speed_of_light(result: RunResult, request: RunRequest, peaks: Peaks | None) -> RunResult:
+    """Each timed case against the speed of light (`core.speed_of_light`): computed here,
+    outside the task's processes, from the task's formulas, the case's values and its mean.
+    A scored run with a case over 100 % of a published peak is held for review."""
+    if request.task.speed_of_light is None:
+        return result
+    phases = tuple(
+        replace(p, benchmarks=tuple(_with_speed(b, request, peaks) for b in p.benchmarks))
+        for p in result.phases
+    )
+    result = replace(result, phases=phases)
+    ranked = [p for p in phases if p.name == Mode.LEADERBOARD]
+    if result.score is None or not ranked:
+        return result
+    review = speed_review({b.index: b.speed for b in ranked[0].benchmarks if b.speed})
+    return replace(result, review="; ".join(r for r in (result.review, review) if r))
+
+
+def _with_speed(b: BenchmarkOutcome, request: RunRequest, peaks: Peaks | None) -> BenchmarkOutcome:
+    cases = request.task.benchmarks
+    if not (b.passed and b.runs > 0 and 0 <= b.index < len(cases)):
+        return b
+    return replace(b, speed=case_speed(request.task.speed_of_light, cases[b.index], b.mean, peaks))
 
 
 def _tail_line(text: str) -> str:

@@ -52,7 +52,7 @@ from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.phases import Phase, plan_phases
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import PhaseJudgement, judge_phase
-from cluster_manager.harness import capture, devices, environment, overrun, results
+from cluster_manager.harness import capture, devices, environment, machine_peaks, overrun, results
 from cluster_manager.harness.cuda_build import CUDA_BINARY, compile_cuda
 from cluster_manager.harness.sysinfo import system_info
 from cluster_manager.sandbox import lifecycle, process
@@ -261,7 +261,9 @@ def run(
         system=system,
         durations=results.total(durations, began),
     )
-    return dataclasses.replace(result, telemetry=telemetry.phases)
+    result = dataclasses.replace(result, telemetry=telemetry.phases)
+    peaks = machine_peaks.run_peaks(request, result, system)
+    return results.with_speed_of_light(result, request, peaks)
 
 
 def _prepare(

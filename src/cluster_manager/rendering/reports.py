@@ -12,6 +12,7 @@ from cluster_manager.core.models import BenchmarkOutcome, Mode, RunResult, Verdi
 from cluster_manager.core.sandboxing import SANDBOX_KEY
 from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
+from cluster_manager.rendering.speed import speed_table
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
@@ -96,6 +97,8 @@ def format_report(result: RunResult, *, title: str = "") -> str:
                 lines += ["", f"Profile of {b.spec}", b.report.rstrip()]
         elif phase.benchmarks:
             lines += ["", f"Benchmarks ({phase.name} phase)", *_benchmark_table(phase.benchmarks)]
+            if table := speed_table(phase.benchmarks, TERMINAL_WIDTH):
+                lines += ["", f"Speed of light ({phase.name} phase)", *map(_clip, table)]
         if phase.profiler is not None:  # an ncu report attached, or why the torch profiler
             lines += ["", phase.profiler.summary()]
         if phase.verdict is not Verdict.PASSED and phase.stderr.strip():

@@ -105,7 +105,14 @@ class JobDriver:
         limits, arch = gpu.run_limits(self.config.limits), gpu.arch
         task = only_benchmark(board.task, submission.profile_benchmark)  # profile mode's choice
         return RunRequest.of_submission(
-            task, submission.code, job.mode, limits, seed, arch=arch, profile=submission.profile
+            task,
+            submission.code,
+            job.mode,
+            limits,
+            seed,
+            arch=arch,
+            profile=submission.profile,
+            peaks=gpu.peaks,
         )
 
     async def _publish(

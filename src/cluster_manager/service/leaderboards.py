@@ -21,6 +21,7 @@ from cluster_manager.core.records import (
     ScorePoint,
     check_leaderboard_name,
 )
+from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.task_folder import folder_files
 from cluster_manager.service.errors import (
     AlreadyExistsError,
@@ -114,6 +115,12 @@ class Leaderboards:
             return {}
         elsewhere = set(await served_store.served_gpus(self.pool))
         return {gpu: why for gpu, why in self.unserved_gpus.items() if gpu not in elsewhere}
+
+    def published_peaks(self, gpus: Collection[str]) -> dict[str, Peaks]:
+        """The peaks the registry states for these GPU types (those without have none): what
+        a leaderboard's speed of light is computed against."""
+        types = self.registry.types
+        return {gpu: peaks for gpu in gpus if gpu in types and (peaks := types[gpu].peaks)}
 
     async def check_served(self, gpus: Collection[str]) -> None:
         """Refuses GPU types that nothing here runs: their jobs would wait for good."""

@@ -5,6 +5,7 @@ charts, task and files, and each ranking's chart as SVG. Everything is read thro
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from fastapi import APIRouter, Request, Response
 from fastapi.staticfiles import StaticFiles
@@ -25,6 +26,7 @@ from cluster_manager.web.rendering import (
     service_of,
     visible_board,
 )
+from cluster_manager.web.speed_views import share_text, speed_of_light_view
 
 TOP_PER_GPU = 3
 RANKING_ROWS = 100
@@ -68,12 +70,15 @@ async def leaderboard(name: str, request: Request) -> Response:
     service = service_of(request)
     board = await visible_board(request, name)
     rankings = await service.ranking(name, None, limit=RANKING_ROWS)
+    peaks = service.published_peaks(board.gpus)
+    of_peak = {gpu: partial(share_text, board.task, peaks.get(gpu)) for gpu in board.gpus}
     sections = [
         view_models.GpuSection(
             gpu,
             anchor_of(gpu),
-            view_models.ranking_rows(rankings.get(gpu, [])),
+            view_models.ranking_rows(rankings.get(gpu, []), of_peak[gpu]),
             await records_of(request, board, gpu),
+            of_peak=board.task.speed_of_light is not None and gpu in peaks,
         )
         for gpu in board.gpus
     ]
@@ -96,6 +101,7 @@ async def leaderboard(name: str, request: Request) -> Response:
         time_left=format_time_left(board.deadline, now),
         description=render_markdown(view_models.description_of(board)),
         sections=sections,
+        speed_of_light=speed_of_light_view(board.task, board.gpus, peaks),
         templates=sorted(board.task.templates),
         files=sorted(f.name for f in board.task.files if f.content is not None),
         mine=mine,

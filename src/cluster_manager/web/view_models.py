@@ -3,12 +3,13 @@ times as text. Templates only lay these out."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from markupsafe import Markup
 
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.models import BenchmarkOutcome, RunResult
 from cluster_manager.core.records import (
     Job,
     JobState,
@@ -23,6 +24,7 @@ from cluster_manager.rendering.reports import (
     submission_outcome,
     verdict_text,
 )
+from cluster_manager.rendering.speed import bandwidth_text, flop_rate_text, peaks_text, share_text
 from cluster_manager.service import SubmissionReport
 from cluster_manager.web.markdown_text import render_summary
 
@@ -87,9 +89,13 @@ class RankingRow:
     submitted: str
     submitted_iso: str
     submission_id: int
+    of_peak: str = ""  # the score's share of the speed of light, where it is known
 
 
-def ranking_rows(entries: list[RankingEntry]) -> list[RankingRow]:
+def ranking_rows(
+    entries: list[RankingEntry], of_peak: Callable[[float], str] = lambda score: ""
+) -> list[RankingRow]:
+    """`of_peak`: a score's share of the speed of light as text (`speed_views.share_text`)."""
     rows = []
     for above, entry in zip([None, *entries], entries, strict=False):
         gap = ""
@@ -106,6 +112,7 @@ def ranking_rows(entries: list[RankingEntry]) -> list[RankingRow]:
                 when_text(entry.submitted_at),
                 entry.submitted_at.isoformat(),
                 entry.submission_id,
+                of_peak(entry.score),
             )
         )
     return rows
@@ -136,6 +143,7 @@ class GpuSection:
     anchor: str
     rows: list[RankingRow]
     records: list[RecordRow]
+    of_peak: bool = False  # whether the ranking has a column of the scores' share of peak
 
 
 @dataclass(frozen=True)
@@ -184,6 +192,10 @@ class BenchmarkRow:
     worst: str
     runs: int
     error: str
+    # Against the speed of light (`rendering.speed`): achieved rates and the share of peak.
+    bandwidth: str = ""
+    flop_rate: str = ""
+    of_peak: str = ""
 
 
 @dataclass(frozen=True)
@@ -196,27 +208,38 @@ class RunView:
     passed: bool
     score: str
     benchmarks: list[BenchmarkRow]
+    peaks: str = ""  # what its cases' share of peak is of; "" when none has figures
+
+
+def _benchmark_row(b: BenchmarkOutcome) -> BenchmarkRow:
+    if not b.passed:
+        return BenchmarkRow(b.spec, "", "", "", 0, b.error or "skipped")
+    timing = f"{format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}"
+    best, worst = format_duration_ns(b.best), format_duration_ns(b.worst)
+    if b.speed is None:
+        return BenchmarkRow(b.spec, timing, best, worst, b.runs, "")
+    speed = b.speed
+    return BenchmarkRow(
+        b.spec,
+        timing,
+        best,
+        worst,
+        b.runs,
+        "",
+        bandwidth_text(speed),
+        flop_rate_text(speed),
+        share_text(speed),
+    )
 
 
 def run_view(run: RunRecord) -> RunView:
-    benchmarks = []
+    benchmarks, peaks = [], ""
     if run.result and not run.redacted:
-        for phase in RunResult.from_json(run.result).phases:
-            for b in phase.benchmarks:
-                if b.passed and b.runs:
-                    timing = f"{format_duration_ns(b.mean)} ± {format_duration_ns(b.err)}"
-                    benchmarks.append(
-                        BenchmarkRow(
-                            b.spec,
-                            timing,
-                            format_duration_ns(b.best),
-                            format_duration_ns(b.worst),
-                            b.runs,
-                            "",
-                        )
-                    )
-                elif not b.passed:
-                    benchmarks.append(BenchmarkRow(b.spec, "", "", "", 0, b.error or "skipped"))
+        for b in RunResult.from_json(run.result).benchmarks:
+            if (b.passed and b.runs) or not b.passed:
+                benchmarks.append(_benchmark_row(b))
+            if b.speed is not None and not peaks:
+                peaks = peaks_text(b.speed)
     return RunView(
         run.gpu,
         run.secret,
@@ -226,6 +249,7 @@ def run_view(run: RunRecord) -> RunView:
         run.passed,
         "" if run.score is None else seconds_text(run.score),
         benchmarks,
+        peaks,
     )
 
 

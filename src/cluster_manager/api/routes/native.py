@@ -38,9 +38,9 @@ async def leaderboard(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> dict[str, Any]:
     board = await visible_board(request, name, who)
-    return json_shapes.ranking_view(
-        board, await service_of(request).ranking(name, gpu, limit=limit)
-    )
+    service = service_of(request)
+    rankings = await service.ranking(name, gpu, limit=limit)
+    return json_shapes.ranking_view(board, rankings, service.published_peaks(board.gpus))
 
 
 @router.get("/leaderboards/{name}/task")
