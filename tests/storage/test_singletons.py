@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from cluster_manager.storage.database import create_pool
-from cluster_manager.storage.singletons import AlreadyRunningError, held_alone, lock_key
+from cluster_manager.storage.singletons import AlreadyRunningError, held_alone, lock_key, lock_parts
 
 
 @pytest.mark.reliability(
@@ -29,12 +29,10 @@ async def test_a_second_holder_is_refused_with_who_holds_it(db_url: str, record_
         async with held_alone(second, "discord bot", "token-a"):
             pass
         # The lock went with the block: the connection back in the pool holds it no more.
-        unsigned = lock_key("discord bot", "token-a") & 0xFFFF_FFFF_FFFF_FFFF
         held = await first.fetchval(
             "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1"
             " AND classid::bigint = $1 AND objid::bigint = $2",
-            unsigned >> 32,
-            unsigned & 0xFFFF_FFFF,
+            *lock_parts(lock_key("discord bot", "token-a")),
         )
         assert held == 0
     finally:

@@ -26,6 +26,12 @@ def lock_key(role: str, key: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
+def lock_parts(lock: int) -> tuple[int, int]:
+    """How `pg_locks` shows a 64-bit advisory key: its high and low halves (classid, objid)."""
+    unsigned = lock & 0xFFFF_FFFF_FFFF_FFFF
+    return unsigned >> 32, unsigned & 0xFFFF_FFFF
+
+
 @contextlib.asynccontextmanager
 async def held_alone(pool: asyncpg.Pool, role: str, key: str) -> AsyncIterator[None]:
     """Runs the block as the only `role` process for `key`; raises `AlreadyRunningError`,
@@ -46,7 +52,6 @@ async def held_alone(pool: asyncpg.Pool, role: str, key: str) -> AsyncIterator[N
 
 
 async def _holder(conn: Executor, role: str, lock: int) -> str:
-    unsigned = lock & 0xFFFF_FFFF_FFFF_FFFF
     row = await conn.fetchrow(
         """
         SELECT a.application_name, a.backend_start FROM pg_locks l
@@ -54,8 +59,7 @@ async def _holder(conn: Executor, role: str, lock: int) -> str:
         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
           AND l.classid::bigint = $1 AND l.objid::bigint = $2
         """,
-        unsigned >> 32,
-        unsigned & 0xFFFF_FFFF,
+        *lock_parts(lock),
     )
     who = "another process" if row is None else row["application_name"] or "another process"
     since = "" if row is None else f", connected since {row['backend_start']:%Y-%m-%d %H:%M:%S %Z}"
