@@ -19,6 +19,13 @@ def identity(tmp_path: Path) -> Task:
 
 
 @pytest.fixture
+def slow_identity(tmp_path: Path) -> Task:
+    """The identity task with ranked time for the witness's pairs of a 50 ms kernel and its
+    replay even on a loaded machine (with fewer, a ranked run is not scored at all)."""
+    return small_task(tmp_path / "identity", ranked_timeout=15)
+
+
+@pytest.fixture
 def negate(tmp_path: Path) -> Task:
     """A task whose output must differ from its input."""
     return small_task(tmp_path / "negate", reference=NEGATE_REFERENCE)

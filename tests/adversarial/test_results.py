@@ -200,7 +200,7 @@ def test_patching_the_reference_check_in_the_worker(identity, record_property):
     "patching the worker's timer class to report 1 ns for every call of a 50 ms kernel",
     "runtime_error (the harness's own clock saw the 50 ms), never ranked",
 )
-def test_patching_the_timer_in_the_worker(identity, record_property):
+def test_patching_the_timer_in_the_worker(slow_identity, record_property):
     """Attack: replace the stop of the worker's timer class so every call of a 50 ms kernel
     reports 1 ns. Expected: the harness times each call from its own process and sees the
     time go missing: runtime_error naming the changed timer, no score."""
@@ -212,7 +212,7 @@ def test_patching_the_timer_in_the_worker(identity, record_property):
     """
         + SLOW_KERNEL
     )
-    result = attack(identity, code)
+    result = attack(slow_identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
     assert "timer was changed" in result.message
@@ -304,7 +304,7 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
     "patching the worker's timer class to report three quarters of every 50 ms call",
     "runtime_error: the stand-in's replays show the missing quarter, never ranked",
 )
-def test_shaving_a_quarter_off_every_call(identity, record_property):
+def test_shaving_a_quarter_off_every_call(slow_identity, record_property):
     """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel,
     hoping to stay within what load explains. Expected: each call is replayed by the stand-in
     for as long as it was reported; the real calls take 12.5 ms longer, far beyond the
@@ -318,7 +318,7 @@ def test_shaving_a_quarter_off_every_call(identity, record_property):
     """
         + SLOW_KERNEL
     )
-    result = attack(identity, code)
+    result = attack(slow_identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.verdict is Verdict.RUNTIME_ERROR, result.message
     assert "the timer was changed" in result.message

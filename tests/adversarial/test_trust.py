@@ -290,9 +290,15 @@ def descriptors():
     return held
 
 print("HELD", descriptors(), "COPIES", seed_copies(), flush=True)
+hunted = False
 
 def custom_kernel(data):
-    print("COPIES", seed_copies(), flush=True)
+    # Once per worker, on its first call (the checked one before the timed calls): a scan
+    # takes half a second on a loaded machine, too long for every timed call.
+    global hunted
+    if not hunted:
+        hunted = True
+        print("COPIES", seed_copies(), flush=True)
     return data.clone()
 """
 

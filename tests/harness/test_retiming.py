@@ -1,5 +1,6 @@
 """A case whose timing the witness flags is timed once more per phase: an honest timing that
-a burst of load flagged passes when the second is clearly clean, hidden work fails."""
+a burst of load flagged passes when the second is clearly clean, hidden work fails. A ranked
+timing with too few pairs to judge is not scored."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 
 from cluster_manager.core.models import Verdict
 from cluster_manager.harness import cases, timing
+from cluster_manager.harness.witness import PAIRED_MIN_CALLS
 
 STATS = timing.calculate_stats([1000.0, 1100.0, 900.0])
 FLAGGED = "each timed call took 50.0 µs longer by the harness's clock"
@@ -20,19 +22,28 @@ def _case() -> SimpleNamespace:
 
 
 class Found:
-    """What a timing's witness found: a problem, or how much of its tolerance it used."""
+    """What a timing's witness found: a problem, or how much of its tolerance it used, from
+    how many pairs, with what tolerance."""
 
-    def __init__(self, problem: str | None, share: float = 0.0) -> None:
+    def __init__(
+        self,
+        problem: str | None,
+        share: float = 0.0,
+        *,
+        pairs: int = PAIRED_MIN_CALLS,
+        tolerance_ns: float = 10_000.0,
+    ) -> None:
         self._problem, self._share = problem, share
+        self.pairs, self._tolerance_ns = pairs, tolerance_ns
 
     def problem(self) -> str | None:
         return self._problem
 
     def hidden_ns(self) -> float:
-        return self._share * 10_000.0
+        return self._share * self._tolerance_ns
 
     def tolerance_ns(self) -> float:
-        return 10_000.0
+        return self._tolerance_ns
 
 
 CLEAN = None  # a timing that found nothing, with no excess
@@ -77,3 +88,34 @@ def test_a_phase_times_only_one_flagged_case_again(timings):
     second = cases._paired_case(_case(), None, timing.StopRule(), retimings)
     assert first.ok and not second.ok
     assert timings == [CLEAN]  # the second case was not timed again
+
+
+def test_a_second_timing_with_too_few_pairs_does_not_clear_the_first(timings):
+    """A loaded machine leaves the second timing a few pairs, whose tolerance is wide: wide
+    enough to excuse a quarter of every call hidden from the timer."""
+    timings += [Found(FLAGGED), Found(None, share=0.1, pairs=PAIRED_MIN_CALLS - 1)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings())
+    assert not outcome.ok and outcome.error == FLAGGED
+
+
+def test_a_second_timing_noisier_than_the_first_does_not_clear_it(timings):
+    """Its median within half its own tolerance, but that tolerance is ten times the first's:
+    noise must not excuse what a quieter timing saw."""
+    timings += [Found(FLAGGED), Found(None, share=0.4, tolerance_ns=100_000.0)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings())
+    assert not outcome.ok and outcome.error == FLAGGED
+
+
+def test_a_ranked_timing_with_too_few_pairs_is_not_scored(timings):
+    timings += [Found(None, pairs=3)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings(), ranked=True)
+    assert not outcome.ok and outcome.verdict is Verdict.TIMEOUT
+    assert f"only 3 timed call(s) of {STATS.mean / 1e6:.1f} ms" in outcome.error
+    assert f"takes {PAIRED_MIN_CALLS}" in outcome.error
+
+
+def test_a_benchmark_timing_with_few_pairs_is_shown(timings):
+    """Benchmark mode ranks nothing: its few pairs are judged with a wider tolerance."""
+    timings += [Found(None, pairs=3)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), cases.Retimings())
+    assert outcome.ok and outcome.stats == STATS

@@ -25,7 +25,12 @@ from cluster_manager.harness import timing, wire
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
-from cluster_manager.harness.witness import Calibration, ClockWitness, PairedWitness
+from cluster_manager.harness.witness import (
+    PAIRED_MIN_CALLS,
+    Calibration,
+    ClockWitness,
+    PairedWitness,
+)
 from cluster_manager.harness.workers import Peer, StandIn, Workers
 
 CALIBRATION_CALLS = 50
@@ -208,8 +213,8 @@ def check_case(case: CaseRun) -> Outcome:
 
 
 # A second timing clears a flagged one only when its median excess stays within this share of
-# its tolerance: one that merely scrapes under the tolerance is what hidden work on a noisy
-# machine looks like too.
+# its tolerance and the first's: one that merely scrapes under is what hidden work on a noisy
+# machine looks like too, and a timing noisier than the first must not excuse it.
 CLEARING_SHARE = 0.5
 
 
@@ -217,8 +222,8 @@ CLEARING_SHARE = 0.5
 class Retimings:
     """How many cases of a phase whose timing the witness flagged are timed once more: a
     burst of load from elsewhere can flag an honest timing, while hidden work shows in every
-    timing; the second must be clearly clean (`CLEARING_SHARE`). One per phase, so a phase
-    keeps within the budget it planned (a case's share of it is kept free:
+    timing; the second must be clearly clean (`clears`). One per phase, so a phase keeps
+    within the budget it planned (a case's share of it is kept free:
     `Harness.run_benchmarks`)."""
 
     left: int = 1
@@ -230,6 +235,17 @@ class Retimings:
         return True
 
 
+def clears(again: PairedWitness, first: PairedWitness) -> bool:
+    """Whether a second timing clears a flagged first one: no rule broken, as many pairs as
+    a judgement needs (with fewer, a wide tolerance would excuse anything), and a median
+    excess well within both timings' tolerances."""
+    return (
+        again.problem() is None
+        and again.pairs >= PAIRED_MIN_CALLS
+        and again.hidden_ns() <= CLEARING_SHARE * min(again.tolerance_ns(), first.tolerance_ns())
+    )
+
+
 def benchmark_case(
     case: CaseRun, *, recheck: bool, rule: timing.StopRule, retimings: Retimings | None = None
 ) -> Outcome:
@@ -238,7 +254,8 @@ def benchmark_case(
     case.check(first)
     case.everywhere("warm_up")
     if case.world_size is None:
-        return _paired_case(case, first[0].get("output"), rule, retimings or Retimings(0))
+        output = first[0].get("output")
+        return _paired_case(case, output, rule, retimings or Retimings(0), ranked=recheck)
     witness = ClockWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
     fresh = _fresh_seeds(case) if recheck else None
@@ -265,7 +282,12 @@ def benchmark_case(
 
 
 def _paired_case(
-    case: CaseRun, output: Any, rule: timing.StopRule, retimings: Retimings
+    case: CaseRun,
+    output: Any,
+    rule: timing.StopRule,
+    retimings: Retimings,
+    *,
+    ranked: bool = False,
 ) -> Outcome:
     """The timed loop of one rank, the same in benchmark and ranked runs (so a ranked time is
     what the benchmark showed): every timed call on fresh inputs made here, checked here, and
@@ -273,20 +295,36 @@ def _paired_case(
     as the submission reported last and returns an output of the same size. Durations count
     as reported: the run fails instead if the submission's calls took longer around its
     reports than the stand-in's, beyond what noise explains (`PairedWitness`), in this timing
-    and, when `retimings` allows one, in another."""
+    and, when `retimings` allows one, in another. A `ranked` timing with too few pairs to
+    judge is not scored."""
     stand_in = case.stand_in
     stand_in.send("stand_in", output)
     stand_in.message(stand_in.receive())
+    began = _clock()
     stats, witness = _paired_timing(case, rule)
     problem = witness.problem()
     if problem and retimings.take():
-        # The second timing has only the share kept free for it (`Harness.run_benchmarks`).
-        stats, again = _paired_timing(case, replace(rule, floor_budget_ns=rule.wall_budget_ns))
-        if again.problem() is None and again.hidden_ns() <= CLEARING_SHARE * again.tolerance_ns():
-            problem = None
+        # The share kept free for it (`Harness.run_benchmarks`), and what the first timing
+        # left of the case's time for the witness's pairs.
+        left_ns = max(0.0, rule.floor_budget_ns - (_clock() - began))
+        again_rule = replace(rule, floor_budget_ns=rule.wall_budget_ns + left_ns)
+        stats, again = _paired_timing(case, again_rule)
+        if clears(again, witness):
+            problem, witness = None, again
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
+    if ranked and witness.pairs < PAIRED_MIN_CALLS:
+        return Outcome(ok=False, error=_too_few_pairs(witness, stats), verdict=Verdict.TIMEOUT)
     return Outcome(ok=True, stats=stats)
+
+
+def _too_few_pairs(witness: PairedWitness, stats: timing.Stats) -> str:
+    return (
+        f"only {witness.pairs} timed call(s) of {stats.mean / 1e6:.1f} ms fit in the time the "
+        f"ranked run had for this case, each with its replay; checking that the timings are "
+        f"honest takes {PAIRED_MIN_CALLS}: the kernel is too slow for this task's ranked time "
+        "limit, or the machine was too busy (submitting again may pass)"
+    )
 
 
 def _paired_timing(case: CaseRun, rule: timing.StopRule) -> tuple[timing.Stats, PairedWitness]:

@@ -161,6 +161,10 @@ class PairedWitness:
         self._reported.append(reported)
         self._replay_slack.append(replay_window - replay_reported + replay_output)
 
+    @property
+    def pairs(self) -> int:
+        return len(self._before)
+
     def hidden_ns(self) -> float:
         """How much longer the submission's calls took than their reports, beyond the
         stand-in's: the median over calls."""
