@@ -82,18 +82,23 @@ async def test_unknown_leaderboard_is_not_found(service, pool, record_property):
 
 @pytest.mark.reliability(
     "Bad input",
-    "submitting at, just after and days after the deadline (ranked and test mode)",
-    "refused: 'the deadline of 'board' passed at …'; nothing stored",
+    "submitting at, just after and days after the deadline (ranked and test mode), where the "
+    "organisers take no runs after it",
+    "refused: 'the deadline of 'board' passed at …, and its organisers take no runs after it'; "
+    "nothing stored",
 )
 async def test_submission_after_the_deadline_is_refused(service, pool, clock, record_property):
     deadline = clock.now + timedelta(hours=1)
     await make_board(service, deadline=deadline)
+    board = await service.set_after_deadline_runs("board", False, "organiser")
+    assert not board.after_deadline_runs
     clock.now = deadline - timedelta(seconds=1)
     await submit(service)  # still open
     before = await count_rows(pool)
     for now in (deadline, deadline + timedelta(microseconds=1), deadline + timedelta(days=3)):
         clock.now = now
-        with pytest.raises(DeadlinePassedError, match="deadline of 'board' passed") as info:
+        refused = r"deadline of 'board' passed .*, and its organisers take no runs after it"
+        with pytest.raises(DeadlinePassedError, match=refused) as info:
             await submit(service, user=BOB)
         record_property("observed", str(info.value))
         with pytest.raises(DeadlinePassedError):

@@ -95,9 +95,16 @@ class Leaderboard:
     rate_limit_per_hour: int | None = None
     closed: bool = False  # invite-only: listed to and submittable by its members only
     channel_policy: ChannelPolicy = ChannelPolicy.RANKED
+    # Past the deadline, runs go on when the organiser allows them: ranked on their own, never
+    # in the competition's ranking or its announcements.
+    after_deadline_runs: bool = True
 
     def is_open(self, now: datetime) -> bool:
         return now < self.deadline
+
+    def takes_submissions(self, now: datetime) -> bool:
+        """Before its deadline, or after it where runs after the deadline are allowed."""
+        return self.is_open(now) or self.after_deadline_runs
 
     def publishes(self, mode: Mode) -> bool:
         """Whether the channel sees a submission's verdict in `mode`: as the channel policy
@@ -188,6 +195,7 @@ class Placement:
     score: float | None
     improved: bool  # this submission is now the user's best on this GPU
     previous_best: float | None
+    after_deadline: bool = False  # the rank is in the ranking of runs after the deadline
 
 
 @dataclass(frozen=True)

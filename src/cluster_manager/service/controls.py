@@ -179,6 +179,13 @@ class Controls:
         await lb_store.set_channel_policy(self.pool, board.id, chosen, actor, self.clock())
         return await find_leaderboard(self.pool, board.name)
 
+    async def set_after_deadline_runs(self, name: str, allowed: bool, actor: str) -> Leaderboard:
+        """Whether the leaderboard takes runs after its deadline (ranked on their own, never
+        in the competition's ranking), recording who set it; the leaderboard as it is now."""
+        board = await find_leaderboard(self.pool, name)
+        await lb_store.set_after_deadline_runs(self.pool, board.id, allowed, actor, self.clock())
+        return await find_leaderboard(self.pool, board.name)
+
     async def channel_policies(self) -> list[ChannelPolicySetting]:
         """The leaderboards whose channel policy is not the default ("ranked"), with who set
         each and when."""

@@ -221,8 +221,16 @@ class Leaderboards:
             await lb_store.delete_leaderboard(conn, board.id)
 
     async def ranking(
-        self, name: str, gpu: str | None = None, *, limit: int = 100, offset: int = 0
+        self,
+        name: str,
+        gpu: str | None = None,
+        *,
+        limit: int = 100,
+        offset: int = 0,
+        after_deadline: bool = False,
     ) -> dict[str, list[RankingEntry]]:
+        """Per GPU, the competition's ranking, or with `after_deadline` that of the runs made
+        after the deadline (which never enter the competition's)."""
         board = await self.leaderboard(name)
         if gpu is not None and gpu not in board.gpus:
             raise GpuNotAllowedError(
@@ -231,7 +239,12 @@ class Leaderboards:
         gpus = [gpu] if gpu is not None else list(board.gpus)
         return {
             g: await run_store.ranking(
-                self.pool, leaderboard_id=board.id, gpu=g, limit=limit, offset=offset
+                self.pool,
+                leaderboard_id=board.id,
+                gpu=g,
+                limit=limit,
+                offset=offset,
+                after_deadline=after_deadline,
             )
             for g in gpus
         }

@@ -30,6 +30,7 @@ class SubmissionReceipt:
     file_name: str
     mode: Mode
     jobs: tuple[Job, ...]
+    after_deadline: bool = False  # ranked, if at all, among the runs after the deadline
 
 
 @dataclass(frozen=True)

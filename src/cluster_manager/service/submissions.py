@@ -70,9 +70,10 @@ class Submissions:
         check_profile_benchmark(board, mode, profile_benchmark)
         check_profile_options(mode, profile)
         now = self.clock()
-        if not board.is_open(now):
+        if not board.takes_submissions(now):
             raise DeadlinePassedError(
-                f"the deadline of {board.name!r} passed at {board.deadline.isoformat()}"
+                f"the deadline of {board.name!r} passed at {board.deadline.isoformat()}, and "
+                "its organisers take no runs after it"
             )
         submission = validate_submission(
             file_name, data, board.task.lang, max_bytes=self.max_submission_bytes
@@ -102,11 +103,18 @@ class Submissions:
                 submitted_at=now,  # the rate limit counts on the same clock
                 profile_benchmark=profile_benchmark,
                 profile=profile,
+                after_deadline=not board.is_open(now),
             )
             jobs = await job_store.enqueue(conn, submission_id, job_specs(chosen, mode))
         await self._announce(jobs)
         return SubmissionReceipt(
-            submission_id, board.name, user.external_id, submission.file_name, mode, tuple(jobs)
+            submission_id,
+            board.name,
+            user.external_id,
+            submission.file_name,
+            mode,
+            tuple(jobs),
+            after_deadline=not board.is_open(now),
         )
 
     async def _announce(self, jobs: Sequence[Job]) -> None:
@@ -181,7 +189,11 @@ class Submissions:
         placements = []
         for gpu in sorted({r.gpu for r in runs if r.mode is Mode.LEADERBOARD}):
             standing = await run_store.rank_of(
-                self.pool, leaderboard_id=found.leaderboard_id, gpu=gpu, user_id=found.user_id
+                self.pool,
+                leaderboard_id=found.leaderboard_id,
+                gpu=gpu,
+                user_id=found.user_id,
+                after_deadline=found.after_deadline,
             )
             improved = standing is not None and standing[2] == submission_id
             placements.append(
@@ -191,6 +203,7 @@ class Submissions:
                     score=None if gpu in holds else _pair_score(runs, gpu),
                     improved=improved,
                     previous_best=None if improved or standing is None else standing[1],
+                    after_deadline=found.after_deadline,
                 )
             )
         return placements

@@ -107,7 +107,8 @@ async def update_leaderboard(
 
 _SELECT_LEADERBOARD = """
     SELECT l.id, l.name, l.deadline, l.description, l.task, l.created_at,
-           l.rate_limit_per_hour, l.closed, l.channel_policy, u.external_id AS creator,
+           l.rate_limit_per_hour, l.closed, l.channel_policy, l.after_deadline_runs,
+           u.external_id AS creator,
            ARRAY(SELECT gpu FROM leaderboard_gpus g WHERE g.leaderboard_id = l.id ORDER BY gpu)
                AS gpus
     FROM leaderboards l LEFT JOIN users u ON u.id = l.creator_id
@@ -127,6 +128,7 @@ def _leaderboard(row: asyncpg.Record) -> Leaderboard:
         rate_limit_per_hour=row["rate_limit_per_hour"],
         closed=row["closed"],
         channel_policy=ChannelPolicy(row["channel_policy"]),
+        after_deadline_runs=row["after_deadline_runs"],
     )
 
 
@@ -166,6 +168,19 @@ async def set_channel_policy(
         " channel_policy_set_at = $4 WHERE id = $1",
         leaderboard_id,
         policy.value,
+        by,
+        now,
+    )
+
+
+async def set_after_deadline_runs(
+    db: Executor, leaderboard_id: int, allowed: bool, by: str, now: datetime
+) -> None:
+    await db.execute(
+        "UPDATE leaderboards SET after_deadline_runs = $2, after_deadline_runs_set_by = $3,"
+        " after_deadline_runs_set_at = $4 WHERE id = $1",
+        leaderboard_id,
+        allowed,
         by,
         now,
     )

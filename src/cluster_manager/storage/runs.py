@@ -39,8 +39,8 @@ async def record_run(
         # Serialises the two ranked jobs (public, secret) of one submission: whichever
         # finishes second sees the other's run and can rank the pair.
         submission = await conn.fetchrow(
-            "SELECT leaderboard_id, user_id, submitted_at FROM submissions WHERE id = $1 "
-            "FOR UPDATE",
+            "SELECT leaderboard_id, user_id, submitted_at, after_deadline FROM submissions"
+            " WHERE id = $1 FOR UPDATE",
             job.submission_id,
         )
         if submission is None:
@@ -127,7 +127,7 @@ async def _rank_pair(
     """Ranks the pair's score (core.ranked_pairs: the worse of the two) once both the public
     run and the secret re-run passed on this GPU and neither is held; an improvement is also
     kept in the ranking's history (`ranking_events`). An invalidated submission ranks
-    nowhere."""
+    nowhere; one made after the deadline ranks among those alone, outside the history."""
     if await conn.fetchval(
         "SELECT invalidated_at IS NOT NULL FROM submissions WHERE id = $1", submission_id
     ):
@@ -155,9 +155,10 @@ async def _rank_pair(
             return
     improved = await conn.fetchval(
         """
-        INSERT INTO rankings (leaderboard_id, gpu, user_id, submission_id, score, submitted_at)
-        VALUES ($1, $2, $3, $4, $5, $6)
-        ON CONFLICT (leaderboard_id, gpu, user_id) DO UPDATE
+        INSERT INTO rankings (leaderboard_id, gpu, user_id, submission_id, score, submitted_at,
+                              after_deadline)
+        VALUES ($1, $2, $3, $4, $5, $6, $7)
+        ON CONFLICT (leaderboard_id, gpu, user_id, after_deadline) DO UPDATE
             SET submission_id = EXCLUDED.submission_id, score = EXCLUDED.score,
                 submitted_at = EXCLUDED.submitted_at
             WHERE EXCLUDED.score < rankings.score
@@ -169,8 +170,9 @@ async def _rank_pair(
         submission_id,
         score,
         submission["submitted_at"],
+        submission["after_deadline"],
     )
-    if improved is not None and record_history:
+    if improved is not None and record_history and not submission["after_deadline"]:
         await _record_improvement(conn, submission, gpu, submission_id, score)
 
 
@@ -207,13 +209,14 @@ async def rerank_user(
         """
         SELECT DISTINCT ON (r.submission_id, r.gpu)
                r.submission_id, r.gpu, j.rerun AS generation,
-               s.leaderboard_id, s.user_id, s.submitted_at
+               s.leaderboard_id, s.user_id, s.submitted_at, s.after_deadline
         FROM runs r
         JOIN jobs j ON j.id = r.job_id
         JOIN submissions s ON s.id = r.submission_id
         WHERE r.leaderboard_id = $1 AND r.user_id = $2 AND r.mode = 'leaderboard'
               AND s.invalidated_at IS NULL
-        GROUP BY r.submission_id, r.gpu, j.rerun, s.leaderboard_id, s.user_id, s.submitted_at
+        GROUP BY r.submission_id, r.gpu, j.rerun, s.leaderboard_id, s.user_id, s.submitted_at,
+                 s.after_deadline
         HAVING count(*) = 2
         ORDER BY r.submission_id, r.gpu, j.rerun DESC
         """,
@@ -233,15 +236,22 @@ async def rerank_user(
 
 
 async def ranking(
-    db: Executor, *, leaderboard_id: int, gpu: str, limit: int = 100, offset: int = 0
+    db: Executor,
+    *,
+    leaderboard_id: int,
+    gpu: str,
+    limit: int = 100,
+    offset: int = 0,
+    after_deadline: bool = False,
 ) -> list[RankingEntry]:
-    """Best score per user; equal scores share a rank, the earlier submission listed first."""
+    """Best score per user, in the competition's ranking or in that of runs after the
+    deadline; equal scores share a rank, the earlier submission listed first."""
     rows = await db.fetch(
         f"""
         SELECT rank() OVER (ORDER BY r.score) AS rank, u.external_id AS user_name, r.score,
                r.submission_id, r.submitted_at, u.name
         FROM rankings r JOIN users u ON u.id = r.user_id
-        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND {NOT_BANNED_R}
+        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.after_deadline = $5 AND {NOT_BANNED_R}
         ORDER BY r.score, r.submitted_at, r.submission_id
         LIMIT $3 OFFSET $4
         """,
@@ -249,6 +259,7 @@ async def ranking(
         gpu,
         limit,
         offset,
+        after_deadline,
     )
     return [
         RankingEntry(
@@ -259,20 +270,24 @@ async def ranking(
 
 
 async def rank_of(
-    db: Executor, *, leaderboard_id: int, gpu: str, user_id: int
+    db: Executor, *, leaderboard_id: int, gpu: str, user_id: int, after_deadline: bool = False
 ) -> tuple[int, float, int] | None:
-    """(rank, best score, submission id) of one user on one GPU, if ranked."""
+    """(rank, best score, submission id) of one user on one GPU, if ranked (in the
+    competition's ranking, or in that of runs after the deadline)."""
     row = await db.fetchrow(
         f"""
         SELECT (SELECT count(*) + 1 FROM rankings o
                 WHERE o.leaderboard_id = r.leaderboard_id AND o.gpu = r.gpu
+                  AND o.after_deadline = r.after_deadline
                   AND o.score < r.score AND {NOT_BANNED_O}) AS rank,
                r.score, r.submission_id
-        FROM rankings r WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.user_id = $3
+        FROM rankings r
+        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.user_id = $3 AND r.after_deadline = $4
         """,
         leaderboard_id,
         gpu,
         user_id,
+        after_deadline,
     )
     return None if row is None else (row["rank"], row["score"], row["submission_id"])
 

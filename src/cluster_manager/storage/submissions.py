@@ -25,6 +25,7 @@ class StoredSubmission:
     profile_benchmark: int | None = None  # profile mode: only this benchmark case
     profile: ProfileOptions | None = None  # profile mode: Nsight Compute's filter; None: default
     invalidated: str | None = None  # why an organiser took it out of the rankings, and who
+    after_deadline: bool = False  # made after its leaderboard's deadline: ranked on its own
 
 
 async def insert_submission(
@@ -38,6 +39,7 @@ async def insert_submission(
     submitted_at: datetime,
     profile_benchmark: int | None = None,
     profile: ProfileOptions | None = None,
+    after_deadline: bool = False,
 ) -> tuple[int, datetime]:
     digest = hashlib.sha256(code.encode("utf-8")).hexdigest()
     # DO UPDATE (a no-op) rather than DO NOTHING so RETURNING yields the existing row's id.
@@ -53,8 +55,8 @@ async def insert_submission(
     row = await conn.fetchrow(
         """
         INSERT INTO submissions (leaderboard_id, user_id, file_name, code_id, mode, submitted_at,
-                                 profile_benchmark, profile_options)
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                                 profile_benchmark, profile_options, after_deadline)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
         RETURNING id, submitted_at
         """,
         leaderboard_id,
@@ -65,6 +67,7 @@ async def insert_submission(
         submitted_at,
         profile_benchmark,
         None if profile is None else profile.to_json(),
+        after_deadline,
     )
     assert row is not None
     return int(row["id"]), row["submitted_at"]
@@ -75,7 +78,8 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         """
         SELECT s.id, s.leaderboard_id, l.name AS leaderboard, s.user_id,
                u.external_id AS user_name, s.file_name, c.code, s.mode, s.submitted_at,
-               s.profile_benchmark, s.profile_options, s.invalidation_reason, s.invalidated_by
+               s.profile_benchmark, s.profile_options, s.invalidation_reason, s.invalidated_by,
+               s.after_deadline
         FROM submissions s
         JOIN leaderboards l ON l.id = s.leaderboard_id
         JOIN users u ON u.id = s.user_id
@@ -103,6 +107,7 @@ async def get_submission(db: Executor, submission_id: int) -> StoredSubmission |
         invalidated=None
         if row["invalidation_reason"] is None
         else f"{row['invalidation_reason']} ({row['invalidated_by']})",
+        after_deadline=row["after_deadline"],
     )
 
 
