@@ -34,7 +34,9 @@ ROUTES = [
     ("POST", "/admin/leaderboards"),
     ("DELETE", f"/admin/leaderboards/{BOARD}"),
     ("PUT", f"/admin/leaderboards/{BOARD}/channel-policy"),
+    ("PUT", f"/admin/leaderboards/{BOARD}/after-deadline"),
     ("GET", "/admin/channel-policies"),
+    ("GET", "/admin/after-deadline-refusals"),
 ]
 
 

@@ -147,6 +147,15 @@ async def policy_set(service: Service) -> dict[str, str]:
     return {}
 
 
+async def runs_after_the_deadline_refused(service: Service) -> dict[str, str]:
+    await service.set_after_deadline_runs(BOARD, False, "org")
+    return {}
+
+
+async def no_runs_after_the_deadline(service: Service, _sid: int) -> bool:
+    return not (await service.leaderboard(BOARD)).after_deadline_runs
+
+
 async def board_open(service: Service, _sid: int) -> bool:
     return not (await service.leaderboard(BOARD)).closed
 
@@ -215,8 +224,14 @@ CASES = {
     "admin status": Case(("admin", "status"), "paused everywhere: outage", before=paused),
     "admin status (channel policies)": Case(("admin", "status"),
                                             "identity's channel policy none", before=policy_set),
+    "admin status (runs after the deadline)": Case(
+        ("admin", "status"), "identity takes no runs after its deadline (org)",
+        before=runs_after_the_deadline_refused),
     "admin channel-policy": Case(("admin", "channel-policy", BOARD, "all"),
                                  "identity's channel policy is all", channel_sees_all),
+    "admin after-deadline": Case(("admin", "after-deadline", BOARD, "off"),
+                                 "identity takes no runs after its deadline",
+                                 no_runs_after_the_deadline),
     "admin stats": Case(("admin", "stats"), "submissions 1 from 1 users"),
     "leaderboard create": Case(
         ("leaderboard", "create", "fresh", "--task", str(IDENTITY), "--deadline", FUTURE,
@@ -225,6 +240,9 @@ CASES = {
                                deleted),
     "leaderboard list": Case(("leaderboard", "list"), "CPU, CPU2", role="none"),
     "leaderboard show": Case(("leaderboard", "show", BOARD), "#1    alice", role="none"),
+    "leaderboard show --after-deadline": Case(
+        ("leaderboard", "show", BOARD, "--after-deadline"),
+        "no run after the deadline is ranked yet", role="none"),
     "leaderboard task": Case(("leaderboard", "task", BOARD), "reference.py", role="none"),
     "leaderboard template": Case(("leaderboard", "template", BOARD, "python"),
                                  "def custom_kernel", role="none"),

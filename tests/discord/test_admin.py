@@ -28,6 +28,7 @@ ADMIN_COMMANDS = [
     ("admin quota", {"user": BOB}),
     ("admin rerun", {"leaderboard": "identity"}),
     ("admin channel-policy", {"leaderboard": "identity", "policy": "all"}),
+    ("admin after-deadline", {"leaderboard": "identity", "allowed": False}),
 ]
 
 
@@ -157,6 +158,7 @@ async def test_status_lists_pauses_bans_custom_quotas_and_channel_policies(harne
         Submitter(str(ALICE.id), "alice"), per_hour=9, daily=None, actor="org"
     )
     await app.service.set_channel_policy("identity", "none", "org")
+    await app.service.set_after_deadline_runs("identity", False, "org")
     status = await harness.command("admin status", ADMIN)
     assert status.only.ephemeral
     assert status.only.content.splitlines() == [
@@ -164,6 +166,7 @@ async def test_status_lists_pauses_bans_custom_quotas_and_channel_policies(harne
         "⛔ 77 (mallory) banned: spam (org)",
         f"🎚 {ALICE.id} (alice) quotas: per hour 9, daily default (org)",
         "📣 identity's channel policy none: no submission (org)",
+        "⏰ identity takes no runs after its deadline (org)",
     ]
 
 

@@ -67,11 +67,12 @@ async def test_a_public_command_failing_after_thinking_removes_the_public_messag
 
 @pytest.mark.reliability(
     "Bad input",
-    "/leaderboard submit after the leaderboard's deadline",
+    "/leaderboard submit after the deadline of a leaderboard that takes no runs after it",
     "private 'Deadline passed' error naming the leaderboard; nothing stored",
 )
 async def test_deadline_passed(harness, app, clock, record_property):
     await create_board(app, clock)
+    await app.service.set_after_deadline_runs("identity", False, "org")
     clock.now += timedelta(days=4)
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")

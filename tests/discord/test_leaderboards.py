@@ -39,7 +39,7 @@ async def test_autocomplete_suggests_leaderboards_by_prefix(harness, app, clock)
     ]
 
 
-async def test_autocomplete_finds_any_part_of_a_name_and_offers_no_ended_board_to_submit(
+async def test_autocomplete_finds_any_part_of_a_name_and_offers_no_board_refusing_late_runs(
     harness, app, clock
 ):
     for name in ("grayscale", "matmul", "amd-gemm", "old-gemm"):
@@ -48,6 +48,7 @@ async def test_autocomplete_finds_any_part_of_a_name_and_offers_no_ended_board_t
         "UPDATE leaderboards SET deadline = $1 WHERE name = 'old-gemm'",
         clock.now - timedelta(hours=1),
     )
+    await app.service.set_after_deadline_runs("old-gemm", False, "org")
     shown = await harness.autocomplete("leaderboard show", "name", name="gemm")
     assert shown == ["amd-gemm", "old-gemm"]  # open first
     assert await harness.autocomplete("leaderboard show", "name", name="a") == [

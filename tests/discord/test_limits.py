@@ -61,6 +61,7 @@ BOUNDED = {
     "admin close": "one line naming the leaderboard (an unknown one is an error, below)",
     "admin open": "one line naming the leaderboard",
     "admin channel-policy": "two lines naming a stored leaderboard",
+    "admin after-deadline": "one line naming a stored leaderboard",
 }
 
 

@@ -104,6 +104,8 @@ async def test_the_form_refuses_what_the_service_refuses(app: App, client: httpx
     wrong_gpu = await client.post(f"/leaderboards/{BOARD}/submit", **form)
     assert wrong_gpu.status_code == 400 and "H100" in wrong_gpu.text
     await close(app)
+    # Runs after the deadline are taken by default: refused once the organisers turn them off.
+    await app.service.set_after_deadline_runs(BOARD, False, "org")
     late = await client.post(
         f"/leaderboards/{BOARD}/submit", files=form["files"], data={"gpu": "CPU"}
     )

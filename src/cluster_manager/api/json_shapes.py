@@ -48,6 +48,8 @@ def leaderboard_view(board: Leaderboard) -> Json:
         "gpu_types": list(board.gpus),
         "invite_only": board.closed,
         "channel_policy": board.channel_policy.value,
+        # Ours: whether it takes runs after its deadline (ranked on their own, `after_deadline`).
+        "after_deadline_runs": board.after_deadline_runs,
         "created_at": iso(board.created_at),
         "task": task_view(board.task),
     }
@@ -57,12 +59,17 @@ def ranking_view(
     board: Leaderboard,
     rankings: dict[str, list[RankingEntry]],
     peaks: Mapping[str, Peaks] | None = None,
+    *,
+    after_deadline: bool = False,
 ) -> Json:
     """`peaks`: the board's GPU types' published peaks: each score's `fraction_of_peak` (the
-    speed of light's share of it; null where the task or the type states none)."""
+    speed of light's share of it; null where the task or the type states none).
+    `after_deadline`: the rankings are those of the runs after the deadline, not the
+    competition's."""
     peaks = peaks or {}
     return {
         **leaderboard_view(board),
+        "after_deadline": after_deadline,
         "rankings": {
             gpu: [
                 {
@@ -107,6 +114,7 @@ def receipt_view(receipt: SubmissionReceipt) -> Json:
         "file_name": receipt.file_name,
         "mode": receipt.mode.value,
         "jobs": [job_view(j) for j in receipt.jobs],
+        "after_deadline": receipt.after_deadline,
     }
 
 
@@ -161,6 +169,7 @@ def submission_summary(report: SubmissionReport, holds: Mapping[str, str]) -> Js
         "file_name": stored.file_name,
         "submission_time": iso(stored.submitted_at),
         "mode": stored.mode.value,
+        "after_deadline": stored.after_deadline,
         "done": report.done,
         "status": client_status(report, holds)[0],
         "runs": [
@@ -186,6 +195,7 @@ def submission_view(
         "user_id": stored.user,
         "submission_time": iso(stored.submitted_at),
         "mode": stored.mode.value,
+        "after_deadline": stored.after_deadline,  # ranked among runs after the deadline only
         "done": report.done,
         "invalidated": stored.invalidated,  # why an organiser took it out of the rankings
         "code": stored.code,

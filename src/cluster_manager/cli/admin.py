@@ -194,6 +194,22 @@ def channel_policy_command(settings: Settings, leaderboard: str, policy: str) ->
     _run(settings, body)
 
 
+@admin_group.command("after-deadline")
+@click.argument("leaderboard")
+@click.argument("state", type=click.Choice(["on", "off"]))
+@click.pass_obj
+def after_deadline_command(settings: Settings, leaderboard: str, state: str) -> None:
+    """Whether LEADERBOARD takes runs after its deadline (on by default): tests, benchmarks
+    and ranked runs, ranked on their own and never in the competition's ranking."""
+
+    async def body(port: ServicePort) -> None:
+        board = await port.set_after_deadline_runs(leaderboard, state == "on", _actor())
+        taken = "takes" if board.after_deadline_runs else "takes no"
+        click.echo(f"{leaderboard} {taken} runs after its deadline")
+
+    _run(settings, body)
+
+
 @admin_group.command("open")
 @click.argument("leaderboard")
 @click.pass_obj
@@ -282,7 +298,8 @@ def status_command(settings: Settings) -> None:
         bans = [b.to_json() for b in await port.bans()]
         quotas = [q.to_json() for q in await port.custom_quotas()]
         policies = [p.to_json() for p in await port.channel_policies()]
-        click.echo(format_controls(pauses, bans, quotas, policies))
+        refusals = [r.to_json() for r in await port.after_deadline_refusals()]
+        click.echo(format_controls(pauses, bans, quotas, policies, refusals))
 
     _run(settings, body)
 

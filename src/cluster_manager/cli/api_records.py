@@ -20,6 +20,7 @@ from cluster_manager.core.records import (
     RunRecord,
 )
 from cluster_manager.service.port import (
+    AfterDeadlineRefusal,
     Ban,
     ChannelPolicySetting,
     CustomQuota,
@@ -59,7 +60,15 @@ def leaderboard(view: Json, task: Task) -> Leaderboard:
         created_at=_when(view["created_at"]),
         closed=bool(view["invite_only"]),
         channel_policy=ChannelPolicy(view.get("channel_policy", ChannelPolicy.RANKED.value)),
+        # A server that predates runs after the deadline shows no switch: taken is the default.
+        after_deadline_runs=bool(view.get("after_deadline_runs", True)),
     )
+
+
+def after_deadline_refusal(view: Json) -> AfterDeadlineRefusal:
+    """An item of `GET /admin/after-deadline-refusals`."""
+    at = view.get("set_at")
+    return AfterDeadlineRefusal(view["leaderboard"], view["set_by"], _when(at) if at else None)
 
 
 def channel_policy_setting(view: Json) -> ChannelPolicySetting:
@@ -124,6 +133,7 @@ def receipt(view: Json) -> SubmissionReceipt:
         view["file_name"],
         Mode(view["mode"]),
         tuple(job(j) for j in view["jobs"]),
+        after_deadline=bool(view.get("after_deadline", False)),
     )
 
 
@@ -146,6 +156,7 @@ def stored_submission(view: Json) -> StoredSubmission:
         mode=Mode(view["mode"]),
         submitted_at=_when(view["submission_time"]),
         invalidated=view["invalidated"],
+        after_deadline=bool(view.get("after_deadline", False)),
     )
 
 
@@ -189,6 +200,7 @@ def placement(view: Json) -> Placement:
         score=view["score"],
         improved=view["improved"],
         previous_best=view["previous_best"],
+        after_deadline=bool(view.get("after_deadline", False)),
     )
 
 

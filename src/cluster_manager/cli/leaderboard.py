@@ -181,14 +181,22 @@ def list_command(settings: Settings) -> None:
 @click.argument("name")
 @click.option("--gpu", default=None, help="Only this GPU type.")
 @click.option("--limit", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option(
+    "--after-deadline",
+    is_flag=True,
+    help="The ranking of the runs made after the deadline, not the competition's.",
+)
 @click.pass_obj
-def show_command(settings: Settings, name: str, gpu: str | None, limit: int) -> None:
+def show_command(
+    settings: Settings, name: str, gpu: str | None, limit: int, after_deadline: bool
+) -> None:
     """The ranking of NAME per GPU: best score per user."""
     if gpu is not None:
         gpu = gpu_names(settings, [gpu])[0]
 
     async def body(port: ServicePort) -> None:
-        click.echo(format_ranking(name, await port.ranking(name, gpu, limit=limit)))
+        rankings = await port.ranking(name, gpu, limit=limit, after_deadline=after_deadline)
+        click.echo(format_ranking(name, rankings, after_deadline=after_deadline))
 
     with_port(settings, body)
 

@@ -9,6 +9,7 @@ from cluster_manager.cli.api_client import segment as seg
 from cluster_manager.core.records import Job
 from cluster_manager.service import Submitter, UnknownUserError
 from cluster_manager.service.port import (
+    AfterDeadlineRefusal,
     Ban,
     ChannelPolicySetting,
     CustomQuota,
@@ -73,6 +74,10 @@ class RemoteControls:
     async def set_closed(self, name: str, closed: bool) -> None:
         action = "close" if closed else "open"
         await self.api.call("POST", f"/admin/leaderboards/{seg(name)}/{action}")
+
+    async def after_deadline_refusals(self) -> list[AfterDeadlineRefusal]:
+        found = await self.api.get("/admin/after-deadline-refusals")
+        return [records.after_deadline_refusal(r) for r in found]
 
     async def channel_policies(self) -> list[ChannelPolicySetting]:
         found = await self.api.get("/admin/channel-policies")

@@ -93,6 +93,11 @@ class RemoteService(RemoteControls):
         await self.api.call("PUT", path, {"policy": value})
         return await self.leaderboard(name)
 
+    async def set_after_deadline_runs(self, name: str, allowed: bool, actor: str) -> Leaderboard:
+        path = f"/admin/leaderboards/{seg(name)}/after-deadline"
+        await self.api.call("PUT", path, {"allowed": allowed})
+        return await self.leaderboard(name)
+
     async def leaderboard(self, name: str) -> Leaderboard:
         view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)
         files = await self.task_files(name)
@@ -106,11 +111,14 @@ class RemoteService(RemoteControls):
         return [records.leaderboard_summary(b) for b in await self.api.get("/leaderboards")]
 
     async def ranking(
-        self, name: str, gpu: str | None = None, *, limit: int = 100
+        self, name: str, gpu: str | None = None, *, limit: int = 100, after_deadline: bool = False
     ) -> dict[str, list[RankingEntry]]:
-        return records.rankings(
-            await self.api.get(f"/leaderboards/{seg(name)}", gpu=gpu, limit=limit)
+        # Sent only when asked for (None is left out of the query): an older server answers.
+        flag = "true" if after_deadline else None
+        view = await self.api.get(
+            f"/leaderboards/{seg(name)}", gpu=gpu, limit=limit, after_deadline=flag
         )
+        return records.rankings(view)
 
     async def delete_leaderboard(self, name: str) -> None:
         await self.api.call("DELETE", f"/admin/leaderboards/{seg(name)}")

@@ -87,7 +87,7 @@ def submit_command(
         )
         click.echo(
             f"submission {receipt.submission_id}: {receipt.file_name} to {receipt.leaderboard} "
-            f"({receipt.mode.value} mode) as {receipt.user}",
+            f"({receipt.mode.value} mode) as {receipt.user}{_after_deadline(receipt)}",
             err=True,
         )
         if no_wait:
@@ -103,6 +103,11 @@ def submit_command(
 
     passed = with_port_and_jobs(settings, body)
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
+
+
+def _after_deadline(receipt: SubmissionReceipt) -> str:
+    """Said at once: its rank, if any, is not in the competition's ranking."""
+    return ", after the deadline (ranked among runs after it)" if receipt.after_deadline else ""
 
 
 async def _run_and_follow(port: ServicePort, run_jobs: RunJobs, receipt: SubmissionReceipt) -> None:

@@ -16,8 +16,11 @@ from cluster_manager.discord.roles import is_admin, submitter
 if TYPE_CHECKING:
     from cluster_manager.app import App
     from cluster_manager.discord.bot import ClusterBot
+    from cluster_manager.service import Service
 
 MAX_CHOICES = 25
+# How a choice marks a leaderboard past its deadline that still takes runs.
+AFTER_DEADLINE = "(after the deadline)"
 
 
 def app_of(interaction: discord.Interaction) -> App:
@@ -34,14 +37,43 @@ async def leaderboard_names(
     interaction: discord.Interaction, current: str
 ) -> list[app_commands.Choice[str]]:
     command = interaction.command
+    if command is not None and command.name == "submit":
+        return await _submittable_names(interaction, current)
     names = await app_of(interaction).service.leaderboard_names(
         current.strip().lower(),
         submitter(interaction.user),
         include_closed=is_admin(interaction.user),
-        # Submitting to an ended leaderboard is refused: it is not offered there.
-        open_only=command is not None and command.name == "submit",
     )
     return [app_commands.Choice(name=n, value=n) for n in names[:MAX_CHOICES]]
+
+
+async def _submittable_names(
+    interaction: discord.Interaction, current: str
+) -> list[app_commands.Choice[str]]:
+    """The boards that take a submission now: the open ones, then the ended ones whose
+    organisers take runs after the deadline, marked so (those rank on their own)."""
+    service = app_of(interaction).service
+    typed, viewer = current.strip().lower(), submitter(interaction.user)
+    admin = is_admin(interaction.user)
+    names = await service.leaderboard_names(typed, viewer, include_closed=admin)
+    open_ = set(
+        await service.leaderboard_names(typed, viewer, include_closed=admin, open_only=True)
+    )
+    choices = []
+    for name in names:
+        if name in open_:
+            choices.append(app_commands.Choice(name=name, value=name))
+        elif await _takes_runs_after_deadline(service, name):
+            choices.append(app_commands.Choice(name=f"{name} {AFTER_DEADLINE}", value=name))
+    return choices[:MAX_CHOICES]
+
+
+async def _takes_runs_after_deadline(service: Service, name: str) -> bool:
+    try:
+        board = await service.leaderboard(name)
+    except ClusterManagerError:  # deleted meanwhile
+        return False
+    return board.after_deadline_runs
 
 
 async def leaderboard_gpus(

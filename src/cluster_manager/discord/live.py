@@ -3,7 +3,8 @@
 Both are the submitter's own (ephemeral): its output, files and profiles are nobody else's
 business. The channel sees only what the competition publishes, as the leaderboard's channel
 policy says (`ChannelPolicy`): by default a ranked submission's verdict and placement, in one
-line; or nothing; or every submission's verdict line. The jobs run in a scheduler elsewhere
+line; or nothing; or every submission's verdict line. A run after the deadline is no part of
+the competition: the channel sees nothing of it. The jobs run in a scheduler elsewhere
 (the bot's own, or a worker); this only listens to the service's events. Interaction tokens
 expire after 15 minutes, so a long wait continues in a direct message; a member who takes
 none is told once, in the channel, where the report will be (`/leaderboard get-submission`).
@@ -92,6 +93,8 @@ class LiveSubmission:
             f"{render.MODE_LABELS[r.mode]} · by {self.author}"
         )
         lines = [self.note] if self.note else []
+        if r.after_deadline:
+            lines.append(render.AFTER_DEADLINE_NOTE)
         lines += [job_line(self.jobs[k]) for k in sorted(self.jobs)]
         if self.finished_at is not None:
             tail = f"🏁 Done in {self.finished_at - self.started:.1f} s."
@@ -305,7 +308,10 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
 
 async def _published(service: Service, report: SubmissionReport) -> bool:
     """Whether the channel sees the submission's verdict: its leaderboard's channel policy,
-    read now (a policy set while it ran holds), says so."""
+    read now (a policy set while it ran holds), says so; never of a run after the deadline,
+    which is no part of the competition."""
+    if report.submission.after_deadline:
+        return False
     try:
         board = await service.leaderboard(report.submission.leaderboard)
     except NotFoundError:  # deleted since: nothing to publish

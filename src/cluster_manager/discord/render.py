@@ -44,6 +44,11 @@ MODE_LABELS = {
     Mode.PROFILE: "profile",
 }
 T = TypeVar("T")
+# The submitter's status and report of a run after the deadline say where it ranks.
+AFTER_DEADLINE_NOTE = (
+    "⏰ After the deadline: this run ranks only among the runs after the deadline "
+    "(`/leaderboard show after_deadline:True`), never in the competition's ranking."
+)
 
 
 def icon(passed: bool) -> str:
@@ -105,7 +110,17 @@ def leaderboard_pages(boards: Sequence[LeaderboardSummary], now: datetime) -> li
     return number_pages(_line_pages("Leaderboards", lines, empty="No leaderboards yet."))
 
 
-def ranking_pages(name: str, rankings: dict[str, list[RankingEntry]]) -> list[discord.Embed]:
+def ranking_pages(
+    name: str, rankings: dict[str, list[RankingEntry]], *, after_deadline: bool = False
+) -> list[discord.Embed]:
+    """The competition's ranking per GPU, or with `after_deadline` that of the runs after the
+    deadline, titled so that nobody takes one for the other."""
+    tab = " — runs after the deadline" if after_deadline else ""
+    empty = (
+        "No run after the deadline is ranked yet."
+        if after_deadline
+        else "No ranked submissions yet."
+    )
     pages: list[discord.Embed] = []
     for gpu, entries in rankings.items():
         lines = [
@@ -113,7 +128,7 @@ def ranking_pages(name: str, rankings: dict[str, list[RankingEntry]]) -> list[di
             f"submission {e.submission_id} · {discord.utils.format_dt(e.submitted_at, 'd')}"
             for e in entries
         ]
-        pages += _line_pages(f"🏆 {name} on {gpu}", lines, empty="No ranked submissions yet.")
+        pages += _line_pages(f"🏆 {name} on {gpu}{tab}", lines, empty=empty)
     return number_pages(pages)
 
 
@@ -182,6 +197,7 @@ def report_embed(
         description=(
             f"`{sub.file_name}` on **{sub.leaderboard}** · {MODE_LABELS[sub.mode]} · "
             f"by {user_label(sub.user)}"
+            + (f"\n{AFTER_DEADLINE_NOTE}" if sub.after_deadline else "")
         ),
         color=PASSED_COLOR if passed else FAILED_COLOR,
     )

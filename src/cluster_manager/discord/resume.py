@@ -44,7 +44,13 @@ async def _resume(bot: ClusterBot, submission_id: int, member_id: int, channel_i
         return
     sub = report.submission
     receipt = SubmissionReceipt(
-        sub.id, sub.leaderboard, sub.user, sub.file_name, sub.mode, report.jobs
+        sub.id,
+        sub.leaderboard,
+        sub.user,
+        sub.file_name,
+        sub.mode,
+        report.jobs,
+        after_deadline=sub.after_deadline,
     )
     loop = asyncio.get_running_loop()
     status = LiveSubmission(receipt, member.mention, started=loop.time(), note=RESUMED)

@@ -47,9 +47,11 @@ def format_controls(
     bans: Sequence[dict[str, Any]],
     quotas: Sequence[dict[str, Any]] = (),
     policies: Sequence[dict[str, Any]] = (),
+    refusals: Sequence[dict[str, Any]] = (),
 ) -> str:
-    """`admin status`: what is paused, who is banned, who has quotas of their own and which
-    leaderboards' channels see other than the default (`ChannelPolicySetting.to_json`)."""
+    """`admin status`: what is paused, who is banned, who has quotas of their own, which
+    leaderboards' channels see other than the default (`ChannelPolicySetting.to_json`) and
+    which take no runs after their deadline (`AfterDeadlineRefusal.to_json`)."""
     lines = []
     for pause in pauses:
         where = pause["leaderboard"] or "everywhere"
@@ -65,6 +67,10 @@ def format_controls(
         lines.append(
             f"📣 {policy['leaderboard']}'s channel policy {policy['policy']}: {seen} "
             f"({policy['set_by']})"
+        )
+    for refusal in refusals:
+        lines.append(
+            f"⏰ {refusal['leaderboard']} takes no runs after its deadline ({refusal['set_by']})"
         )
     return "\n".join(lines) or "Submissions are open everywhere; nobody is banned."
 

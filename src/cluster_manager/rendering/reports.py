@@ -217,12 +217,22 @@ def format_leaderboards(boards: list[LeaderboardSummary], now: datetime) -> str:
     return format_table(header, rows)
 
 
-def format_ranking(name: str, rankings: dict[str, list[RankingEntry]]) -> str:
-    parts = []
+AFTER_THE_DEADLINE = "runs after the deadline"
+
+
+def format_ranking(
+    name: str, rankings: dict[str, list[RankingEntry]], *, after_deadline: bool = False
+) -> str:
+    """Per GPU, its ranking as a table; `after_deadline`: the rankings are those of the runs
+    after the deadline, titled so that they are not read as the competition's."""
+    parts = [f"{name} — {AFTER_THE_DEADLINE}"] if after_deadline else []
+    empty = (
+        "no run after the deadline is ranked yet" if after_deadline else "no ranked submissions yet"
+    )
     for gpu, entries in rankings.items():
         parts.append(f"{name} on {gpu}")
         if not entries:
-            parts.append("  no ranked submissions yet")
+            parts.append(f"  {empty}")
             continue
         rows = [
             (
@@ -264,12 +274,19 @@ def format_placement(placement: Placement) -> str:
     if placement.rank is None:
         return f"[{placement.gpu}] {unranked}"
     best = format_duration_ns((placement.previous_best or 0) * 1e9)
+    rank = _rank(placement)
     if placement.score is None:  # the user's best is another submission
-        return f"[{placement.gpu}] {unranked}; your best stays {best} at rank #{placement.rank}"
+        return f"[{placement.gpu}] {unranked}; your best stays {best} at {rank}"
     score = format_duration_ns(placement.score * 1e9)
     if placement.improved:
-        return f"[{placement.gpu}] 🏆 rank #{placement.rank} with {score}: a new personal best"
-    return f"[{placement.gpu}] {score}; your best stays {best} at rank #{placement.rank}"
+        return f"[{placement.gpu}] 🏆 {rank} with {score}: a new personal best"
+    return f"[{placement.gpu}] {score}; your best stays {best} at {rank}"
+
+
+def _rank(placement: Placement) -> str:
+    """`rank #N`, saying which ranking where it is not the competition's."""
+    among = f" among {AFTER_THE_DEADLINE}" if placement.after_deadline else ""
+    return f"rank #{placement.rank}{among}"
 
 
 def _guarantees(c: TaskCheck) -> str:

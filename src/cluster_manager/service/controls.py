@@ -32,7 +32,7 @@ from cluster_manager.storage import stats as stats_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.controls import Ban, Pause
 from cluster_manager.storage.database import Executor
-from cluster_manager.storage.leaderboards import ChannelPolicySetting
+from cluster_manager.storage.leaderboards import AfterDeadlineRefusal, ChannelPolicySetting
 from cluster_manager.storage.quotas import CustomQuota
 from cluster_manager.storage.stats import Stats
 
@@ -185,6 +185,11 @@ class Controls:
         board = await find_leaderboard(self.pool, name)
         await lb_store.set_after_deadline_runs(self.pool, board.id, allowed, actor, self.clock())
         return await find_leaderboard(self.pool, board.name)
+
+    async def after_deadline_refusals(self) -> list[AfterDeadlineRefusal]:
+        """The leaderboards that take no runs after their deadline, with who set each and
+        when."""
+        return await lb_store.after_deadline_refusals(self.pool)
 
     async def channel_policies(self) -> list[ChannelPolicySetting]:
         """The leaderboards whose channel policy is not the default ("ranked"), with who set

@@ -38,6 +38,7 @@ from cluster_manager.service.sync import Problems
 from cluster_manager.storage.controls import Ban as Ban
 from cluster_manager.storage.controls import Pause as Pause
 from cluster_manager.storage.invites import Invite as Invite
+from cluster_manager.storage.leaderboards import AfterDeadlineRefusal as AfterDeadlineRefusal
 from cluster_manager.storage.leaderboards import ChannelPolicySetting as ChannelPolicySetting
 from cluster_manager.storage.queue import GpuQueue as GpuQueue
 from cluster_manager.storage.queue import OpenJob as OpenJob
@@ -156,6 +157,8 @@ class ControlPort(Protocol):
     ) -> Leaderboard: ...
 
     async def channel_policies(self) -> list[ChannelPolicySetting]: ...
+
+    async def after_deadline_refusals(self) -> list[AfterDeadlineRefusal]: ...
 
     async def set_after_deadline_runs(
         self, name: str, allowed: bool, actor: str

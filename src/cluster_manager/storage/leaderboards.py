@@ -173,6 +173,39 @@ async def set_channel_policy(
     )
 
 
+@dataclass(frozen=True)
+class AfterDeadlineRefusal:
+    """A leaderboard whose organisers take no runs after its deadline (`admin status`)."""
+
+    leaderboard: str
+    set_by: str
+    set_at: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "leaderboard": self.leaderboard,
+            "set_by": self.set_by,
+            "set_at": None if self.set_at is None else self.set_at.isoformat(),
+        }
+
+
+async def after_deadline_refusals(db: Executor) -> list[AfterDeadlineRefusal]:
+    """The leaderboards that take no runs after their deadline (taking them is the default),
+    by name."""
+    rows = await db.fetch(
+        """
+        SELECT name, after_deadline_runs_set_by, after_deadline_runs_set_at
+        FROM leaderboards WHERE NOT after_deadline_runs ORDER BY name
+        """
+    )
+    return [
+        AfterDeadlineRefusal(
+            r["name"], r["after_deadline_runs_set_by"] or "", r["after_deadline_runs_set_at"]
+        )
+        for r in rows
+    ]
+
+
 async def set_after_deadline_runs(
     db: Executor, leaderboard_id: int, allowed: bool, by: str, now: datetime
 ) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
 from fastapi.staticfiles import StaticFiles
@@ -61,15 +62,24 @@ async def home(request: Request) -> Response:
     )
 
 
+def page_of(board: Leaderboard) -> str:
+    return "/leaderboards/" + quote(board.name, safe="")
+
+
 def anchor_of(gpu: str) -> str:
     return "gpu-" + re.sub(r"[^A-Za-z0-9_-]", "-", gpu)
 
 
 @browser_router.get("/leaderboards/{name}")
-async def leaderboard(name: str, request: Request) -> Response:
+async def leaderboard(name: str, request: Request, ranking: str = "") -> Response:
+    """`ranking=after-deadline`: once the board has ended, the ranking of the runs made after
+    its deadline in place of the competition's; ignored before the deadline."""
     service = service_of(request)
     board = await visible_board(request, name)
-    rankings = await service.ranking(name, None, limit=RANKING_ROWS)
+    now = service.clock()
+    is_open = board.is_open(now)
+    after = not is_open and ranking == view_models.AFTER_DEADLINE
+    rankings = await service.ranking(name, None, limit=RANKING_ROWS, after_deadline=after)
     peaks = service.published_peaks(board.gpus)
     of_peak = {gpu: partial(share_text, board.task, peaks.get(gpu)) for gpu in board.gpus}
     sections = [
@@ -77,7 +87,8 @@ async def leaderboard(name: str, request: Request) -> Response:
             gpu,
             anchor_of(gpu),
             view_models.ranking_rows(rankings.get(gpu, []), of_peak[gpu]),
-            await records_of(request, board, gpu),
+            # The chart is the competition's history, which runs after the deadline never enter.
+            [] if after else await records_of(request, board, gpu),
             of_peak=board.task.speed_of_light is not None and gpu in peaks,
         )
         for gpu in board.gpus
@@ -91,15 +102,17 @@ async def leaderboard(name: str, request: Request) -> Response:
                 viewer.user, leaderboard=name, limit=MY_SUBMISSIONS
             )
         ]
-    now = service.clock()
     return await render(
         request,
         "leaderboard.html",
         board=board,
-        is_open=board.is_open(now),
+        is_open=is_open,
+        takes_submissions=board.takes_submissions(now),
         deadline=view_models.when_text(board.deadline),
         time_left=format_time_left(board.deadline, now),
         description=render_markdown(view_models.description_of(board)),
+        ranking_tabs=[] if is_open else view_models.ranking_tabs(page_of(board), after),
+        after_deadline=after,
         sections=sections,
         speed_of_light=speed_of_light_view(board.task, board.gpus, peaks),
         templates=sorted(board.task.templates),

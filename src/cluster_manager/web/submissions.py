@@ -9,6 +9,7 @@ from fastapi.responses import RedirectResponse
 from cluster_manager.api.auth import signed_in
 from cluster_manager.api.routes.popcorn import parse_mode
 from cluster_manager.api.uploads import read_upload
+from cluster_manager.core.models import Mode
 from cluster_manager.rendering.reports import (
     format_submission_report,
     submission_outcome,
@@ -59,9 +60,19 @@ async def submission(submission_id: int, request: Request) -> Response:
         jobs=view_models.job_lines(
             report.jobs, report.runs, await places_in_line(request, report) if owner else {}
         ),
+        placements=await placements_of(request, report),
         runs=[view_models.run_view(r) for r in report.runs],
         report_text=format_submission_report(report, with_output=owner) if owner else "",
     )
+
+
+async def placements_of(request: Request, report: SubmissionReport) -> list[tuple[str, str]]:
+    """Per GPU, where a ranked submission stands once its runs are done, and in which
+    ranking: the competition's or that of the runs after the deadline."""
+    if report.submission.mode is not Mode.LEADERBOARD or not report.done:
+        return []
+    placements = await service_of(request).placements(report.submission.id)
+    return [(p.gpu, view_models.placement_text(p)) for p in placements if p.rank is not None]
 
 
 async def places_in_line(request: Request, report: SubmissionReport) -> dict[int, int | None]:

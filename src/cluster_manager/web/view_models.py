@@ -14,6 +14,7 @@ from cluster_manager.core.records import (
     Job,
     JobState,
     Leaderboard,
+    Placement,
     RankingEntry,
     RunRecord,
     ScoreHistory,
@@ -144,6 +145,37 @@ class GpuSection:
     rows: list[RankingRow]
     records: list[RecordRow]
     of_peak: bool = False  # whether the ranking has a column of the scores' share of peak
+
+
+AFTER_DEADLINE = "after-deadline"  # the `ranking` query parameter of the runs' tab
+
+
+@dataclass(frozen=True)
+class RankingTab:
+    """One of an ended leaderboard's rankings, as a link: the competition's or that of the
+    runs after the deadline."""
+
+    label: str
+    href: str
+    current: bool
+
+
+def ranking_tabs(page: str, after_deadline: bool) -> list[RankingTab]:
+    """`page`: the leaderboard page's path; `after_deadline`: that tab is the current one."""
+    return [
+        RankingTab("Competition", page, not after_deadline),
+        RankingTab("After the deadline", f"{page}?ranking={AFTER_DEADLINE}", after_deadline),
+    ]
+
+
+def placement_text(placement: Placement) -> str:
+    """Where a ranked submission stands on one GPU, saying in which ranking."""
+    if placement.rank is None:
+        return "not ranked (yet)"
+    among = " among runs after the deadline" if placement.after_deadline else ""
+    if placement.improved:
+        return f"#{placement.rank}{among}"
+    return f"its author's best, another submission, is #{placement.rank}{among}"
 
 
 @dataclass(frozen=True)

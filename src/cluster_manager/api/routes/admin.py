@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
+from pydantic import StrictBool
 
 from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller
@@ -122,6 +123,22 @@ async def channel_policy(
     submission's verdict and places), `none`, or `all` (every submission's verdict line)."""
     board = await service_of(request).set_channel_policy(name, policy, API_ACTOR)
     return {"leaderboard": board.name, "channel_policy": board.channel_policy.value}
+
+
+@router.put("/leaderboards/{name}/after-deadline")
+async def after_deadline(
+    name: str, request: Request, allowed: Annotated[StrictBool, Body(embed=True)]
+) -> dict[str, Any]:
+    """Whether the leaderboard takes runs after its deadline (ranked on their own, never in
+    the competition's ranking); `allowed` is a JSON true or false, nothing read as one."""
+    board = await service_of(request).set_after_deadline_runs(name, allowed, API_ACTOR)
+    return {"leaderboard": board.name, "after_deadline_runs": board.after_deadline_runs}
+
+
+@router.get("/after-deadline-refusals")
+async def after_deadline_refusals(request: Request) -> list[dict[str, Any]]:
+    """The leaderboards that take no runs after their deadline, with who set each."""
+    return [r.to_json() for r in await service_of(request).after_deadline_refusals()]
 
 
 @router.get("/channel-policies")

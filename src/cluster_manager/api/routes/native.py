@@ -36,11 +36,15 @@ async def leaderboard(
     who: Viewer,
     gpu: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after_deadline: bool = False,
 ) -> dict[str, Any]:
+    """The competition's ranking per GPU; with `after_deadline`, that of the runs made after
+    the deadline instead."""
     board = await visible_board(request, name, who)
     service = service_of(request)
-    rankings = await service.ranking(name, gpu, limit=limit)
-    return json_shapes.ranking_view(board, rankings, service.published_peaks(board.gpus))
+    rankings = await service.ranking(name, gpu, limit=limit, after_deadline=after_deadline)
+    peaks = service.published_peaks(board.gpus)
+    return json_shapes.ranking_view(board, rankings, peaks, after_deadline=after_deadline)
 
 
 @router.get("/leaderboards/{name}/task")

@@ -1,6 +1,6 @@
 """`/admin ...` for members with the Leaderboard Admin role: pause and resume submissions,
-ban and unban users, quotas, invite codes, what a leaderboard's channel sees, what is switched
-off, and the stats. Answers are private."""
+ban and unban users, quotas, invite codes, what a leaderboard's channel sees, whether it takes
+runs after its deadline, what is switched off, and the stats. Answers are private."""
 
 from __future__ import annotations
 
@@ -38,6 +38,16 @@ POLICIES = [
         name="all: every submission's verdict, any mode (never its output)", value="all"
     ),
 ]
+
+
+def after_deadline_state(name: str, allowed: bool) -> str:
+    if allowed:
+        return (
+            f"⏰ **{name}** takes runs after its deadline: they rank on their own "
+            "(`/leaderboard show after_deadline:True`), never in the competition's ranking, "
+            "and the channel sees nothing of them."
+        )
+    return f"⏰ **{name}** takes no runs after its deadline: submissions past it are refused."
 
 
 # Not listed to members (a server admin may open it to a role in the server's settings); the
@@ -307,6 +317,22 @@ class AdminCog(
         await self._say(interaction, content)
 
     @app_commands.command(
+        name="after-deadline", description="Whether a leaderboard takes runs after its deadline"
+    )
+    @app_commands.describe(
+        leaderboard="The leaderboard",
+        allowed="Take test, benchmark and ranked runs after the deadline, ranked on their own",
+    )
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def after_deadline(
+        self, interaction: discord.Interaction, leaderboard: str, allowed: bool
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        board = await self.service.set_after_deadline_runs(leaderboard, allowed, actor(interaction))
+        await self._say(interaction, after_deadline_state(board.name, board.after_deadline_runs))
+
+    @app_commands.command(
         name="status", description="What is paused, who is banned, custom quotas and policies"
     )
     @admins_only
@@ -318,6 +344,7 @@ class AdminCog(
             [b.to_json() for b in await service.bans()],
             [q.to_json() for q in await service.custom_quotas()],
             [c.to_json() for c in await service.channel_policies()],
+            [r.to_json() for r in await service.after_deadline_refusals()],
         )
         await self._say_long(interaction, text, file_name="status.txt")
 

@@ -18,7 +18,7 @@ from cluster_manager.core.profiling import (
     ProfileOptions,
     chosen_options,
 )
-from cluster_manager.core.records import Leaderboard, check_leaderboard_name
+from cluster_manager.core.records import Leaderboard, RankingEntry, check_leaderboard_name
 from cluster_manager.core.submission import EXTENSIONS, parse_headers
 from cluster_manager.core.task import load_task_zip_bytes
 from cluster_manager.core.task_sources import DEFAULT_LIMITS
@@ -29,7 +29,7 @@ from cluster_manager.discord.error_handlers import UsageError
 from cluster_manager.discord.live import follow_submission, report_files
 from cluster_manager.discord.replies import answer, defer, text_file, truncate
 from cluster_manager.discord.roles import creators_only, is_admin, submitter
-from cluster_manager.discord.widgets import choose, confirm, show_pages
+from cluster_manager.discord.widgets import PageFile, choose, confirm, show_pages
 from cluster_manager.rendering.charts import ChartCache
 from cluster_manager.service import NotFoundError, Service, check_may_delete, parse_deadline
 
@@ -126,9 +126,10 @@ class LeaderboardCog(
             mode=Mode(mode.value if mode else Mode.LEADERBOARD.value),
             profile=profile,
         )
-        await interaction.edit_original_response(
-            content=f"📨 Submission #{receipt.submission_id} accepted: follow it below.", view=None
-        )
+        accepted = f"📨 Submission #{receipt.submission_id} accepted: follow it below."
+        if receipt.after_deadline:
+            accepted += f"\n{render.AFTER_DEADLINE_NOTE}"
+        await interaction.edit_original_response(content=accepted, view=None)
         await follow_submission(
             interaction,
             self.service,
@@ -246,25 +247,28 @@ class LeaderboardCog(
         await show_pages(interaction, pages, ephemeral=False, timeout=self.bot.config.view_timeout)
 
     @app_commands.command(name="show", description="The ranking of a leaderboard, per GPU")
-    @app_commands.describe(name="The leaderboard", gpu="Only this GPU (default: all)")
+    @app_commands.describe(
+        name="The leaderboard",
+        gpu="Only this GPU (default: all)",
+        after_deadline="Show the ranking of runs after the deadline",
+    )
     @app_commands.autocomplete(name=leaderboard_names, gpu=leaderboard_gpus)
     async def show(
-        self, interaction: discord.Interaction, name: str, gpu: str | None = None
+        self,
+        interaction: discord.Interaction,
+        name: str,
+        gpu: str | None = None,
+        after_deadline: bool = False,
     ) -> None:
         # An invite-only board's ranking goes to the member who asked, not to the channel.
         board = await self._visible(interaction, name)
         await defer(interaction, ephemeral=board.closed)
-        rankings = await self.service.ranking(name, gpu)
-        pages = render.ranking_pages(name, rankings)
-        files = []
-        if rankings:  # the chart of the GPU of the first page, shown on it
-            shown = next(iter(rankings))
-            if rankings[shown]:  # someone is ranked: the chart has lines
-                key = await self.service.history_key(name, shown)
-                load = functools.partial(self.service.score_history, name, shown)
-                png = await self.charts.chart(key, "png", load)
-                files.append((CHART_FILE, png))
-                pages[0].set_image(url=f"attachment://{CHART_FILE}")
+        rankings = await self.service.ranking(name, gpu, after_deadline=after_deadline)
+        pages = render.ranking_pages(name, rankings, after_deadline=after_deadline)
+        files: list[PageFile] = []
+        # The chart draws the competition's history, which runs after the deadline never enter.
+        if rankings and not after_deadline:
+            files = await self._chart(name, rankings, pages[0])
         await show_pages(
             interaction,
             pages,
@@ -272,6 +276,20 @@ class LeaderboardCog(
             timeout=self.bot.config.view_timeout,
             files=files,
         )
+
+    async def _chart(
+        self, name: str, rankings: dict[str, list[RankingEntry]], page: discord.Embed
+    ) -> list[PageFile]:
+        """The chart of the GPU of the first page, shown on it, where someone is ranked there
+        (else it has no lines)."""
+        shown = next(iter(rankings))
+        if not rankings[shown]:
+            return []
+        key = await self.service.history_key(name, shown)
+        load = functools.partial(self.service.score_history, name, shown)
+        png = await self.charts.chart(key, "png", load)
+        page.set_image(url=f"attachment://{CHART_FILE}")
+        return [(CHART_FILE, png)]
 
     @app_commands.command(name="show-personal", description="Your own runs on a leaderboard")
     @app_commands.describe(name="The leaderboard")
