@@ -88,6 +88,18 @@ def test_a_floor_of_calls_outlasts_the_budget_up_to_its_own():
     )
 
 
+def test_a_quick_floor_is_taken_with_no_budget_left():
+    """Starting up on a loaded machine can spend the whole budget: calls of a millisecond
+    (each clock read advances 1 ms) still get the floor inside the 20 ms grace, calls whose
+    floor would outlast it do not."""
+    spent = timing.StopRule(wall_budget_ns=0, floor_runs=10, floor_grace_ns=20e6)
+    assert (
+        timing.measure(steps(itertools.repeat(5.0)), spent, clock=fake_clock(1_000_000)).runs == 10
+    )
+    slow = timing.StopRule(wall_budget_ns=0, floor_runs=10, floor_grace_ns=20e6)
+    assert timing.measure(steps(itertools.repeat(5.0)), slow, clock=fake_clock(3_000_000)).runs == 1
+
+
 def test_a_failing_step_ends_the_measurement():
     def step(i: int) -> float:
         if i == 4:

@@ -98,6 +98,8 @@ class Leaderboard:
     # Past the deadline, runs go on when the organiser allows them: ranked on their own, never
     # in the competition's ranking or its announcements.
     after_deadline_runs: bool = True
+    team_size: int = 4  # the most members a team may have
+    team_quotas: bool = False  # the hourly quota counts a team's submissions together
 
     def is_open(self, now: datetime) -> bool:
         return now < self.deadline
@@ -184,6 +186,7 @@ class RankingEntry:
     submission_id: int
     submitted_at: datetime
     name: str = ""  # the user's name as last seen (a Discord member's display name)
+    team: str | None = None  # the entry is this team's, whose best is `user`'s submission
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from cluster_manager.harness import timing, wire
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
+from cluster_manager.harness.retiming import Retimings, clears, too_few_pairs
 from cluster_manager.harness.witness import (
     PAIRED_MIN_CALLS,
     Calibration,
@@ -212,40 +213,6 @@ def check_case(case: CaseRun) -> Outcome:
     return Outcome(ok=True, message=case.check(case.everywhere("call")))
 
 
-# A second timing clears a flagged one only when its median excess stays within this share of
-# its tolerance and the first's: one that merely scrapes under is what hidden work on a noisy
-# machine looks like too, and a timing noisier than the first must not excuse it.
-CLEARING_SHARE = 0.5
-
-
-@dataclass
-class Retimings:
-    """How many cases of a phase whose timing the witness flagged are timed once more: a
-    burst of load from elsewhere can flag an honest timing, while hidden work shows in every
-    timing; the second must be clearly clean (`clears`). One per phase, so a phase keeps
-    within the budget it planned (a case's share of it is kept free:
-    `Harness.run_benchmarks`)."""
-
-    left: int = 1
-
-    def take(self) -> bool:
-        if self.left <= 0:
-            return False
-        self.left -= 1
-        return True
-
-
-def clears(again: PairedWitness, first: PairedWitness) -> bool:
-    """Whether a second timing clears a flagged first one: no rule broken, as many pairs as
-    a judgement needs (with fewer, a wide tolerance would excuse anything), and a median
-    excess well within both timings' tolerances."""
-    return (
-        again.problem() is None
-        and again.pairs >= PAIRED_MIN_CALLS
-        and again.hidden_ns() <= CLEARING_SHARE * min(again.tolerance_ns(), first.tolerance_ns())
-    )
-
-
 def benchmark_case(
     case: CaseRun, *, recheck: bool, rule: timing.StopRule, retimings: Retimings | None = None
 ) -> Outcome:
@@ -309,22 +276,13 @@ def _paired_case(
         left_ns = max(0.0, rule.floor_budget_ns - (_clock() - began))
         again_rule = replace(rule, floor_budget_ns=rule.wall_budget_ns + left_ns)
         stats, again = _paired_timing(case, again_rule)
-        if clears(again, witness):
+        if clears(again):
             problem, witness = None, again
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
     if ranked and witness.pairs < PAIRED_MIN_CALLS:
-        return Outcome(ok=False, error=_too_few_pairs(witness, stats), verdict=Verdict.TIMEOUT)
+        return Outcome(ok=False, error=too_few_pairs(witness, stats), verdict=Verdict.TIMEOUT)
     return Outcome(ok=True, stats=stats)
-
-
-def _too_few_pairs(witness: PairedWitness, stats: timing.Stats) -> str:
-    return (
-        f"only {witness.pairs} timed call(s) of {stats.mean / 1e6:.1f} ms fit in the time the "
-        f"ranked run had for this case, each with its replay; checking that the timings are "
-        f"honest takes {PAIRED_MIN_CALLS}: the kernel is too slow for this task's ranked time "
-        "limit, or the machine was too busy (submitting again may pass)"
-    )
 
 
 def _paired_timing(case: CaseRun, rule: timing.StopRule) -> tuple[timing.Stats, PairedWitness]:

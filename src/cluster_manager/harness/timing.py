@@ -69,8 +69,10 @@ class RunningMoments:
 @dataclass(frozen=True)
 class StopRule:
     """Stop when the standard error of the mean is small enough, within count and time bounds.
-    `floor_runs` calls are taken even past the wall budget, up to `floor_budget_ns`: whoever
-    judges the calls (the witness) needs that many to tell noise from a pattern."""
+    `floor_runs` calls are taken even past the wall budget, up to `floor_budget_ns`, or past
+    that too while the whole floor takes no more than `floor_grace_ns` at the pace so far:
+    whoever judges the calls (the witness) needs that many to tell noise from a pattern, and
+    quick calls cost next to nothing."""
 
     target_rel_err: float = 0.001
     min_runs: int = 3
@@ -78,15 +80,21 @@ class StopRule:
     wall_budget_ns: float = 10e9
     floor_runs: int = 0
     floor_budget_ns: float = 0.0
+    floor_grace_ns: float = 0.0
 
     def should_stop(self, moments: RunningMoments, wall_ns: float) -> bool:
-        if moments.runs < self.floor_runs and wall_ns < self.floor_budget_ns:
+        if moments.runs < self.floor_runs and (
+            wall_ns < self.floor_budget_ns or self._floor_is_quick(moments, wall_ns)
+        ):
             return False
         if moments.runs >= self.max_runs or wall_ns >= self.wall_budget_ns:
             return True
         if moments.runs < self.min_runs:
             return False
         return moments.mean > 0 and moments.err / moments.mean < self.target_rel_err
+
+    def _floor_is_quick(self, moments: RunningMoments, wall_ns: float) -> bool:
+        return moments.runs > 0 and wall_ns / moments.runs * self.floor_runs <= self.floor_grace_ns
 
 
 class Timer(Protocol):

@@ -19,9 +19,10 @@ the scheduler's business.
     accounts.py      API tokens: issuing, revoking, authenticating
     sessions.py      web sessions: signing in to the pages with a token
     controls.py      organisers' controls: pausing, bans, invalidation, quotas, channel
-                     policies, stats
+                     policies, runs after the deadline, stats
     exports.py       a leaderboard as a data set: rankings, or every submission
     invites.py       invite-only leaderboards: codes, joining
+    teams.py         teams on a leaderboard: create, invite, join, leave
     sync.py          a problem set's leaderboards created or updated at once
     announcements.py new leaders, announced once
     reruns.py        ranked submissions run again after a task fix
@@ -32,6 +33,7 @@ the scheduler's business.
 
 from cluster_manager.service.errors import (
     AlreadyExistsError,
+    AlreadyInTeamError,
     BannedError,
     DeadlinePassedError,
     GpuBusyError,
@@ -48,6 +50,8 @@ from cluster_manager.service.errors import (
     RateLimitedError,
     StillRunningError,
     SubmissionsPausedError,
+    TeamError,
+    TeamFullError,
     UnauthorizedError,
     UnknownUserError,
 )
@@ -78,6 +82,7 @@ __all__ = [
     "TERMINAL_EVENTS",
     "TERMINAL_STATES",
     "AlreadyExistsError",
+    "AlreadyInTeamError",
     "BannedError",
     "DeadlinePassedError",
     "GpuBusyError",
@@ -100,6 +105,8 @@ __all__ = [
     "SubmissionReport",
     "SubmissionsPausedError",
     "Submitter",
+    "TeamError",
+    "TeamFullError",
     "UnauthorizedError",
     "UnknownUserError",
     "WebSession",

@@ -90,3 +90,15 @@ class InvalidQuotaError(ClusterManagerError):
 
 class InvalidChannelPolicyError(ClusterManagerError):
     """A channel policy that is none of `ChannelPolicy`'s."""
+
+
+class TeamError(ClusterManagerError):
+    """A team action that cannot be done as asked (not in a team, a code for another board)."""
+
+
+class AlreadyInTeamError(AlreadyExistsError):
+    """The user is in a team on that leaderboard already: one team per user per leaderboard."""
+
+
+class TeamFullError(AlreadyExistsError):
+    """The team has as many members as its leaderboard allows."""

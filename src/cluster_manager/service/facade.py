@@ -30,6 +30,7 @@ from cluster_manager.service.scripts import ScriptRuns
 from cluster_manager.service.sessions import WebSessions
 from cluster_manager.service.submissions import Submissions
 from cluster_manager.service.sync import ProblemSets
+from cluster_manager.service.teams import Teams
 
 
 class Service(
@@ -45,6 +46,7 @@ class Service(
     Controls,
     Exports,
     Invites,
+    Teams,
     Announcements,
     Follows,
 ):

@@ -27,6 +27,7 @@ from cluster_manager.core.records import (
     RankingEntry,
 )
 from cluster_manager.core.sync_plan import SyncPlan
+from cluster_manager.core.teams import Team as Team
 from cluster_manager.service.quotas import UserQuotas as UserQuotas
 from cluster_manager.service.receipts import (
     QueueView,
@@ -183,5 +184,25 @@ class ControlPort(Protocol):
     async def stats(self, *, last_day: bool = False) -> Stats: ...
 
 
-class ServicePort(LeaderboardPort, SubmissionPort, ControlPort, Protocol):
+class TeamPort(Protocol):
+    async def create_team(self, leaderboard: str, name: str, user: Submitter) -> Team: ...
+
+    async def team_invite(self, leaderboard: str, user: Submitter) -> str: ...
+
+    async def join_team(self, code: str, user: Submitter) -> Team: ...
+
+    async def leave_team(self, leaderboard: str, user: Submitter) -> str: ...
+
+    async def team_of(self, leaderboard: str, user: Submitter) -> Team | None: ...
+
+    async def teams(
+        self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> list[Team]: ...
+
+    async def set_team_rules(
+        self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None
+    ) -> Leaderboard: ...
+
+
+class ServicePort(LeaderboardPort, SubmissionPort, ControlPort, TeamPort, Protocol):
     """Everything the command line asks of the service."""

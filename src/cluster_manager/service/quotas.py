@@ -15,6 +15,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Leaderboard, User
 from cluster_manager.service.rates import RATE_WINDOW, check_rate
 from cluster_manager.storage import quotas as quota_store
+from cluster_manager.storage import teams as team_store
 from cluster_manager.storage.database import Connection, Executor
 from cluster_manager.storage.quotas import CustomQuota, QuotaOverride
 
@@ -114,16 +115,23 @@ async def check_quotas(
     now: datetime,
 ) -> None:
     """Refuses the submission with `RateLimitedError` when it would exceed a quota. Call in
-    the submitting transaction."""
-    await quota_store.lock_user(conn, user.id)
+    the submitting transaction. Where the leaderboard shares its hourly quota in a team
+    (`team_quotas`), the team's submissions there count together; the daily quota and the GPU
+    caps stay each user's."""
+    counted = [user.id]
+    if board.team_quotas:
+        counted = await team_store.member_ids(conn, board.id, user.id)
+    for user_id in sorted(counted):  # always in one order: racing team-mates never deadlock
+        await quota_store.lock_user(conn, user_id)
     override = await quota_store.override_of(conn, user.id)
     ranked = mode is Mode.LEADERBOARD
     kind = "ranked submissions" if ranked else "test/benchmark submissions"
     limit = hourly_limit(policy, override, board.rate_limit_per_hour, ranked=ranked)
     recent = await quota_store.times_on_board(
-        conn, user_id=user.id, leaderboard_id=board.id, ranked=ranked, since=now - RATE_WINDOW
+        conn, user_ids=counted, leaderboard_id=board.id, ranked=ranked, since=now - RATE_WINDOW
     )
-    check_rate(recent, limit, now, f"{kind} per hour on {board.name!r}")
+    whose = " for your team" if len(counted) > 1 else ""
+    check_rate(recent, limit, now, f"{kind} per hour on {board.name!r}{whose}")
     if ranked:
         for gpu in gpus:
             cap = registry.get(gpu).ranked_per_user_per_hour

@@ -44,6 +44,14 @@ from cluster_manager.storage.database import round_trip_ms
 from cluster_manager.storage.submissions import StoredSubmission
 
 
+def check_takes_submissions(board: Leaderboard, now: datetime) -> None:
+    if not board.takes_submissions(now):
+        raise DeadlinePassedError(
+            f"the deadline of {board.name!r} passed at {board.deadline.isoformat()}, and "
+            "its organisers take no runs after it"
+        )
+
+
 class Submissions:
     """The submission half of `Service`."""
 
@@ -70,11 +78,7 @@ class Submissions:
         check_profile_benchmark(board, mode, profile_benchmark)
         check_profile_options(mode, profile)
         now = self.clock()
-        if not board.takes_submissions(now):
-            raise DeadlinePassedError(
-                f"the deadline of {board.name!r} passed at {board.deadline.isoformat()}, and "
-                "its organisers take no runs after it"
-            )
+        check_takes_submissions(board, now)
         submission = validate_submission(
             file_name, data, board.task.lang, max_bytes=self.max_submission_bytes
         )

@@ -12,7 +12,6 @@ from cluster_manager.storage.database import Executor
 # (by the alias of the row's table): the rows stay, so unbanning shows them again.
 _NOT_BANNED = "NOT EXISTS (SELECT 1 FROM user_bans b WHERE b.user_id = {alias}.user_id)"
 NOT_BANNED_R = _NOT_BANNED.format(alias="r")
-NOT_BANNED_O = _NOT_BANNED.format(alias="o")
 NOT_BANNED_E = _NOT_BANNED.format(alias="e")
 # A chart's point from a submission since invalidated is hidden the same way.
 STILL_VALID_E = (

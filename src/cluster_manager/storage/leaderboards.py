@@ -107,7 +107,8 @@ async def update_leaderboard(
 
 _SELECT_LEADERBOARD = """
     SELECT l.id, l.name, l.deadline, l.description, l.task, l.created_at,
-           l.rate_limit_per_hour, l.closed, l.channel_policy, l.after_deadline_runs,
+           l.rate_limit_per_hour, l.closed, l.channel_policy, l.after_deadline_runs, l.team_size,
+           l.team_quotas,
            u.external_id AS creator,
            ARRAY(SELECT gpu FROM leaderboard_gpus g WHERE g.leaderboard_id = l.id ORDER BY gpu)
                AS gpus
@@ -129,6 +130,8 @@ def _leaderboard(row: asyncpg.Record) -> Leaderboard:
         closed=row["closed"],
         channel_policy=ChannelPolicy(row["channel_policy"]),
         after_deadline_runs=row["after_deadline_runs"],
+        team_size=row["team_size"],
+        team_quotas=row["team_quotas"],
     )
 
 

@@ -3,6 +3,7 @@ leaderboards, ranked ones per GPU type) and the overrides admins set."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -40,17 +41,18 @@ async def lock_user(conn: Connection, user_id: int) -> None:
 
 
 async def times_on_board(
-    db: Executor, *, user_id: int, leaderboard_id: int, ranked: bool, since: datetime
+    db: Executor, *, user_ids: Sequence[int], leaderboard_id: int, ranked: bool, since: datetime
 ) -> list[datetime]:
-    """Times of the user's ranked (or other) submissions on a leaderboard since `since`."""
+    """Times of the users' ranked (or other) submissions on a leaderboard since `since` (one
+    user's, or a team's where its quota is shared)."""
     rows = await db.fetch(
         """
         SELECT submitted_at FROM submissions
-        WHERE user_id = $1 AND leaderboard_id = $2 AND submitted_at >= $3
+        WHERE user_id = ANY($1::bigint[]) AND leaderboard_id = $2 AND submitted_at >= $3
           AND (mode = ANY($4::text[])) = $5
         ORDER BY submitted_at
         """,
-        user_id,
+        list(user_ids),
         leaderboard_id,
         since,
         RANKED_MODES,

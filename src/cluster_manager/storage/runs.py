@@ -11,7 +11,7 @@ from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD as DEFAULT_THROTTLE_THRESHOLD
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import throttling
-from cluster_manager.storage.controls import NOT_BANNED_O, NOT_BANNED_R
+from cluster_manager.storage.controls import NOT_BANNED_R
 from cluster_manager.storage.database import Connection, Executor
 from cluster_manager.storage.history import bump_history
 
@@ -235,6 +235,26 @@ async def rerank_user(
         )
 
 
+# One entry per team, or per user in none: the best of its members' ranking rows (banned users'
+# rows count for nobody). $1 leaderboard, $2 GPU, $3 which ranking (after the deadline or not).
+_ENTRIES = f"""
+    WITH best AS (
+        SELECT DISTINCT ON (coalesce(m.team_id, -r.user_id))
+               coalesce(m.team_id, -r.user_id) AS entry, r.user_id, r.score, r.submission_id,
+               r.submitted_at, t.name AS team
+        FROM rankings r
+        LEFT JOIN team_members m ON m.leaderboard_id = r.leaderboard_id AND m.user_id = r.user_id
+        LEFT JOIN teams t ON t.id = m.team_id
+        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.after_deadline = $3 AND {NOT_BANNED_R}
+        ORDER BY coalesce(m.team_id, -r.user_id), r.score, r.submitted_at, r.submission_id
+    ),
+    entries AS (
+        SELECT rank() OVER (ORDER BY b.score) AS rank, b.*, u.external_id AS user_name, u.name
+        FROM best b JOIN users u ON u.id = b.user_id
+    )
+"""
+
+
 async def ranking(
     db: Executor,
     *,
@@ -244,26 +264,29 @@ async def ranking(
     offset: int = 0,
     after_deadline: bool = False,
 ) -> list[RankingEntry]:
-    """Best score per user, in the competition's ranking or in that of runs after the
-    deadline; equal scores share a rank, the earlier submission listed first."""
+    """Best score per user, or per team for its members, in the competition's ranking or in
+    that of runs after the deadline; equal scores share a rank, the earlier submission listed
+    first."""
     rows = await db.fetch(
-        f"""
-        SELECT rank() OVER (ORDER BY r.score) AS rank, u.external_id AS user_name, r.score,
-               r.submission_id, r.submitted_at, u.name
-        FROM rankings r JOIN users u ON u.id = r.user_id
-        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.after_deadline = $5 AND {NOT_BANNED_R}
-        ORDER BY r.score, r.submitted_at, r.submission_id
-        LIMIT $3 OFFSET $4
+        _ENTRIES
+        + """
+        SELECT * FROM entries ORDER BY score, submitted_at, submission_id LIMIT $4 OFFSET $5
         """,
         leaderboard_id,
         gpu,
+        after_deadline,
         limit,
         offset,
-        after_deadline,
     )
     return [
         RankingEntry(
-            r["rank"], r["user_name"], r["score"], r["submission_id"], r["submitted_at"], r["name"]
+            r["rank"],
+            r["user_name"],
+            r["score"],
+            r["submission_id"],
+            r["submitted_at"],
+            r["name"],
+            r["team"],
         )
         for r in rows
     ]
@@ -272,22 +295,19 @@ async def ranking(
 async def rank_of(
     db: Executor, *, leaderboard_id: int, gpu: str, user_id: int, after_deadline: bool = False
 ) -> tuple[int, float, int] | None:
-    """(rank, best score, submission id) of one user on one GPU, if ranked (in the
-    competition's ranking, or in that of runs after the deadline)."""
+    """(rank, best score, submission id) of one user's entry (their team's, when in one) on
+    one GPU, if ranked (in the competition's ranking, or in that of runs after the deadline)."""
     row = await db.fetchrow(
-        f"""
-        SELECT (SELECT count(*) + 1 FROM rankings o
-                WHERE o.leaderboard_id = r.leaderboard_id AND o.gpu = r.gpu
-                  AND o.after_deadline = r.after_deadline
-                  AND o.score < r.score AND {NOT_BANNED_O}) AS rank,
-               r.score, r.submission_id
-        FROM rankings r
-        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.user_id = $3 AND r.after_deadline = $4
+        _ENTRIES
+        + """
+        SELECT rank, score, submission_id FROM entries
+        WHERE entry = coalesce(
+            (SELECT team_id FROM team_members WHERE leaderboard_id = $1 AND user_id = $4), -$4)
         """,
         leaderboard_id,
         gpu,
-        user_id,
         after_deadline,
+        user_id,
     )
     return None if row is None else (row["rank"], row["score"], row["submission_id"])
 
