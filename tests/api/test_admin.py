@@ -35,6 +35,7 @@ ROUTES = [
     ("DELETE", f"/admin/leaderboards/{BOARD}"),
     ("PUT", f"/admin/leaderboards/{BOARD}/channel-policy"),
     ("PUT", f"/admin/leaderboards/{BOARD}/after-deadline"),
+    ("PUT", f"/admin/leaderboards/{BOARD}/teams"),
     ("GET", "/admin/channel-policies"),
     ("GET", "/admin/after-deadline-refusals"),
 ]

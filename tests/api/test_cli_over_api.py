@@ -27,6 +27,7 @@ pytestmark = pytest.mark.timeout(300)
 
 FUTURE = "2099-01-01T00:00:00+00:00"
 ALICE = Submitter("alice", "alice")
+BOB = Submitter("bob", "bob")
 # What a case finds on the server first, as placeholders for its arguments ({sid}: alice's
 # ranked submission, always there).
 Setup = Callable[[Service], Awaitable[dict[str, str]]]
@@ -194,6 +195,34 @@ async def submitted_again(service: Service, _sid: int) -> bool:
     return len(await service.user_submissions(ALICE)) == 2
 
 
+async def alice_team(service: Service) -> dict[str, str]:
+    await service.create_team(BOARD, "red", ALICE)
+    return {}
+
+
+async def bobs_code(service: Service) -> dict[str, str]:
+    await service.create_team(BOARD, "red", BOB)
+    return {"code": await service.team_invite(BOARD, BOB)}
+
+
+async def alice_in_red(service: Service, _sid: int) -> bool:
+    team = await service.team_of(BOARD, ALICE)
+    return team is not None and team.name == "red"
+
+
+async def alice_in_no_team(service: Service, _sid: int) -> bool:
+    return await service.team_of(BOARD, ALICE) is None
+
+
+async def red_of_two(service: Service, _sid: int) -> bool:
+    return [t.members for t in await service.teams(BOARD)] == [("bob", "alice")]
+
+
+async def shared_pairs(service: Service, _sid: int) -> bool:
+    board = await service.leaderboard(BOARD)
+    return (board.team_size, board.team_quotas) == (2, True)
+
+
 CASES = {
     "admin pause": Case(("admin", "pause", "--reason", "outage"), "paused everywhere: outage",
                         pause_reasons),
@@ -251,6 +280,23 @@ CASES = {
     "submit --no-wait": Case(
         ("submit", BOARD, str(IDENTITY / "submission.py"), "--gpu", "CPU", "--mode", "test",
          "--no-wait"), "", submitted_again, role="user"),
+    "team create": Case(("team", "create", BOARD, "red"), "created team red on identity",
+                        alice_in_red, role="user"),
+    "team invite": Case(("team", "invite", BOARD), "team_", alice_in_red, alice_team,
+                        role="user"),
+    "team join": Case(("team", "join", "{code}"), "joined team red on identity", red_of_two,
+                      bobs_code, role="user"),
+    "team leave": Case(("team", "leave", BOARD), "left team red on identity", alice_in_no_team,
+                       alice_team, role="user"),
+    "team show": Case(("team", "show", BOARD), "red on identity (1/4 members)\n  alice",
+                      before=alice_team, role="user"),
+    "team show (no team)": Case(("team", "show", BOARD), "you are in no team on identity",
+                                alice_in_no_team, role="user"),
+    "team list": Case(("team", "list", BOARD), "red on identity (1/4 members)", before=alice_team,
+                      role="none"),
+    "admin teams": Case(("admin", "teams", BOARD, "--size", "2", "--shared-quota"),
+                        "identity: teams of up to 2; the hourly quota is shared by each team",
+                        shared_pairs),
 }  # fmt: skip
 
 
@@ -295,6 +341,10 @@ REFUSED = {
     "leaderboard delete without --yes": (
         ("leaderboard", "delete", BOARD),
         "deleting 'identity' removes all its submissions; pass --yes to confirm",
+    ),
+    "team show --user": (
+        ("team", "show", BOARD, "--user", "bob"),
+        "--user is for the database: through the API you act as your token's user",
     ),
     "admin ban of a name nobody used": (
         ("admin", "ban", "nosuch", "--reason", "spam"),

@@ -29,6 +29,7 @@ ADMIN_COMMANDS = [
     ("admin rerun", {"leaderboard": "identity"}),
     ("admin channel-policy", {"leaderboard": "identity", "policy": "all"}),
     ("admin after-deadline", {"leaderboard": "identity", "allowed": False}),
+    ("admin teams", {"leaderboard": "identity", "size": 2, "shared_quota": True}),
 ]
 
 

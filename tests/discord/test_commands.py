@@ -62,6 +62,7 @@ async def test_every_command_and_option_has_a_description_and_a_unique_name():
         "resync",
         "token",
         "join",
+        "team",
     }
     for path, command in walk(commands):
         assert NAME.match(command["name"]), path
@@ -136,6 +137,7 @@ def test_print_commands_needs_no_token_network_or_database(tmp_path: Path):
         "resync",
         "token",
         "join",
+        "team",
         "admin",
     ]
     assert not (tmp_path / "data").exists()  # no embedded database was started

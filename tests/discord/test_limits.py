@@ -62,6 +62,11 @@ BOUNDED = {
     "admin open": "one line naming the leaderboard",
     "admin channel-policy": "two lines naming a stored leaderboard",
     "admin after-deadline": "one line naming a stored leaderboard",
+    "admin teams": "one line naming a stored leaderboard and two numbers",
+    "team create": "one line naming a stored leaderboard and a team name of 40 characters",
+    "team invite": "a fixed text around one code, twice",
+    "team join": "one line naming a stored team (an unknown code is an error, below)",
+    "team leave": "one line naming a stored team and leaderboard",
 }
 
 
@@ -284,6 +289,35 @@ async def an_echoed_option(harness, app, clock, **_) -> str:
     return "errors echoing 6,000-character options, cut"
 
 
+async def team_show(harness, app, clock, **_) -> str:
+    """100 teams of the longest names on a leaderboard, Alice's of 100 members."""
+    await create_board(app, clock)
+    await app.service.set_team_rules("identity", size=100)
+    alice = Submitter(str(ALICE.id), ALICE.name)
+    await app.service.create_team("identity", "a" * 40, alice)
+    members = [f"{9 * 10**17 + i}" for i in range(99)]  # Discord ids, 18 digits
+    for member in members:
+        code = await app.service.team_invite("identity", alice)
+        await app.service.join_team(code, Submitter(member, "m"))
+    for i in range(99):
+        await app.service.create_team("identity", f"{i:02d}" + "t" * 38, Submitter(f"u{i}", "u"))
+    mine = "\n".join(
+        p["description"]
+        for p in await all_pages(
+            harness, await harness.command("team show", leaderboard="identity"), ALICE
+        )
+    )
+    assert all(f"<@{m}>" in mine for m in members)
+    every = await all_pages(
+        harness, await harness.command("team show", leaderboard="identity", all=True), ALICE
+    )
+    text = "\n".join(p["description"] for p in every)
+    assert text.count("**") == 200 and all(f"<@{m}>" in text for m in members)
+    code = await harness.command("team join", code="c" * LONGEST_OPTION)
+    assert_private_error(code, "Invite refused")
+    return f"a team of 100 members; 100 teams in {len(every)} pages"
+
+
 CASES = {
     "leaderboard list": leaderboard_list,
     "leaderboard show": leaderboard_show,
@@ -296,6 +330,7 @@ CASES = {
     "verifyruns": verifyruns,
     "verifydb": verifydb,
     "join": an_echoed_option,
+    "team show": team_show,
 }
 
 SCHEDULED = {"leaderboard submit", "leaderboard get-submission"}

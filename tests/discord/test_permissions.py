@@ -133,11 +133,12 @@ async def test_resync_is_for_admins_only(harness, record_property):
         "queue",
         "resync",
         "run",
+        "team",
         "token",
         "verifydb",
         "verifyruns",
     ]
-    assert reply.only.ephemeral and "Synced 10 commands to this server" in reply.only.content
+    assert reply.only.ephemeral and "Synced 11 commands to this server" in reply.only.content
 
 
 @pytest.mark.reliability(

@@ -7,12 +7,14 @@ from fastapi import FastAPI
 from cluster_manager.api import error_handlers
 from cluster_manager.api.auth import RequestLimiter
 from cluster_manager.api.routes import admin, native, popcorn
+from cluster_manager.api.routes import teams as team_routes
 from cluster_manager.api.streams import STATUS_INTERVAL_S, OpenStreams
 from cluster_manager.api.uploads import MAX_BODY_BYTES, BodyLimit
 from cluster_manager.rendering.charts import ChartCache
 from cluster_manager.service import Service
 from cluster_manager.settings import Settings
 from cluster_manager.web import api_docs, pages, sessions, submissions
+from cluster_manager.web import teams as team_forms
 
 API_VERSION = "1"
 
@@ -46,9 +48,11 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.include_router(pages.browser_router)
     api.include_router(sessions.router)
     api.include_router(submissions.router)
+    api.include_router(team_forms.router)
     api.include_router(api_docs.router)
     api.include_router(admin.router)
     api.include_router(native.router)
+    api.include_router(team_routes.router)  # before popcorn's /{leaderboard}/{gpu}/{mode}
     api.include_router(popcorn.router)
     api.mount("/static", pages.static_files(), name="static")
     larger = {

@@ -50,6 +50,9 @@ def leaderboard_view(board: Leaderboard) -> Json:
         "channel_policy": board.channel_policy.value,
         # Ours: whether it takes runs after its deadline (ranked on their own, `after_deadline`).
         "after_deadline_runs": board.after_deadline_runs,
+        # Ours: the most members a team may have; whether its members share the hourly quota.
+        "team_size": board.team_size,
+        "team_quotas": board.team_quotas,
         "created_at": iso(board.created_at),
         "task": task_view(board.task),
     }
@@ -75,6 +78,8 @@ def ranking_view(
                 {
                     "rank": e.rank,
                     "user": e.user,
+                    # Ours: the team whose entry this is (`user` holds its best), or null.
+                    "team": e.team,
                     "score": e.score,
                     "submission_id": e.submission_id,
                     "submission_time": iso(e.submitted_at),

@@ -210,6 +210,30 @@ def after_deadline_command(settings: Settings, leaderboard: str, state: str) -> 
     _run(settings, body)
 
 
+@admin_group.command("teams")
+@click.argument("leaderboard")
+@click.option(
+    "--size", type=click.IntRange(min=1), default=None, help="The most members a team may have."
+)
+@click.option(
+    "--shared-quota/--own-quota",
+    default=None,
+    help="Whether the hourly quota counts a team's submissions together, or each member's own.",
+)
+@click.pass_obj
+def teams_command(
+    settings: Settings, leaderboard: str, size: int | None, shared_quota: bool | None
+) -> None:
+    """Set LEADERBOARD's team rules (what is not given stays) and print them."""
+
+    async def body(port: ServicePort) -> None:
+        board = await port.set_team_rules(leaderboard, size=size, quotas=shared_quota)
+        quota = "shared by each team" if board.team_quotas else "each member's own"
+        click.echo(f"{board.name}: teams of up to {board.team_size}; the hourly quota is {quota}")
+
+    _run(settings, body)
+
+
 @admin_group.command("open")
 @click.argument("leaderboard")
 @click.pass_obj

@@ -19,6 +19,7 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
 )
+from cluster_manager.core.teams import Team
 from cluster_manager.service.port import (
     AfterDeadlineRefusal,
     Ban,
@@ -62,6 +63,9 @@ def leaderboard(view: Json, task: Task) -> Leaderboard:
         channel_policy=ChannelPolicy(view.get("channel_policy", ChannelPolicy.RANKED.value)),
         # A server that predates runs after the deadline shows no switch: taken is the default.
         after_deadline_runs=bool(view.get("after_deadline_runs", True)),
+        # A server that predates teams shows no rules: the record's defaults.
+        team_size=int(view.get("team_size", Leaderboard.team_size)),
+        team_quotas=bool(view.get("team_quotas", False)),
     )
 
 
@@ -96,6 +100,18 @@ def ranking_entry(view: Json) -> RankingEntry:
         view["score"],
         view["submission_id"],
         _when(view["submission_time"]),
+        team=view.get("team"),  # absent from a server that predates teams
+    )
+
+
+def team(view: Json) -> Team:
+    """`Team.to_json`, as the team routes answer with it."""
+    return Team(
+        view["leaderboard"],
+        view["name"],
+        tuple(view["members"]),
+        _when(view["created_at"]),
+        view["size_limit"],
     )
 
 

@@ -36,6 +36,7 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "queue": ("queue",),
     "serve": ("serve",),
     "submit": ("submit",),
+    "team": ("team",),
     "user": ("user",),
     "worker": ("worker",),
 }

@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import NoReturn
 
 from cluster_manager.cli import api_records as records
+from cluster_manager.cli.api_client import ApiError
 from cluster_manager.cli.api_client import segment as seg
 from cluster_manager.cli.remote_controls import RemoteControls
 from cluster_manager.core.errors import ClusterManagerError
@@ -28,6 +29,7 @@ from cluster_manager.core.records import (
 from cluster_manager.core.sync_plan import SyncPlan
 from cluster_manager.core.task import load_task_zip_bytes
 from cluster_manager.core.task_folder import folder_files, folder_zip
+from cluster_manager.core.teams import Team
 from cluster_manager.service import QueueView, SubmissionReceipt, SubmissionReport, Submitter
 from cluster_manager.service.port import Row
 from cluster_manager.service.sync import Problems
@@ -52,6 +54,10 @@ SYNC_REFUSED = (
     "`leaderboard sync` reads the problem set's folders on the machine that holds the database; "
     f"{ON_THE_DATABASE}, or upload the problem set as a zip to POST /admin/update-problems"
 )
+
+
+# How the server says that the caller is in no team (its 404 for a missing leaderboard differs).
+NO_TEAM = "you are in no team on "
 
 
 class NotOverTheApiError(ClusterManagerError):
@@ -97,6 +103,14 @@ class RemoteService(RemoteControls):
         path = f"/admin/leaderboards/{seg(name)}/after-deadline"
         await self.api.call("PUT", path, {"allowed": allowed})
         return await self.leaderboard(name)
+
+    async def set_team_rules(
+        self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None
+    ) -> Leaderboard:
+        """Through the admin API (a user's token is refused there with 403)."""
+        body = {"size": size, "quotas": quotas}
+        await self.api.call("PUT", f"/admin/leaderboards/{seg(leaderboard)}/teams", body)
+        return await self.leaderboard(leaderboard)
 
     async def leaderboard(self, name: str) -> Leaderboard:
         view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)
@@ -211,3 +225,34 @@ class RemoteService(RemoteControls):
 
     async def revoke_token(self, external_id: str) -> bool:
         _refuse(TOKENS_REFUSED)
+
+    async def create_team(self, leaderboard: str, name: str, user: Submitter) -> Team:
+        path = f"/leaderboards/{seg(leaderboard)}/teams"
+        return records.team(await self.api.call("POST", path, {"name": name}))
+
+    async def team_invite(self, leaderboard: str, user: Submitter) -> str:
+        path = f"/leaderboards/{seg(leaderboard)}/teams/mine/invites"
+        return str((await self.api.call("POST", path))["code"])
+
+    async def join_team(self, code: str, user: Submitter) -> Team:
+        return records.team(await self.api.call("POST", "/teams/join", {"code": code}))
+
+    async def leave_team(self, leaderboard: str, user: Submitter) -> str:
+        path = f"/leaderboards/{seg(leaderboard)}/teams/mine"
+        return str((await self.api.call("DELETE", path))["left"])
+
+    async def team_of(self, leaderboard: str, user: Submitter) -> Team | None:
+        try:
+            found = await self.api.get(f"/leaderboards/{seg(leaderboard)}/teams/mine")
+        except ApiError as exc:
+            if exc.status == 404 and str(exc).startswith(NO_TEAM):
+                return None
+            raise
+        return records.team(found)
+
+    async def teams(
+        self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> list[Team]:
+        """What the token may see (the admin token: an invite-only board's too)."""
+        found = await self.api.get(f"/leaderboards/{seg(leaderboard)}/teams")
+        return [records.team(t) for t in found]

@@ -25,6 +25,7 @@ from cluster_manager.discord.cogs.admin import AdminCog
 from cluster_manager.discord.cogs.leaderboard import LeaderboardCog
 from cluster_manager.discord.cogs.ops import OpsCog
 from cluster_manager.discord.cogs.run import RunCog
+from cluster_manager.discord.cogs.team import TeamCog
 from cluster_manager.discord.error_handlers import report_error
 from cluster_manager.discord.resume import resume_follows
 from cluster_manager.scheduling.config import SchedulerConfig
@@ -94,7 +95,14 @@ class ClusterBot(commands.Bot):
     async def load_cogs(self) -> None:
         if self._cogs_loaded:
             return
-        cogs = (LeaderboardCog(self), RunCog(self), OpsCog(self), AccountCog(self), AdminCog(self))
+        cogs = (
+            LeaderboardCog(self),
+            RunCog(self),
+            OpsCog(self),
+            AccountCog(self),
+            TeamCog(self),
+            AdminCog(self),
+        )
         for cog in cogs:
             await self.add_cog(cog)
         self._cogs_loaded = True

@@ -26,6 +26,7 @@ from cluster_manager.core.records import InvalidNameError
 from cluster_manager.discord.replies import send_error
 from cluster_manager.service import (
     AlreadyExistsError,
+    AlreadyInTeamError,
     BannedError,
     DeadlinePassedError,
     GpuBusyError,
@@ -38,6 +39,8 @@ from cluster_manager.service import (
     PermissionDeniedError,
     RateLimitedError,
     SubmissionsPausedError,
+    TeamError,
+    TeamFullError,
 )
 from cluster_manager.service.errors import DatabaseError
 
@@ -92,6 +95,9 @@ USER_ERRORS: dict[type[BaseException], tuple[str, Callable[[Any], str]]] = {
     InvalidDeadlineError: ("Invalid deadline", str),
     InvalidNameError: ("Invalid name", str),
     AlreadyExistsError: ("Already exists", str),
+    AlreadyInTeamError: ("Already in a team", str),
+    TeamFullError: ("Team full", str),
+    TeamError: ("Team", str),
     PermissionDeniedError: ("Not allowed", str),
     RateLimitedError: ("Rate limited", _rate_limited),
     GpuBusyError: ("GPU busy", str),

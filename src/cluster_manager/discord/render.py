@@ -16,6 +16,7 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
 )
+from cluster_manager.core.teams import Team
 from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
 from cluster_manager.discord.replies import MESSAGE_CHARS, code_block, truncate
@@ -124,12 +125,20 @@ def ranking_pages(
     pages: list[discord.Embed] = []
     for gpu, entries in rankings.items():
         lines = [
-            f"`#{e.rank}` {user_label(e.user, e.name)} · **{seconds(e.score)}** · "
+            f"`#{e.rank}` {_entrant(e)} · **{seconds(e.score)}** · "
             f"submission {e.submission_id} · {discord.utils.format_dt(e.submitted_at, 'd')}"
             for e in entries
         ]
         pages += _line_pages(f"🏆 {name} on {gpu}{tab}", lines, empty=empty)
     return number_pages(pages)
+
+
+def _entrant(entry: RankingEntry) -> str:
+    """Who an entry is: a team's entry names the team and the member whose run is its best."""
+    user = user_label(entry.user, entry.name)
+    if entry.team is None:
+        return user
+    return f"**{discord.utils.escape_markdown(entry.team)}** ({user})"
 
 
 def personal_pages(name: str, runs: Sequence[RunRecord]) -> list[discord.Embed]:
@@ -143,6 +152,48 @@ def personal_pages(name: str, runs: Sequence[RunRecord]) -> list[discord.Embed]:
     return number_pages(
         _line_pages(f"Your runs on {name}", lines, empty=f"You have no runs on {name} yet.")
     )
+
+
+# --- teams -----------------------------------------------------------------------------------
+
+
+def _fitting_pages(title: str, lines: Sequence[str], *, empty: str) -> list[discord.Embed]:
+    """Pages of at most PAGE_SIZE lines whose text fits a description: a team's line of 100
+    members is long, so pages hold fewer of those."""
+    groups: list[list[str]] = []
+    size = 0
+    for line in (truncate(li, DESCRIPTION_LIMIT) for li in lines):
+        if not groups or len(groups[-1]) == PAGE_SIZE or size + 1 + len(line) > DESCRIPTION_LIMIT:
+            groups.append([])
+            size = -1
+        groups[-1].append(line)
+        size += 1 + len(line)
+    return (
+        _line_pages(title, [], empty=empty)
+        if not groups
+        else [
+            discord.Embed(title=title, description="\n".join(group), color=INFO_COLOR)
+            for group in groups
+        ]
+    )
+
+
+def team_pages(team: Team) -> list[discord.Embed]:
+    """A team and its members, in the order they joined."""
+    title = f"👥 {team.name} on {team.leaderboard} ({len(team.members)}/{team.size_limit})"
+    lines = [f"{i}. {user_label(m)}" for i, m in enumerate(team.members, 1)]
+    return number_pages(_fitting_pages(title, lines, empty="No members."))
+
+
+def teams_pages(leaderboard: str, teams: Sequence[Team]) -> list[discord.Embed]:
+    """Every team on a leaderboard, a line each with its members."""
+    lines = [
+        f"**{discord.utils.escape_markdown(t.name)}** ({len(t.members)}/{t.size_limit}): "
+        + ", ".join(user_label(m) for m in t.members)
+        for t in teams
+    ]
+    empty = f"No teams on {leaderboard} yet: `/team create` starts one."
+    return number_pages(_fitting_pages(f"👥 Teams on {leaderboard}", lines, empty=empty))
 
 
 # --- submissions -----------------------------------------------------------------------------

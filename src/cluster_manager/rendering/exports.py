@@ -20,6 +20,7 @@ COLUMNS: dict[Kind, tuple[str, ...]] = {
         "gpu",
         "rank",
         "user_id",
+        "team",
         "score_s",
         "submission_id",
         "submitted_at",
@@ -52,16 +53,23 @@ async def write_export(
     rows = 0
     async for page in pages:
         for row in page:
+            full = _complete(row, kind)
             if writer is not None:
-                writer.writerow({k: _cell(v) for k, v in row.items()})
+                writer.writerow({k: _cell(v) for k, v in full.items()})
             else:
-                text.write(json.dumps(row, ensure_ascii=False) + "\n")
+                text.write(json.dumps(full, ensure_ascii=False) + "\n")
         rows += len(page)
     return rows
 
 
 def default_name(leaderboard: str, kind: Kind, fmt: Format) -> Path:
     return Path(f"{leaderboard}-{kind}.{fmt}")
+
+
+def _complete(row: Row, kind: Kind) -> Row:
+    """Every column of the kind, in order; one the row lacks (a ranking entry of no team)
+    is null, so that each line of JSON has the same keys."""
+    return {**dict.fromkeys(COLUMNS[kind]), **row}
 
 
 def _cell(value: Any) -> Any:
@@ -90,6 +98,7 @@ def _schema(kind: Kind) -> Any:
                 ("gpu", pa.string()),
                 ("rank", pa.int64()),
                 ("user_id", pa.string()),
+                ("team", pa.string()),  # the team whose entry it is, or empty
                 ("score_s", pa.float64()),
                 ("submission_id", pa.int64()),
                 ("submitted_at", pa.string()),

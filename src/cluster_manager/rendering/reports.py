@@ -16,6 +16,7 @@ from cluster_manager.rendering.speed import speed_table
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
     from cluster_manager.core.records import JobEvent, LeaderboardSummary, Placement, RankingEntry
+    from cluster_manager.core.teams import Team
     from cluster_manager.service import SubmissionReport
     from cluster_manager.service.task_check import TaskCheck
 
@@ -237,7 +238,7 @@ def format_ranking(
         rows = [
             (
                 f"#{e.rank}",
-                e.user,
+                ranked_as(e),
                 format_duration_ns(e.score * 1e9),
                 str(e.submission_id),
                 e.submitted_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S"),
@@ -247,6 +248,25 @@ def format_ranking(
         table = format_table(("rank", "user", "score", "submission", "submitted (UTC)"), rows)
         parts.append("\n".join("  " + line for line in table.splitlines()))
     return "\n".join(parts)
+
+
+def ranked_as(entry: RankingEntry) -> str:
+    """Who an entry is: its user, or its team with the member whose submission is its best."""
+    return entry.user if entry.team is None else f"{entry.team} ({entry.user})"
+
+
+def format_team(team: Team) -> str:
+    """A team's name and size, then its members in the order they joined."""
+    size = f"{len(team.members)}/{team.size_limit} members"
+    lines = [f"{team.name} on {team.leaderboard} ({size})"]
+    lines += [f"  {member}" for member in team.members]
+    return "\n".join(lines)
+
+
+def format_teams(leaderboard: str, teams: Sequence[Team]) -> str:
+    if not teams:
+        return f"no teams on {leaderboard} yet"
+    return "\n".join(format_team(t) for t in teams)
 
 
 def format_event(event: JobEvent) -> str:

@@ -39,6 +39,7 @@ class Exports:
                         "gpu": gpu,
                         "rank": e.rank,
                         "user_id": e.user,
+                        "team": e.team,  # the entry is this team's, held by `user_id`
                         "score_s": e.score,
                         "submission_id": e.submission_id,
                         "submitted_at": e.submitted_at.isoformat(),

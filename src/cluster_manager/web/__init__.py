@@ -8,6 +8,7 @@ server-rendered HTML (Jinja2), one stylesheet, one small script for live progres
     pages.py        the tiles, a leaderboard's page, its charts (wide and phone) and files
     speed_views.py  a leaderboard's speed of light: each case's work and floors, scores' share
     submissions.py  a submission's page and the submit form
+    teams.py        the leaderboard page's team forms: create, invite, join, leave
     sessions.py     signing in with an API token (a session cookie), and out
     api_docs.py     `/docs`: the HTTP API's reference, from the app's OpenAPI schema
 """

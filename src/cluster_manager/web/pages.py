@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from cluster_manager.api.auth import signed_in
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Leaderboard
+from cluster_manager.core.teams import MAX_TEAM_NAME
 from cluster_manager.rendering.charts import ChartCache, Size
 from cluster_manager.rendering.reports import format_time_left
 from cluster_manager.service import NotFoundError
@@ -74,6 +75,13 @@ def anchor_of(gpu: str) -> str:
 async def leaderboard(name: str, request: Request, ranking: str = "") -> Response:
     """`ranking=after-deadline`: once the board has ended, the ranking of the runs made after
     its deadline in place of the competition's; ignored before the deadline."""
+    return await leaderboard_page(request, name, ranking)
+
+
+async def leaderboard_page(
+    request: Request, name: str, ranking: str = "", invite_code: str = ""
+) -> Response:
+    """The leaderboard's page; `invite_code`: a team code just made, shown this once."""
     service = service_of(request)
     board = await visible_board(request, name)
     now = service.clock()
@@ -94,6 +102,8 @@ async def leaderboard(name: str, request: Request, ranking: str = "") -> Respons
         for gpu in board.gpus
     ]
     viewer = await signed_in(request)
+    user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
+    teams = await service.teams(name, user, include_closed=admin)
     mine = []
     if viewer is not None and viewer.user is not None:
         mine = [
@@ -119,6 +129,10 @@ async def leaderboard(name: str, request: Request, ranking: str = "") -> Respons
         files=sorted(f.name for f in board.task.files if f.content is not None),
         mine=mine,
         modes=[m.value for m in Mode],
+        teams=[view_models.team_view(t, user) for t in teams],
+        my_team=view_models.team_of_viewer(teams, user),
+        max_team_name=MAX_TEAM_NAME,
+        invite_code=invite_code,
     )
 
 

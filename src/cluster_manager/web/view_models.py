@@ -19,6 +19,7 @@ from cluster_manager.core.records import (
     RunRecord,
     ScoreHistory,
 )
+from cluster_manager.core.teams import Team
 from cluster_manager.rendering.reports import (
     format_duration_ns,
     format_time_left,
@@ -26,7 +27,7 @@ from cluster_manager.rendering.reports import (
     verdict_text,
 )
 from cluster_manager.rendering.speed import bandwidth_text, flop_rate_text, peaks_text, share_text
-from cluster_manager.service import SubmissionReport
+from cluster_manager.service import SubmissionReport, Submitter
 from cluster_manager.web.markdown_text import render_summary
 
 
@@ -91,6 +92,7 @@ class RankingRow:
     submitted_iso: str
     submission_id: int
     of_peak: str = ""  # the score's share of the speed of light, where it is known
+    team: str = ""  # the entry is this team's; `user` is the member whose submission it is
 
 
 def ranking_rows(
@@ -114,6 +116,7 @@ def ranking_rows(
                 entry.submitted_at.isoformat(),
                 entry.submission_id,
                 of_peak(entry.score),
+                entry.team or "",
             )
         )
     return rows
@@ -308,3 +311,31 @@ def submission_line(report: SubmissionReport) -> SubmissionLine:
         status,
         verdict_text(status),
     )
+
+
+@dataclass(frozen=True)
+class TeamView:
+    """A team in the leaderboard page's Teams section."""
+
+    name: str
+    members: list[str]  # as the rankings show users: their external ids, in joining order
+    size_text: str  # "2 of 4 members"
+    viewers: bool  # the signed-in user is one of its members
+
+
+def team_view(team: Team, viewer: Submitter | None) -> TeamView:
+    count = len(team.members)
+    noun = "member" if team.size_limit == 1 else "members"
+    return TeamView(
+        team.name,
+        list(team.members),
+        f"{count} of {team.size_limit} {noun}",
+        viewer is not None and viewer.external_id in team.members,
+    )
+
+
+def team_of_viewer(teams: list[Team], viewer: Submitter | None) -> TeamView | None:
+    """The signed-in user's team on the leaderboard (one at most), if they are in one."""
+    if viewer is None:
+        return None
+    return next((team_view(t, viewer) for t in teams if viewer.external_id in t.members), None)

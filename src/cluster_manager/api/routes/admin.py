@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Request
-from pydantic import StrictBool
+from pydantic import StrictBool, StrictInt
 
 from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller
@@ -133,6 +133,23 @@ async def after_deadline(
     the competition's ranking); `allowed` is a JSON true or false, nothing read as one."""
     board = await service_of(request).set_after_deadline_runs(name, allowed, API_ACTOR)
     return {"leaderboard": board.name, "after_deadline_runs": board.after_deadline_runs}
+
+
+@router.put("/leaderboards/{name}/teams")
+async def team_rules(
+    name: str,
+    request: Request,
+    size: Annotated[StrictInt | None, Body(embed=True)] = None,
+    quotas: Annotated[StrictBool | None, Body(embed=True)] = None,
+) -> dict[str, Any]:
+    """The leaderboard's largest team (`size`) and whether its hourly quota counts a team's
+    submissions together (`quotas`); null or left out keeps what is set. The rules now."""
+    board = await service_of(request).set_team_rules(name, size=size, quotas=quotas)
+    return {
+        "leaderboard": board.name,
+        "team_size": board.team_size,
+        "team_quotas": board.team_quotas,
+    }
 
 
 @router.get("/after-deadline-refusals")

@@ -1,6 +1,7 @@
 """`/admin ...` for members with the Leaderboard Admin role: pause and resume submissions,
 ban and unban users, quotas, invite codes, what a leaderboard's channel sees, whether it takes
-runs after its deadline, what is switched off, and the stats. Answers are private."""
+runs after its deadline, its team rules, what is switched off, and the stats. Answers are
+private."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
+from cluster_manager.core.teams import MAX_TEAM_SIZE
 from cluster_manager.discord.autocomplete import leaderboard_names
 from cluster_manager.discord.replies import MESSAGE_CHARS, answer, defer, fitted, truncate
 from cluster_manager.discord.roles import admins_only, submitter
@@ -48,6 +50,15 @@ def after_deadline_state(name: str, allowed: bool) -> str:
             "and the channel sees nothing of them."
         )
     return f"⏰ **{name}** takes no runs after its deadline: submissions past it are refused."
+
+
+def team_rules(name: str, size: int, shared_quota: bool) -> str:
+    quota = (
+        "its hourly quota counts a team's submissions together"
+        if shared_quota
+        else "its hourly quota counts each member's submissions on their own"
+    )
+    return f"👥 **{name}** takes teams of up to {size} members; {quota}."
 
 
 # Not listed to members (a server admin may open it to a role in the server's settings); the
@@ -331,6 +342,25 @@ class AdminCog(
         await defer(interaction, ephemeral=True)
         board = await self.service.set_after_deadline_runs(leaderboard, allowed, actor(interaction))
         await self._say(interaction, after_deadline_state(board.name, board.after_deadline_runs))
+
+    @app_commands.command(name="teams", description="A leaderboard's team size and quota rule")
+    @app_commands.describe(
+        leaderboard="The leaderboard",
+        size="The most members a team may have (teams already larger keep theirs)",
+        shared_quota="Count a team's submissions together against the hourly quota",
+    )
+    @app_commands.autocomplete(leaderboard=leaderboard_names)
+    @admins_only
+    async def teams(
+        self,
+        interaction: discord.Interaction,
+        leaderboard: str,
+        size: app_commands.Range[int, 1, MAX_TEAM_SIZE] | None = None,
+        shared_quota: bool | None = None,
+    ) -> None:
+        await defer(interaction, ephemeral=True)
+        board = await self.service.set_team_rules(leaderboard, size=size, quotas=shared_quota)
+        await self._say(interaction, team_rules(board.name, board.team_size, board.team_quotas))
 
     @app_commands.command(
         name="status", description="What is paused, who is banned, custom quotas and policies"

@@ -1,0 +1,66 @@
+"""Teams on a leaderboard, for a user's token: create one, invite, join, leave, read. A team's
+members rank as one entry; an invite-only leaderboard's teams are missing (404) to whoever
+may not see the leaderboard, as everything of it is."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Request
+from pydantic import StrictStr
+
+from cluster_manager.api.routes.popcorn import Authenticated, Viewer, service_of
+from cluster_manager.service import NotFoundError
+
+router = APIRouter(tags=["teams"])
+NO_TEAM = "you are in no team on {leaderboard!r}"
+
+
+@router.post("/leaderboards/{leaderboard}/teams", status_code=201)
+async def create_team(
+    leaderboard: str,
+    request: Request,
+    who: Authenticated,
+    name: Annotated[StrictStr, Body(embed=True)],
+) -> dict[str, Any]:
+    """A new team on the leaderboard, the caller its first member."""
+    team = await service_of(request).create_team(leaderboard, name, who.require_user())
+    return team.to_json()
+
+
+@router.get("/leaderboards/{leaderboard}/teams")
+async def teams(leaderboard: str, request: Request, who: Viewer) -> list[dict[str, Any]]:
+    """Every team with its members, as public as the ranking."""
+    user, admin = (None, False) if who is None else (who.user, who.admin)
+    found = await service_of(request).teams(leaderboard, user, include_closed=admin)
+    return [t.to_json() for t in found]
+
+
+@router.get("/leaderboards/{leaderboard}/teams/mine")
+async def my_team(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
+    team = await service_of(request).team_of(leaderboard, who.require_user())
+    if team is None:
+        raise NotFoundError(NO_TEAM.format(leaderboard=leaderboard))
+    return team.to_json()
+
+
+@router.post("/leaderboards/{leaderboard}/teams/mine/invites", status_code=201)
+async def invite(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
+    """A code that lets one more user join the caller's team (good once)."""
+    code = await service_of(request).team_invite(leaderboard, who.require_user())
+    return {"leaderboard": leaderboard, "code": code}
+
+
+@router.post("/teams/join")
+async def join(
+    request: Request, who: Authenticated, code: Annotated[StrictStr, Body(embed=True)]
+) -> dict[str, Any]:
+    team = await service_of(request).join_team(code, who.require_user())
+    return team.to_json()
+
+
+@router.delete("/leaderboards/{leaderboard}/teams/mine")
+async def leave(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
+    """The caller's ranked submissions rank as their own again."""
+    left = await service_of(request).leave_team(leaderboard, who.require_user())
+    return {"leaderboard": leaderboard, "left": left}
