@@ -43,6 +43,7 @@ def test_the_walk_through_runs_as_written(fresh_db_url: str, tmp_path: Path):
     assert "spring-identity" in done.stdout and "spring-softmax" in done.stdout
     assert "unbanned alice" in done.stdout
     assert "spring-softmax takes no runs after its deadline" in done.stdout
+    assert "Fast Ones (alice)" in done.stdout  # the team ranks as one entry
     assert "spring-identity — runs after the deadline" in done.stdout
     assert len((tmp_path / "codes.txt").read_text().split()) == 20
     exported = {p.name for p in tmp_path.rglob("spring-identity*")}
