@@ -40,7 +40,6 @@ from cluster_manager.core.models import Case
 from cluster_manager.harness import timing
 from cluster_manager.harness.cases import (
     CaseRun,
-    Retimings,
     benchmark_case,
     calibrate,
     check_case,
@@ -50,6 +49,7 @@ from cluster_manager.harness.cases import (
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.outcome import CaseFailed, Outcome
 from cluster_manager.harness.reporting import Reporter
+from cluster_manager.harness.retiming import Retimings
 from cluster_manager.harness.witness import PAIRED_MIN_CALLS
 from cluster_manager.harness.workers import Workers
 from cluster_manager.sandbox.lifecycle import make_undumpable
