@@ -447,7 +447,7 @@ async def test_names_are_limited(service, pool):
         await make_board(service, name)
     assert await service.leaderboard_names("board") == names[:25]
     found = await lb_store.leaderboard_names(pool, None, True, "board-2", service.clock(), limit=3)
-    assert found == names[20:23]
+    assert found == [(name, True) for name in names[20:23]]  # each with whether it is open
 
 
 # --- deletion ---------------------------------------------------------------------------------

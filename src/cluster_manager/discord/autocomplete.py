@@ -16,7 +16,6 @@ from cluster_manager.discord.roles import is_admin, submitter
 if TYPE_CHECKING:
     from cluster_manager.app import App
     from cluster_manager.discord.bot import ClusterBot
-    from cluster_manager.service import Service
 
 MAX_CHOICES = 25
 # How a choice marks a leaderboard past its deadline that still takes runs.
@@ -52,28 +51,15 @@ async def _submittable_names(
 ) -> list[app_commands.Choice[str]]:
     """The boards that take a submission now: the open ones, then the ended ones whose
     organisers take runs after the deadline, marked so (those rank on their own)."""
-    service = app_of(interaction).service
-    typed, viewer = current.strip().lower(), submitter(interaction.user)
-    admin = is_admin(interaction.user)
-    names = await service.leaderboard_names(typed, viewer, include_closed=admin)
-    open_ = set(
-        await service.leaderboard_names(typed, viewer, include_closed=admin, open_only=True)
+    found = await app_of(interaction).service.submittable_names(
+        current.strip().lower(),
+        submitter(interaction.user),
+        include_closed=is_admin(interaction.user),
     )
-    choices = []
-    for name in names:
-        if name in open_:
-            choices.append(app_commands.Choice(name=name, value=name))
-        elif await _takes_runs_after_deadline(service, name):
-            choices.append(app_commands.Choice(name=f"{name} {AFTER_DEADLINE}", value=name))
-    return choices[:MAX_CHOICES]
-
-
-async def _takes_runs_after_deadline(service: Service, name: str) -> bool:
-    try:
-        board = await service.leaderboard(name)
-    except ClusterManagerError:  # deleted meanwhile
-        return False
-    return board.after_deadline_runs
+    return [
+        app_commands.Choice(name=name if is_open else f"{name} {AFTER_DEADLINE}", value=name)
+        for name, is_open in found[:MAX_CHOICES]
+    ]
 
 
 async def leaderboard_gpus(

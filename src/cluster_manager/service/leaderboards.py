@@ -203,12 +203,22 @@ class Leaderboards:
         viewer: Submitter | None = None,
         *,
         include_closed: bool = False,
-        open_only: bool = False,
     ) -> list[str]:
         """Names to offer someone typing `typed`: see `storage.leaderboards.leaderboard_names`."""
         who = None if viewer is None else viewer.external_id
+        found = await lb_store.leaderboard_names(
+            self.pool, who, include_closed, typed, self.clock()
+        )
+        return [name for name, _ in found]
+
+    async def submittable_names(
+        self, typed: str = "", viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> list[tuple[str, bool]]:
+        """(name, whether it is open) of the leaderboards `viewer` may submit to now that hold
+        `typed`: open ones first, then ended ones taking runs after their deadline."""
+        who = None if viewer is None else viewer.external_id
         return await lb_store.leaderboard_names(
-            self.pool, who, include_closed, typed, self.clock(), open_only=open_only
+            self.pool, who, include_closed, typed, self.clock(), submittable_only=True
         )
 
     async def delete_leaderboard(

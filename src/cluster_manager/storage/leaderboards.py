@@ -299,15 +299,18 @@ async def leaderboard_names(
     typed: str,
     now: datetime,
     *,
-    open_only: bool = False,
+    submittable_only: bool = False,
     limit: int = 25,
-) -> list[str]:
-    """Names holding `typed` anywhere (literally: no wildcards), open leaderboards first, then
-    those that start with it, then by name; only open ones with `open_only`."""
+) -> list[tuple[str, bool]]:
+    """(name, whether it is open) of names holding `typed` anywhere (literally: no
+    wildcards), open leaderboards first, then those that start with it, then by name; with
+    `submittable_only`, those that take a submission now (open, or taking runs after their
+    deadline)."""
     rows = await db.fetch(
         f"""
-        SELECT l.name FROM leaderboards l
-        WHERE strpos(l.name, $3) > 0 AND {VISIBLE_TO} AND (NOT $5::boolean OR l.deadline > $6)
+        SELECT l.name, l.deadline > $6 AS open FROM leaderboards l
+        WHERE strpos(l.name, $3) > 0 AND {VISIBLE_TO}
+              AND (NOT $5::boolean OR l.deadline > $6 OR l.after_deadline_runs)
         ORDER BY l.deadline <= $6, strpos(l.name, $3) <> 1, l.name
         LIMIT $4
         """,
@@ -315,10 +318,10 @@ async def leaderboard_names(
         include_closed,
         typed,
         limit,
-        open_only,
+        submittable_only,
         now,
     )
-    return [r["name"] for r in rows]
+    return [(r["name"], r["open"]) for r in rows]
 
 
 async def delete_leaderboard(conn: Connection, leaderboard_id: int) -> None:
