@@ -5,7 +5,7 @@ On a database the user is `--user` (or whoever runs the command); through the se
 from __future__ import annotations
 
 import getpass
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
@@ -16,7 +16,6 @@ from cluster_manager.service import Submitter
 from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
 
-T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -39,10 +38,6 @@ def _who(settings: Settings, user: str | None) -> Submitter:
     return Submitter(name, name)
 
 
-def _run(settings: Settings, body: Callable[[ServicePort], Awaitable[T]]) -> T:
-    return with_port(settings, body)
-
-
 @team_group.command("create")
 @click.argument("leaderboard")
 @click.argument("name")
@@ -56,7 +51,7 @@ def create_command(settings: Settings, leaderboard: str, name: str, user: str | 
         team = await port.create_team(leaderboard, name, who)
         click.echo(f"created team {team.name} on {team.leaderboard}")
 
-    _run(settings, body)
+    with_port(settings, body)
 
 
 @team_group.command("invite")
@@ -70,7 +65,7 @@ def invite_command(settings: Settings, leaderboard: str, user: str | None) -> No
     async def body(port: ServicePort) -> None:
         click.echo(await port.team_invite(leaderboard, who))
 
-    _run(settings, body)
+    with_port(settings, body)
 
 
 @team_group.command("join")
@@ -85,7 +80,7 @@ def join_command(settings: Settings, code: str, user: str | None) -> None:
         team = await port.join_team(code, who)
         click.echo(f"joined team {team.name} on {team.leaderboard}")
 
-    _run(settings, body)
+    with_port(settings, body)
 
 
 @team_group.command("leave")
@@ -100,7 +95,7 @@ def leave_command(settings: Settings, leaderboard: str, user: str | None) -> Non
         left = await port.leave_team(leaderboard, who)
         click.echo(f"left team {left} on {leaderboard}")
 
-    _run(settings, body)
+    with_port(settings, body)
 
 
 @team_group.command("show")
@@ -115,7 +110,7 @@ def show_command(settings: Settings, leaderboard: str, user: str | None) -> None
         team = await port.team_of(leaderboard, who)
         click.echo(f"you are in no team on {leaderboard}" if team is None else format_team(team))
 
-    _run(settings, body)
+    with_port(settings, body)
 
 
 @team_group.command("list")
@@ -130,4 +125,4 @@ def list_command(settings: Settings, leaderboard: str) -> None:
         teams = await port.teams(leaderboard, include_closed=True)
         click.echo(format_teams(leaderboard, teams))
 
-    _run(settings, body)
+    with_port(settings, body)
