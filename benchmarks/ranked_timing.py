@@ -41,7 +41,7 @@ SPREAD_RUNS = 5
 CONCURRENT_ROUNDS = 3
 EXAMPLES = ("identity_py", "vectoradd_py", "softmax_py")
 # Each timed phase gets this long (the harness plans per case budgets from 80 % of it).
-PHASE_TIMEOUT_S = 15
+PHASE_TIMEOUT_S = 30
 SECRET = 20261126
 
 HEAVY_REFERENCE = """

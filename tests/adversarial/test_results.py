@@ -334,11 +334,14 @@ def test_moving_a_third_of_the_work_after_the_reply(identity, record_property):
     """Attack: work 2 ms and report exactly that, then work 1 ms more before sending the
     output, hoping load explains it. Expected: the stand-in replays each call for the 2 ms
     reported and sends the same output at once; the submission's outputs arrive 1 ms later,
-    far beyond the tolerance (60 µs): runtime_error naming work after the timer."""
+    far beyond the tolerance (60 µs): runtime_error naming work after the timer. On a machine
+    so loaded that noise could excuse a quarter of the call, the case is not scored instead
+    (timeout: too busy to check)."""
     code = take_over_the_timed_step(0.002, 0.001, report_honestly=True)
     result = attack(identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
-    assert "after the timer stopped" in result.message
+    caught = result.verdict is Verdict.RUNTIME_ERROR and "after the timer stopped" in result.message
+    too_busy = result.verdict is Verdict.TIMEOUT and "too busy to check" in result.message
+    assert caught or too_busy, result.message
     assert PAIRED_CALL_SHARE * 0.002 < 0.001
     assert not_ranked(result)

@@ -91,7 +91,11 @@ def test_check_fail_is_wrong_answer_with_first_failure() -> None:
 
 @pytest.mark.parametrize(
     ("kind", "verdict"),
-    [("runtime_error", Verdict.RUNTIME_ERROR), ("memory_limit", Verdict.MEMORY_LIMIT)],
+    [
+        ("runtime_error", Verdict.RUNTIME_ERROR),
+        ("memory_limit", Verdict.MEMORY_LIMIT),
+        ("timeout", Verdict.TIMEOUT),
+    ],
 )
 def test_check_fail_with_reported_verdict(kind: str, verdict: Verdict) -> None:
     j = judge(exit_code=112, result=failing_test_result(**{"test.1.verdict": kind}))

@@ -33,9 +33,10 @@ class Found:
         *,
         pairs: int = PAIRED_MIN_CALLS,
         tolerance_ns: float = 10_000.0,
+        noisy: bool = False,
     ) -> None:
         self._problem, self._share = problem, share
-        self.pairs, self._tolerance_ns = pairs, tolerance_ns
+        self.pairs, self._tolerance_ns, self._noisy = pairs, tolerance_ns, noisy
 
     def problem(self) -> str | None:
         return self._problem
@@ -46,6 +47,12 @@ class Found:
     def tolerance_ns(self) -> float:
         return self._tolerance_ns
 
+    def noise_ns(self) -> float:
+        return self._tolerance_ns
+
+    def too_noisy(self) -> bool:
+        return self._noisy
+
 
 CLEAN = None  # a timing that found nothing, with no excess
 
@@ -55,7 +62,7 @@ def timings(monkeypatch) -> list[Found | None]:
     """What each timing of the case finds, in order; each one taken is removed."""
     found: list[Found | None] = []
 
-    def timed(case, rule):
+    def timed(case, rule, settle=False):
         return STATS, found.pop(0) or Found(None)
 
     monkeypatch.setattr(cases, "_paired_timing", timed)
@@ -112,3 +119,24 @@ def test_a_benchmark_timing_with_few_pairs_is_shown(timings):
     timings += [Found(None, pairs=3)]
     outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
     assert outcome.ok and outcome.stats == STATS
+
+
+def test_a_ranked_timing_too_noisy_to_judge_is_timed_again_and_then_not_scored(timings):
+    timings += [Found(None, noisy=True), Found(None, noisy=True)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    assert not outcome.ok and outcome.verdict is Verdict.TIMEOUT
+    assert outcome.error.startswith("the machine was too busy to check this case's timings")
+    assert "submitting again may pass" in outcome.error
+    assert timings == []
+
+
+def test_a_ranked_timing_too_noisy_once_passes_when_the_second_is_clean(timings):
+    timings += [Found(None, noisy=True), Found(None, share=0.2)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    assert outcome.ok and outcome.stats == STATS
+
+
+def test_a_noisy_benchmark_timing_is_shown(timings):
+    timings += [Found(None, noisy=True)]
+    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    assert outcome.ok and timings == []  # not timed again either

@@ -12,6 +12,7 @@ from cluster_manager.harness.witness import (
     PAIRED_CALL_SHARE,
     PAIRED_FLOOR_NS,
     PAIRED_MIN_CALLS,
+    PAIRED_NOISE_SHARE,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
     Calibration,
@@ -142,6 +143,28 @@ def test_too_few_pairs_convict_only_beyond_moving_the_data():
     assert enough.problem() is not None and "after the timer stopped" in enough.problem()
     far = (10e6 + 30e6, 10e6, 30e6 + 90e6)  # beyond all of moving the data: no load explains it
     assert paired([far], [replay]).problem() is not None
+
+
+def test_noise_wider_than_a_quarter_of_the_call_is_too_noisy_to_judge():
+    """At a load of 6 on two cores the median's standard error grew until 1 ms hidden after
+    every 2 ms report passed as noise. Such pairs are too noisy to judge; pairs as noisy around
+    a call ten times as long are not, nor are quick calls whose noise stays under a
+    millisecond, and a quiet machine's never are."""
+    rng = random.Random(5)
+
+    def jittered(call_ns: float, spread_ns: float, n: int) -> PairedWitness:
+        calls = [(call_ns + 40e3 + rng.uniform(0, spread_ns), call_ns, 20e3) for _ in range(n)]
+        replays = [(call_ns + 40e3 + rng.uniform(0, spread_ns), call_ns, 20e3) for _ in range(n)]
+        return paired(calls, replays)
+
+    busy = jittered(2e6, 8e6, 30)
+    assert busy.noise_ns() > PAIRED_NOISE_SHARE * 2e6 and busy.too_noisy()
+    assert busy.problem() is None  # noise excuses it: hence not judging at all
+    assert not jittered(20e6, 8e6, 30).too_noisy()
+    quick = jittered(25e3, 1e6, 1000)
+    assert quick.noise_ns() > PAIRED_NOISE_SHARE * 25e3 and not quick.too_noisy()
+    assert not honest_pairs(2e6).too_noisy()
+    assert not paired([(2e6, 2e6, 0.0)], [(2e6, 2e6, 0.0)]).too_noisy()  # one pair: no spread
 
 
 def test_a_forged_1_ns_report_of_a_100_us_call_fails():

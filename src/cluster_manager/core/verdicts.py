@@ -120,6 +120,8 @@ def _reported_failure(
         verdict = Verdict.MEMORY_LIMIT
     elif Verdict.RUNTIME_ERROR.value in kinds:
         verdict = Verdict.RUNTIME_ERROR
+    elif Verdict.TIMEOUT.value in kinds:  # a case that ran out of time for its timings
+        verdict = Verdict.TIMEOUT
     else:
         verdict = Verdict.WRONG_ANSWER
     if failures:

@@ -25,7 +25,7 @@ from cluster_manager.harness import timing, wire
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
-from cluster_manager.harness.retiming import Retimings, clears, too_few_pairs
+from cluster_manager.harness.retiming import Retimings, clears, too_few_pairs, too_noisy
 from cluster_manager.harness.witness import (
     PAIRED_MIN_CALLS,
     Calibration,
@@ -268,26 +268,31 @@ def _paired_case(
     stand_in.send("stand_in", output)
     stand_in.message(stand_in.receive())
     began = _clock()
-    stats, witness = _paired_timing(case, rule)
+    stats, witness = _paired_timing(case, rule, settle=ranked)
     problem = witness.problem()
-    if problem and retimings.take():
+    if (problem or (ranked and witness.too_noisy())) and retimings.take():
         # The share kept free for it (`Harness.run_benchmarks`), and what the first timing
         # left of the case's time for the witness's pairs.
         left_ns = max(0.0, rule.floor_budget_ns - (_clock() - began))
         again_rule = replace(rule, floor_budget_ns=rule.wall_budget_ns + left_ns)
-        stats, again = _paired_timing(case, again_rule)
+        stats, again = _paired_timing(case, again_rule, settle=ranked)
         if clears(again):
             problem, witness = None, again
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
     if ranked and witness.pairs < PAIRED_MIN_CALLS:
         return Outcome(ok=False, error=too_few_pairs(witness, stats), verdict=Verdict.TIMEOUT)
+    if ranked and witness.too_noisy():
+        return Outcome(ok=False, error=too_noisy(witness, stats), verdict=Verdict.TIMEOUT)
     return Outcome(ok=True, stats=stats)
 
 
-def _paired_timing(case: CaseRun, rule: timing.StopRule) -> tuple[timing.Stats, PairedWitness]:
+def _paired_timing(
+    case: CaseRun, rule: timing.StopRule, *, settle: bool = False
+) -> tuple[timing.Stats, PairedWitness]:
     """One timing of the case, call by call against the stand-in's replays, and the witness
-    that holds what the pairs showed."""
+    that holds what the pairs showed. With `settle` (ranked), it goes on while the pairs are
+    too noisy to judge, within the rule's floor budget."""
     stand_in = case.stand_in
     witness = PairedWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
@@ -321,7 +326,7 @@ def _paired_timing(case: CaseRun, rule: timing.StopRule) -> tuple[timing.Stats, 
         return max(call.reported_ns - timer_ns, 0.0)
 
     with _collections_paused():
-        stats = timing.measure(step, rule)
+        stats = timing.measure(step, rule, unsettled=witness.too_noisy if settle else None)
     if stand_in_pid:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(stand_in_pid, os.sched_getaffinity(0))

@@ -151,19 +151,31 @@ def measure(
     step: Callable[[int], float],
     rule: StopRule,
     *,
+    unsettled: Callable[[], bool] | None = None,
     clock: Callable[[], int] = _perf_counter_ns,
 ) -> Stats:
     """Runs `step(i)` (one timed call, returning its duration in ns, with whatever it does
-    untimed around it) until `rule` says stop. A step stops the measurement by raising."""
+    untimed around it) until `rule` says stop and, where given, `unsettled` says the calls so
+    far are enough to judge them (asked again each tenth more calls, within the rule's floor
+    budget: whoever judges may need more calls than the rule). A step stops the measurement
+    by raising."""
     durations: list[float] = []
     moments = RunningMoments()
     began = clock()
+    next_check = 0
     while True:
         duration = step(len(durations))
         durations.append(duration)
         moments.add(duration)
-        if rule.should_stop(moments, clock() - began):
+        elapsed = clock() - began
+        if not rule.should_stop(moments, elapsed):
+            continue
+        if unsettled is None or elapsed >= rule.floor_budget_ns:
             return calculate_stats(durations)
+        if len(durations) >= next_check:
+            if not unsettled():
+                return calculate_stats(durations)
+            next_check = len(durations) + max(1, len(durations) // 10)
 
 
 def warm_up(

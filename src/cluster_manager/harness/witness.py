@@ -54,6 +54,14 @@ PAIRED_Z = 4.0
 # this many, past its budget where the phase has time to spare (`timing.StopRule.floor_runs`);
 # with fewer, only an excess beyond what moving the call's data takes the stand-in fails.
 PAIRED_MIN_CALLS = 10
+# Ranked: the most of a call that noise alone may excuse. On a heavily loaded machine four
+# standard errors of the median grow past work a cheat hides (1 ms of a 3 ms call passed at a
+# load of 6 on two cores): such a timing goes on for more pairs, whose error shrinks, and is
+# not scored if it stays that noisy (`retiming.too_noisy`). Below a millisecond noise is
+# allowed whatever the call: at a load of 16 on two cores honest 20-30 µs calls showed 260-520
+# µs, and a machine that busy would refuse every quick kernel.
+PAIRED_NOISE_SHARE = 0.25
+PAIRED_NOISE_FLOOR_NS = 1_000_000.0
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
 # A reported duration may not exceed the window that contains it (clocks differ a little).
@@ -176,22 +184,41 @@ class PairedWitness:
         share of the call, a share of moving its data (the replay's own slack), or four
         standard errors of the median (robustly estimated); with too few pairs to estimate
         that error, all of moving the data."""
-        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
-        if not excess:
+        if not self._before:
             return PAIRED_FLOOR_NS
-        middle = statistics.median(excess)
-        sigma = 1.4826 * statistics.median(abs(e - middle) for e in excess)
-        error = 1.2533 * sigma / math.sqrt(len(excess))
         call = statistics.median(self._reported)
         moving = statistics.median(self._replay_slack)
-        few = moving if len(excess) < PAIRED_MIN_CALLS else 0.0
+        few = moving if self.pairs < PAIRED_MIN_CALLS else 0.0
         return max(
             PAIRED_FLOOR_NS,
             PAIRED_CALL_SHARE * call,
             PAIRED_SLACK_SHARE * moving,
-            PAIRED_Z * error,
+            self.noise_ns(),
             few,
         )
+
+    def noise_ns(self) -> float:
+        """Four standard errors of the median excess, robustly estimated (from the median
+        absolute deviation): what noise alone lets the median reach."""
+        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
+        if len(excess) < 2:
+            return 0.0
+        middle = statistics.median(excess)
+        sigma = 1.4826 * statistics.median(abs(e - middle) for e in excess)
+        return PAIRED_Z * 1.2533 * sigma / math.sqrt(len(excess))
+
+    def too_noisy(self) -> bool:
+        """Whether noise alone would excuse more than `PAIRED_NOISE_SHARE` of a call, more
+        than `PAIRED_NOISE_FLOOR_NS` and more than the share of moving the data that the
+        tolerance allows anyway."""
+        if self.pairs < 2:
+            return False
+        allowed = max(
+            PAIRED_NOISE_FLOOR_NS,
+            PAIRED_SLACK_SHARE * statistics.median(self._replay_slack),
+            PAIRED_NOISE_SHARE * statistics.median(self._reported),
+        )
+        return self.noise_ns() > allowed
 
     def lopsided(self) -> int:
         """How many more calls exceeded the median excess by more than the tolerance than fell
