@@ -4,7 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down lock
+.PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down lock \
+	gpu-check gpu-carry
 
 setup: $(STAMP)
 
@@ -94,6 +95,16 @@ format: setup
 # at DATABASE_URL or 127.0.0.1:5432 (it creates and drops cm_bench_* databases).
 bench: setup
 	$(BIN)/python benchmarks/run.py
+
+# The GPU check (docs/GPU.md): on a machine with an NVIDIA GPU, from a copy of this tree (no
+# network needed, nothing installed but into a folder of /tmp). `gpu-carry` fills .gpu-carry/
+# with what it installs there, here, where the package index is reachable; REFERENCE_KERNELS=PATH
+# adds the public problem sets from a checkout of gpu-mode/reference-kernels.
+gpu-check:
+	bash scripts/gpu/check
+
+gpu-carry: setup
+	bash scripts/gpu/carry.sh
 
 slurm-up:
 	bash scripts/slurm/setup.sh
