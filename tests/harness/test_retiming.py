@@ -140,3 +140,14 @@ def test_a_noisy_benchmark_timing_is_shown(timings):
     timings += [Found(None, noisy=True)]
     outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
     assert outcome.ok and timings == []  # not timed again either
+
+
+def test_a_second_timing_that_judges_a_too_noisy_first_convicts_or_clears(timings):
+    """The first timing could not judge; the second can: its finding stands, either way."""
+    timings += [Found(None, noisy=True), Found(FLAGGED)]
+    caught = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    assert not caught.ok and caught.verdict is Verdict.RUNTIME_ERROR
+    assert caught.error == FLAGGED
+    timings += [Found(None, noisy=True), Found(None, share=0.9)]
+    passed = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    assert passed.ok

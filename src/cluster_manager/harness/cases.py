@@ -25,7 +25,13 @@ from cluster_manager.harness import timing, wire
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
-from cluster_manager.harness.retiming import Retimings, clears, too_few_pairs, too_noisy
+from cluster_manager.harness.retiming import (
+    Retimings,
+    clears,
+    judges,
+    too_few_pairs,
+    too_noisy,
+)
 from cluster_manager.harness.witness import (
     PAIRED_MIN_CALLS,
     Calibration,
@@ -276,8 +282,12 @@ def _paired_case(
         left_ns = max(0.0, rule.floor_budget_ns - (_clock() - began))
         again_rule = replace(rule, floor_budget_ns=rule.wall_budget_ns + left_ns)
         stats, again = _paired_timing(case, again_rule, settle=ranked)
-        if clears(again):
+        # A flagged timing needs a clearly clean second one; one too noisy to judge, a
+        # second that can judge, whichever way it does.
+        if clears(again) or (problem is None and again.problem() is None and judges(again)):
             problem, witness = None, again
+        elif problem is None:
+            problem = again.problem()
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
     if ranked and witness.pairs < PAIRED_MIN_CALLS:

@@ -45,10 +45,15 @@ def clears(again: PairedWitness) -> bool:
     to judge, and a median excess well within its tolerance."""
     return (
         again.problem() is None
-        and again.pairs >= PAIRED_MIN_CALLS
-        and not again.too_noisy()
+        and judges(again)
         and again.hidden_ns() <= CLEARING_SHARE * again.tolerance_ns()
     )
+
+
+def judges(timing: PairedWitness) -> bool:
+    """Whether a timing can be judged at all: as many pairs as a judgement needs and noise
+    narrow enough (its rules may still find a problem)."""
+    return timing.pairs >= PAIRED_MIN_CALLS and not timing.too_noisy()
 
 
 def too_few_pairs(witness: PairedWitness, stats: timing.Stats) -> str:
