@@ -61,7 +61,7 @@ PAIRED_MIN_CALLS = 10
 # allowed whatever the call: at a load of 16 on two cores honest 20-30 µs calls showed 260-520
 # µs, and a machine that busy would refuse every quick kernel. Up to what moving the call's
 # data takes the stand-in too: moving megabytes varies by milliseconds (honest softmax cases,
-# 4-16 MiB each way on a quiet machine: 6-30 % of it with 28-180 pairs).
+# 4-16 MiB each way on a quiet machine: 6-43 % of it with 11-180 pairs).
 PAIRED_NOISE_SHARE = 0.25
 PAIRED_NOISE_FLOOR_NS = 1_000_000.0
 # The highest tenth of samples are load spikes an honest run cannot avoid.
