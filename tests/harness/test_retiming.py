@@ -151,3 +151,13 @@ def test_a_second_timing_that_judges_a_too_noisy_first_convicts_or_clears(timing
     timings += [Found(None, noisy=True), Found(None, share=0.9)]
     passed = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert passed.ok
+
+
+def test_a_noisy_second_timing_clears_a_flagged_benchmark_timing_but_not_a_ranked_one(timings):
+    """Benchmark mode shows noisy timings: noise alone does not keep its second timing from
+    clearing the first. A ranked one must be narrow enough to judge."""
+    timings += [Found(FLAGGED), Found(None, share=0.2, noisy=True)]
+    assert cases._paired_case(_case(), None, timing.StopRule(), Retimings()).ok
+    timings += [Found(FLAGGED), Found(None, share=0.2, noisy=True)]
+    ranked = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    assert not ranked.ok and ranked.error == FLAGGED

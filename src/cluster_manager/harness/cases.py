@@ -284,7 +284,8 @@ def _paired_case(
         stats, again = _paired_timing(case, again_rule, settle=ranked)
         # A flagged timing needs a clearly clean second one; one too noisy to judge, a
         # second that can judge, whichever way it does.
-        if clears(again) or (problem is None and again.problem() is None and judges(again)):
+        settled = problem is None and again.problem() is None and judges(again)
+        if clears(again, ranked=ranked) or settled:
             problem, witness = None, again
         elif problem is None:
             problem = again.problem()
