@@ -21,17 +21,10 @@ from typing import Any
 
 from cluster_manager.core import protocol
 from cluster_manager.core.models import Case, Verdict
-from cluster_manager.harness import timing, wire
+from cluster_manager.harness import retiming, timing, wire
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
-from cluster_manager.harness.retiming import (
-    Retimings,
-    clears,
-    judges,
-    too_few_pairs,
-    too_noisy,
-)
 from cluster_manager.harness.witness import (
     PAIRED_MIN_CALLS,
     Calibration,
@@ -220,7 +213,11 @@ def check_case(case: CaseRun) -> Outcome:
 
 
 def benchmark_case(
-    case: CaseRun, *, recheck: bool, rule: timing.StopRule, retimings: Retimings | None = None
+    case: CaseRun,
+    *,
+    recheck: bool,
+    rule: timing.StopRule,
+    retimings: retiming.Retimings | None = None,
 ) -> Outcome:
     # One checked call first: it also triggers any JIT compilation for this shape.
     first = case.everywhere("call")
@@ -228,7 +225,7 @@ def benchmark_case(
     case.everywhere("warm_up")
     if case.world_size is None:
         output = first[0].get("output")
-        return _paired_case(case, output, rule, retimings or Retimings(0), ranked=recheck)
+        return _paired_case(case, output, rule, retimings or retiming.Retimings(0), ranked=recheck)
     witness = ClockWitness(case.calibration)
     timer_ns = case.calibration.timer_ns
     fresh = _fresh_seeds(case) if recheck else None
@@ -258,7 +255,7 @@ def _paired_case(
     case: CaseRun,
     output: Any,
     rule: timing.StopRule,
-    retimings: Retimings,
+    retimings: retiming.Retimings,
     *,
     ranked: bool = False,
 ) -> Outcome:
@@ -268,8 +265,8 @@ def _paired_case(
     as the submission reported last and returns an output of the same size. Durations count
     as reported: the run fails instead if the submission's calls took longer around its
     reports than the stand-in's, beyond what noise explains (`PairedWitness`), in this timing
-    and, when `retimings` allows one, in another. A `ranked` timing with too few pairs to
-    judge is not scored."""
+    and, when `retimings` allows one, in another. A `ranked` timing with too few pairs, or
+    too noisy, to judge is not scored."""
     stand_in = case.stand_in
     stand_in.send("stand_in", output)
     stand_in.message(stand_in.receive())
@@ -284,17 +281,19 @@ def _paired_case(
         stats, again = _paired_timing(case, again_rule, settle=ranked)
         # A flagged timing needs a clearly clean second one; one too noisy to judge, a
         # second that can judge, whichever way it does.
-        settled = problem is None and again.problem() is None and judges(again)
-        if clears(again, ranked=ranked) or settled:
+        settled = problem is None and again.problem() is None and retiming.judges(again)
+        if retiming.clears(again, ranked=ranked) or settled:
             problem, witness = None, again
         elif problem is None:
             problem = again.problem()
     if problem:
         return Outcome(ok=False, error=problem, verdict=Verdict.RUNTIME_ERROR)
     if ranked and witness.pairs < PAIRED_MIN_CALLS:
-        return Outcome(ok=False, error=too_few_pairs(witness, stats), verdict=Verdict.TIMEOUT)
+        return Outcome(
+            ok=False, error=retiming.too_few_pairs(witness, stats), verdict=Verdict.TIMEOUT
+        )
     if ranked and witness.too_noisy():
-        return Outcome(ok=False, error=too_noisy(witness, stats), verdict=Verdict.TIMEOUT)
+        return Outcome(ok=False, error=retiming.too_noisy(witness, stats), verdict=Verdict.TIMEOUT)
     return Outcome(ok=True, stats=stats)
 
 
