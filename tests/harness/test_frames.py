@@ -5,6 +5,7 @@ they are believed (a worker is the submission's process)."""
 from __future__ import annotations
 
 import multiprocessing
+import os
 import struct
 import threading
 from collections.abc import Iterator
@@ -122,6 +123,11 @@ def _announce(count: int, sizes: list[int]) -> bytes:
     return struct.pack("<I", count) + b"".join(struct.pack("<Q", s) for s in sizes)
 
 
+def _send_raw_frame(connection, data: bytes) -> None:
+    """A frame as a worker writes one: its size, then its bytes."""
+    os.write(connection.fileno(), struct.pack("<Q", len(data)) + data)
+
+
 @pytest.mark.parametrize(
     ("head", "then", "why"),
     [
@@ -138,7 +144,7 @@ def _announce(count: int, sizes: list[int]) -> bytes:
 def test_announced_frames_are_checked_before_they_are_believed(pipe, head, then, why):
     ours, theirs = pipe
     for message in then:
-        theirs.send_bytes(message)
+        _send_raw_frame(theirs, message)
     with pytest.raises(frames.FrameError, match=why):
         frames.receive(ours, head)
 
@@ -147,7 +153,7 @@ def test_a_peer_reports_a_malformed_frame_as_the_submissions_fault(pipe):
     ours, theirs = pipe
     peer = workers.Peer(ours)
     theirs.send_bytes(_announce(1, [8]))
-    theirs.send_bytes(b"x" * 9)
+    _send_raw_frame(theirs, b"x" * 9)
     with pytest.raises(CaseFailed) as caught:
         peer.receive()
     assert "sent a malformed reply: a frame announced as 8 bytes was longer" in (

@@ -13,11 +13,13 @@ from cluster_manager.harness.witness import (
     PAIRED_FLOOR_NS,
     PAIRED_MIN_CALLS,
     PAIRED_NOISE_SHARE,
+    PAIRED_SIGN_P,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
     Calibration,
     ClockWitness,
     PairedWitness,
+    sign_test_p,
     trimmed_mean,
 )
 
@@ -209,3 +211,28 @@ def test_a_report_longer_than_the_window_is_impossible_next_to_replays_too():
     calls = [(1e6, 1e6, 0.0)] * 10 + [(1e6, 3e6, 0.0)]
     problem = paired(calls, calls).problem()
     assert problem is not None and "longer than the harness saw" in problem
+
+
+def test_a_median_past_the_tolerance_convicts_only_if_most_calls_exceed_their_replays():
+    """Ten or twelve pairs moving megabytes on a loaded machine: four standard errors of the
+    median, estimated from so few, are passed by chance now and then. The median alone does
+    not convict then; most calls exceeding their replays, beyond chance, must show it too."""
+    replay = (3e6 + 30e6, 3e6, 0.0)
+    # A median excess of 3.3 ms, past a tolerance of 3 ms (a tenth of moving the data), and
+    # four of ten calls under their replays.
+    excess = [-9e6, -4e6, -2e6, -1e6, 3.30e6, 3.31e6, 3.32e6, 3.33e6, 3.34e6, 3.35e6]
+    mixed = paired([(replay[0] + e, 3e6, 0.0) for e in excess], [replay] * len(excess))
+    assert mixed.hidden_ns() > mixed.tolerance_ns()
+    assert sign_test_p(excess) > PAIRED_SIGN_P and mixed.problem() is None
+    # The same median with every call over its replay: no chance explains that.
+    every = paired([(replay[0] + abs(e), 3e6, 0.0) for e in excess], [replay] * len(excess))
+    assert every.hidden_ns() > every.tolerance_ns()
+    problem = every.problem()
+    assert problem is not None and "the timer was changed" in problem
+
+
+def test_the_sign_test_counts_positive_differences_against_a_fair_coin():
+    assert sign_test_p([1.0] * 10) == pytest.approx(1 / 1024)
+    assert sign_test_p([1.0] * 9 + [-1.0]) == pytest.approx(11 / 1024)
+    assert sign_test_p([1.0, -1.0, 0.0]) == pytest.approx(3 / 4)  # the zero is left out
+    assert sign_test_p([]) == 1.0

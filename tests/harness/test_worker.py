@@ -3,9 +3,13 @@ compact, failures as text, the timed call's replies in order; and the stand-in b
 
 from __future__ import annotations
 
+import multiprocessing
+import pickle
 import sys
+import threading
 from pathlib import Path
 
+import pytest
 import torch
 
 from cluster_manager.harness import cases, tensors, wire, worker, workers
@@ -68,6 +72,33 @@ def test_inputs_travel_as_raw_tensors_and_come_back_equal():
     assert back["half"].dtype == torch.bfloat16 and back["empty"].shape == (0, 3)
     assert back["scalars"] == (7, 2.5, "name", None)
     back["x"].add_(1)  # writable: a kernel may work in place on its own copy
+
+
+def test_inputs_cross_a_pipe_as_raw_bytes_after_the_request_that_names_them():
+    data = (torch.randn(512, 1024), torch.arange(6).reshape(2, 3), "label")
+    ours, theirs = multiprocessing.Pipe()
+    encoded = wire.encode(data)
+
+    def send() -> None:  # beside the reader: a pipe holds far less than 2 MiB
+        ours.send(("run", 1, (encoded, True)))
+        wire.send_buffers(ours, (encoded, True))
+
+    sender = threading.Thread(target=send)
+    sender.start()
+    request = theirs.recv_bytes()
+    assert len(request) < 4096  # 2 MiB of tensors follow it, not inside it
+    _, _, args = pickle.loads(request)
+    wire.receive_buffers(theirs, args)
+    sender.join()
+    back = wire.decode(args[0])
+    assert torch.equal(back[0], data[0]) and torch.equal(back[1], data[1])
+    assert back[2] == "label" and args[1] is True
+    back[0].add_(1)  # the receiver's own memory, writable
+    assert not torch.equal(back[0], data[0])
+    ours.close()
+    with pytest.raises(EOFError, match="hung up"):  # the sender gone before all of it came
+        theirs_only = wire.Encoded(b"", (16,))
+        wire.receive_buffers(theirs, (theirs_only,))
 
 
 def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_held_one(

@@ -65,7 +65,7 @@ class TimedCall:
 
 def time_call(
     ranks: Sequence[Peer],
-    inputs: Sequence[bytes | None],
+    inputs: Sequence[wire.Encoded | None],
     *,
     with_output: bool = False,
     wait_ns: float = 0.0,
@@ -151,7 +151,7 @@ class CaseRun:
             process.send("open", inputs, r, self.world_size, port, calibration)
         self.decode(self.receive())
 
-    def inputs(self, args: Case, r: int) -> tuple[Any, bytes]:
+    def inputs(self, args: Case, r: int) -> tuple[Any, wire.Encoded]:
         """Rank `r`'s inputs for `args`, generated here, and as the worker is sent them."""
         data = self.reference.generate(args, None if self.world_size is None else r)
         try:
@@ -185,7 +185,7 @@ class CaseRun:
         return "\n".join(m for m in messages if m)
 
     def timed_call(
-        self, inputs: Sequence[bytes | None] | None = None, *, with_output: bool = False
+        self, inputs: Sequence[wire.Encoded | None] | None = None, *, with_output: bool = False
     ) -> TimedCall:
         """One timed call on every rank (on fresh `inputs` when given), its outputs read."""
         call = time_call(self.ranks, inputs or [None] * len(self.ranks), with_output=with_output)
@@ -310,7 +310,7 @@ def _paired_timing(
 
     last_ns = 0.0  # the stand-in waits as long as the submission's last call reported
 
-    def replay(inputs: bytes) -> TimedCall:
+    def replay(inputs: wire.Encoded) -> TimedCall:
         replayed = time_call([stand_in], [inputs], with_output=True, wait_ns=last_ns)
         stand_in.message(replayed.outputs[0])
         return replayed

@@ -9,9 +9,9 @@ with its replay (`witness.PairedWitness`) took for work hidden after the timer s
 So a plain, contiguous CPU tensor of `MIN_FRAME_BYTES` or more leaves as its own bytes, read
 straight from the tensor's memory, and arrives in memory allocated for it; the reply names it
 with a placeholder. A reply is one message: its frames' count and sizes, then `torch.save`'s
-bytes of the reply (read with `weights_only`, never code); each frame follows as a message of
-its own. A worker is the submission's process: every count, size, dtype and shape it claims is
-checked before it is believed.
+bytes of the reply (read with `weights_only`, never code); each frame follows as its size and
+its bytes, written and read without a copy (`rawio.py`). A worker is the submission's
+process: every count, size, dtype and shape it claims is checked before it is believed.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from multiprocessing import BufferTooShort
 from multiprocessing.connection import Connection
 from typing import Any
 
+from cluster_manager.harness import rawio
 from cluster_manager.harness.tensors import fold, map_tensors, same_type
 
 FRAME_KEY = "\x00frame"  # no dict a task returns has this key
@@ -90,9 +90,12 @@ def header(frames: list[Any]) -> bytes:
 
 
 def send_frames(connection: Connection, frames: list[Any]) -> None:
+    """Each frame as its size, then its bytes straight from the tensor's memory."""
     torch = _torch()
     for tensor in frames:
-        connection.send_bytes(tensor.reshape(-1).view(torch.uint8).numpy())
+        raw = tensor.reshape(-1).view(torch.uint8).numpy()
+        rawio.write_all(connection.fileno(), memoryview(_SIZE.pack(raw.size)))
+        rawio.write_all(connection.fileno(), memoryview(raw.data))
 
 
 def receive(connection: Connection, data: bytes) -> Received:
@@ -106,14 +109,13 @@ def receive(connection: Connection, data: bytes) -> Received:
             buffer = torch.empty(size, dtype=torch.uint8)
         except (RuntimeError, MemoryError):  # more than this process may hold
             raise FrameError(f"a frame announced as {size} bytes cannot be held") from None
-        try:
-            got = (
-                connection.recv_bytes_into(buffer.numpy()) if size else len(connection.recv_bytes())
-            )
-        except BufferTooShort:
-            raise FrameError(f"a frame announced as {size} bytes was longer") from None
+        said = bytearray(_SIZE.size)
+        rawio.read_into(connection.fileno(), memoryview(said))
+        (got,) = _SIZE.unpack(said)
         if got != size:
-            raise FrameError(f"a frame announced as {size} bytes was shorter")
+            longer = "longer" if got > size else "shorter"
+            raise FrameError(f"a frame announced as {size} bytes was {longer}")
+        rawio.read_into(connection.fileno(), memoryview(buffer.numpy().data))
         frames.append(buffer)
     return Received(data[_COUNT.size + count * _SIZE.size :], tuple(frames))
 

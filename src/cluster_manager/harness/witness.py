@@ -7,15 +7,16 @@ output. That window holds the real call plus the way there and back ("slack" is 
 minus the report). Nothing here ever changes a reported duration: noise in the way there and
 back must not reach a score. The clock only decides whether the reports can be true.
 
-- Ranked runs (`PairedWitness`): right after each call, the stand-in (a thread of the harness
-  process that never sees the submission's code) takes the same inputs, waits as long as the
-  submission reported, and sends an output of the same size, over the same kind of pipe. An
-  honest call's slack and the stand-in's are the same up to noise; work moved off the clock
-  (into taking the inputs, after the reply, or by a forged timer) shows as the submission's
-  slack exceeding the stand-in's. Paired call by call, load drifts cancel; the median of the
-  differences must stay within a tolerance (10 µs, a small share of the call, or what the
-  differences' own spread allows), and calls beyond it one way must not outnumber those
-  beyond it the other way by more than chance: else the run fails.
+- Ranked runs (`PairedWitness`): right before or after each call, the stand-in (an
+  undumpable process of the harness's that never imports the submission) takes the same
+  inputs, waits as long as the submission reported, and sends an output of the same size,
+  over the same kind of pipe. An honest call's slack and the stand-in's are the same up to
+  noise; work moved off the clock (into taking the inputs, after the reply, or by a forged
+  timer) shows as the submission's slack exceeding the stand-in's. Paired call by call, load
+  drifts cancel. The run fails if the median of the differences passes a tolerance (10 µs, a
+  small share of the call, or what the differences' own spread allows) while more calls than
+  chance allows exceed their replays, or if calls beyond it one way outnumber those beyond it
+  the other way by more than chance.
 - Other timed runs (`ClockWitness`): reports that leave far more time unexplained than load
   can fail the run (benchmark mode, and ranked cases on several ranks, whose barriers make
   the pairing unequal).
@@ -64,6 +65,11 @@ PAIRED_MIN_CALLS = 10
 # 4-16 MiB each way on a quiet machine: 6-43 % of it with 11-180 pairs).
 PAIRED_NOISE_SHARE = 0.25
 PAIRED_NOISE_FLOOR_NS = 1_000_000.0
+# With enough pairs the median convicts only if more calls than chance allows took longer
+# than their replays (a one-sided sign test). Four standard errors estimated from ten or a
+# dozen heavy-tailed differences (megabytes moved per call on a loaded machine) are passed by
+# honest cases about once in 500 (simulated); with the sign test, once in 2 000 to 20 000.
+PAIRED_SIGN_P = 0.01
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
 # A reported duration may not exceed the window that contains it (clocks differ a little).
@@ -222,6 +228,14 @@ class PairedWitness:
         )
         return self.noise_ns() > allowed
 
+    def _beyond_chance(self) -> bool:
+        """Whether more calls than chance allows exceeded their replays (always, with too
+        few pairs to tell: their tolerance is all of moving the data)."""
+        if self.pairs < PAIRED_MIN_CALLS:
+            return True
+        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
+        return sign_test_p(excess) <= PAIRED_SIGN_P
+
     def lopsided(self) -> int:
         """How many more calls exceeded the median excess by more than the tolerance than fell
         short of it by as much, beyond chance. Honest noise is symmetric about the median (the
@@ -238,7 +252,7 @@ class PairedWitness:
         if self._impossible:
             return _impossible_message(self._impossible)
         hidden, tolerance = self.hidden_ns(), self.tolerance_ns()
-        if hidden > tolerance:
+        if hidden > tolerance and self._beyond_chance():
             late = statistics.median(self._after) > statistics.median(self._before)
             why = (
                 "work was finished after the timer stopped"
@@ -259,6 +273,14 @@ class PairedWitness:
                 "timer was changed or work was hidden from it in some calls"
             )
         return None
+
+
+def sign_test_p(differences: list[float]) -> float:
+    """The chance of at least as many positive `differences` as seen, were each as likely
+    positive as negative (zeros left out)."""
+    above = sum(d > 0 for d in differences)
+    n = above + sum(d < 0 for d in differences)
+    return float(sum(math.comb(n, k) for k in range(above, n + 1)) / 2**n)
 
 
 def _impossible(window_ns: float, reported_ns: float) -> bool:

@@ -103,7 +103,12 @@ class Worker:
     # --- steps ---------------------------------------------------------------------------
 
     def open(
-        self, inputs: bytes | None, rank: int, world_size: int | None, port: int, calibration: bool
+        self,
+        inputs: wire.Encoded | None,
+        rank: int,
+        world_size: int | None,
+        port: int,
+        calibration: bool,
     ) -> dict[str, Any]:
         """Imports the submission (once), joins the ranks' group and takes the case's inputs,
         made by the harness process. For a calibration it joins the group and times a busy
@@ -155,7 +160,7 @@ class Worker:
         return {"ok": True}
 
     def run(
-        self, inputs: bytes | None = None, with_output: bool = False, wait_ns: float = 0.0
+        self, inputs: wire.Encoded | None = None, with_output: bool = False, wait_ns: float = 0.0
     ) -> Iterator[Reply]:
         """One timed call, on `inputs` when the harness sends fresh ones. Its duration is the
         first reply, alone, so it leaves at once; in timed runs the output follows unasked,
@@ -301,6 +306,7 @@ def answer(
     while True:
         try:
             step, token, args = connection.recv()
+            wire.receive_buffers(connection, args)
         except (EOFError, OSError):
             return
         try:

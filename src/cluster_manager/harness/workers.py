@@ -18,7 +18,7 @@ from multiprocessing import resource_tracker
 from typing import Any
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness import frames, worker
+from cluster_manager.harness import frames, wire, worker
 from cluster_manager.harness.frames import FrameError, Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
 from cluster_manager.harness.witness import Calibration
@@ -86,6 +86,7 @@ class Peer:
         self._token = secrets.randbits(64)
         try:
             self.connection.send((step, self._token, args))
+            wire.send_buffers(self.connection, args)
         except OSError:
             raise _died() from None
 
