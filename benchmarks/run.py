@@ -32,6 +32,7 @@ MODULES = (
     "eval_overhead",
     "sandbox_overhead",
     "timing_error",
+    "case_transfer",
     "ranked_timing",
     "github_overhead",
     "github_requests",
@@ -47,6 +48,7 @@ FIGURES = {
     "eval_overhead": ("eval_overhead_ratio",),
     "sandbox_overhead": ("sandbox_overhead_ms_root", "sandbox_overhead_ms_unprivileged"),
     "timing_error": ("timing_error_pct_max", "ranked_timing_error_pct_max"),
+    "case_transfer": ("case_transfer_ms_16mib", "raw_pipe_ms_16mib"),
     "ranked_timing": (
         "ranked_vs_benchmark_ratio_max",
         "ranked_vs_benchmark_ratio_max_busy",
