@@ -224,7 +224,13 @@ def test_only_and_skip_choose_the_rows():
         "hostile",
     ]
     kept = [r.name for r in rows.select_rows(rows.ROWS, None, ["problem-sets", "profile"])]
-    assert kept == [n for n in names if n not in ("problem-sets", "profile")]
+    by_default = [r.name for r in rows.ROWS if r.by_default]
+    assert kept == [n for n in by_default if n not in ("problem-sets", "profile")]
+    # The ranked spread takes a second call of its own: only --only runs it.
+    assert "ranked-spread" in names and "ranked-spread" not in by_default
+    assert [r.name for r in rows.select_rows(rows.ROWS, ["ranked-spread"], None)] == [
+        "ranked-spread"
+    ]
     with pytest.raises(ValueError, match="unknown row\\(s\\) nope"):
         rows.select_rows(rows.ROWS, ["nope"], None)
 
@@ -237,7 +243,7 @@ def test_the_rows_have_the_issues_checks_and_fit_a_run(tmp_path):
     assert all(r.limit_s <= entry.BUDGET_S for r in rows.ROWS)
     # Ranked runs and timings run alone: a ranked call's honest replay fails on a busy machine.
     quiet = {r.name for r in rows.ROWS if r.quiet}
-    assert quiet == {"examples-ranked", "telemetry", "timing", "hostile"}
+    assert quiet == {"examples-ranked", "telemetry", "timing", "hostile", "ranked-spread"}
 
 
 # The whole check, with rows of its own and a machine said to have a GPU.
@@ -499,6 +505,15 @@ def test_a_profile_passes_when_ncus_report_comes_back_whole():
     torch_only = {**phase, "profiler": {"tool": "torch", "note": "ncu not found on PATH"}}
     said, came = judges.profile(RunResult.from_json(run_json(phases=[torch_only])))
     assert said.status == "fail" and "ncu not found on PATH" in said.figures and came == b""
+
+
+def test_the_ranked_spread_row_holds_scores_within_ten_percent_of_each_other_and_the_benchmark():
+    close = judges.spread([0.000200, 0.000205, 0.000210, 0.000198, 0.000202], 0.000201)
+    assert close.status == "pass" and "spread 1.061" in close.figures
+    wide = judges.spread([0.000200, 0.000230, 0.000201, 0.000202, 0.000203], 0.000201)
+    assert wide.status == "fail" and "the spread 1.150 is over 1.1" in wide.details
+    taxed = judges.spread([0.000240, 0.000241, 0.000242, 0.000243, 0.000244], 0.000200)
+    assert taxed.status == "fail" and "ranked over benchmark 1.210 is over 1.1" in taxed.details
 
 
 def test_the_timing_row_passes_within_five_percent():

@@ -60,7 +60,8 @@ def main(
     rows = ROWS if rows is None else rows
     if args.list:
         for row in rows:
-            print(f"{row.name:<15} {row.title}")
+            asked = "" if row.by_default else " (only when --only names it)"
+            print(f"{row.name:<15} {row.title}{asked}")
         return 0
     try:
         chosen = select_rows(tuple(rows), args.only, args.skip)

@@ -7,6 +7,7 @@ import base64
 import csv
 import io
 import json
+import statistics
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from cluster_manager.core.telemetry import SAMPLED_MODES, summary_line
 from gpu_check.outcome import Outcome, failed, passed
 
 TIMING_TOLERANCE = 0.05  # the harness's score within 5 % of the independent measurement
+SPREAD_TARGET = 1.10  # ranked scores of one file, largest over smallest; ranked over benchmark
 # What a sampled GPU reads on a working machine; outside these, the probe misreads.
 PLAUSIBLE = {
     "sm_clock_mhz": (100.0, 4000.0),
@@ -123,6 +125,22 @@ def timing(harness_s: float, independent_s: float, how: str) -> Outcome:
     if round(abs(ratio - 1.0), 9) <= TIMING_TOLERANCE:  # 5 % exactly is within
         return passed(figures)
     return failed(figures, f"the ratio is outside 1 ± {TIMING_TOLERANCE:g}")
+
+
+def spread(scores_s: Sequence[float], benchmark_s: float) -> Outcome:
+    """Ranked scores of one file against each other and against its benchmark mean."""
+    widest = max(scores_s) / min(scores_s)
+    ratio = statistics.median(scores_s) / benchmark_s
+    figures = (
+        f"scores {', '.join(f'{s * 1e3:.4f}' for s in scores_s)} ms: spread {widest:.3f}; "
+        f"median over benchmark {ratio:.3f}"
+    )
+    misses = [
+        f"{name} {value:.3f} is over {SPREAD_TARGET:g}"
+        for name, value in (("the spread", widest), ("ranked over benchmark", ratio))
+        if value > SPREAD_TARGET
+    ]
+    return failed(figures, "; ".join(misses)) if misses else passed(figures)
 
 
 @dataclass(frozen=True)

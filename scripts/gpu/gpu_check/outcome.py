@@ -48,6 +48,7 @@ class Row:
     run: Callable[[RowContext], Outcome]
     limit_s: float  # it fails when it takes longer; its processes are killed
     quiet: bool = False  # its figures are timings: it runs alone, before the others
+    by_default: bool = True  # else it runs only when --only names it (a second call's row)
 
 
 @dataclass(frozen=True)

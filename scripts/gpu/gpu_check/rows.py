@@ -11,7 +11,7 @@ from gpu_check.rows_examples import (
     sandbox_root,
     sandbox_user,
 )
-from gpu_check.rows_measure import profile, telemetry, timing
+from gpu_check.rows_measure import profile, ranked_spread, telemetry, timing
 from gpu_check.rows_suites import hostile, problem_sets
 
 ROWS: tuple[Row, ...] = (
@@ -53,14 +53,23 @@ ROWS: tuple[Row, ...] = (
         problem_sets,
         300,
     ),
+    Row(
+        "ranked-spread",
+        "five ranked runs of the known kernel within 10 % of each other and of its benchmark",
+        ranked_spread,
+        240,
+        quiet=True,
+        by_default=False,
+    ),
 )
 
 
 def select_rows(rows: tuple[Row, ...], only: list[str] | None, skip: list[str] | None) -> list[Row]:
-    """The rows `--only` names (all when none), less those `--skip` names."""
+    """The rows `--only` names (when none, all that run by default), less those `--skip`
+    names."""
     known = {r.name for r in rows}
     unknown = sorted({*(only or ()), *(skip or ())} - known)
     if unknown:
         raise ValueError(f"unknown row(s) {', '.join(unknown)} (rows: {', '.join(sorted(known))})")
-    chosen = [r for r in rows if not only or r.name in only]
+    chosen = [r for r in rows if r.name in only] if only else [r for r in rows if r.by_default]
     return [r for r in chosen if r.name not in (skip or ())]

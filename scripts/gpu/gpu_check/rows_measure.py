@@ -1,5 +1,6 @@
 """What the runner measures on a GPU: telemetry of a ranked run, the ranked score against an
-independent timing of the same kernel, and Nsight Compute's report in profile mode."""
+independent timing of the same kernel and against its other ranked runs, and Nsight Compute's
+report in profile mode."""
 
 from __future__ import annotations
 
@@ -72,6 +73,29 @@ def timing(ctx: RowContext) -> Outcome:
         f"over {measured['calls']} calls on {measured['device']}\n{judged.details}"
     )
     return replace(judged, details=details.strip())
+
+
+SPREAD_RUNS = 5
+
+
+def ranked_spread(ctx: RowContext) -> Outcome:
+    """Five ranked runs of the timing task's submission, one after another, and a benchmark
+    run of it: how far apart the scores of one file land, and how far from what the benchmark
+    showed (`make bench`'s `ranked_score_spread` and `ranked_vs_benchmark_ratio_max`, on a
+    GPU)."""
+    submission = MATMUL_TASK / "submission.py"
+    scores = []
+    for i in range(SPREAD_RUNS):
+        result, proc = run_eval(ctx, MATMUL_TASK, submission, "leaderboard")
+        if result is None or result.score is None:
+            why = proc.said() if result is None else f"{result.verdict.value}: {result.message}"
+            return failed(f"ranked run {i + 1} of {SPREAD_RUNS} gave no score", why)
+        scores.append(result.score)
+    result, proc = run_eval(ctx, MATMUL_TASK, submission, "benchmark")
+    if result is None or not result.passed or not result.benchmarks:
+        why = proc.said() if result is None else f"{result.verdict.value}: {result.message}"
+        return failed("the benchmark run gave no mean", why)
+    return judges.spread(scores, result.benchmarks[0].mean / 1e9)
 
 
 def _benchmark_case(task: Path) -> dict[str, int]:
