@@ -21,7 +21,7 @@ import numpy
 import torch
 from benchlib import Figure, log, report
 
-from cluster_manager.harness import cases, rawio, wire, workers
+from cluster_manager.harness import case_run, rawio, wire, workers
 from cluster_manager.harness.zygote import Zygote
 
 SIZE = 16 << 20  # bytes each way
@@ -42,7 +42,7 @@ def case_transfer() -> Figure:
         moved = []
         for _ in range(CALLS):
             inputs = wire.encode(torch.randn(SHAPE))
-            call = cases.time_call([stand_in], [inputs], with_output=True, wait_ns=WAIT_NS)
+            call = case_run.time_call([stand_in], [inputs], with_output=True, wait_ns=WAIT_NS)
             stand_in.message(call.outputs[0])
             moved.append((call.window_ns - call.reported_ns + call.output_ns) / 1e6)
     finally:

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness import cases, timing
+from cluster_manager.harness import paired, timing
 from cluster_manager.harness.retiming import Retimings
 from cluster_manager.harness.witness import PAIRED_MIN_CALLS
 
@@ -65,26 +65,26 @@ def timings(monkeypatch) -> list[Found | None]:
     def timed(case, rule, settle=False):
         return STATS, found.pop(0) or Found(None)
 
-    monkeypatch.setattr(cases, "_paired_timing", timed)
+    monkeypatch.setattr(paired, "paired_timing", timed)
     return found
 
 
 def test_a_timing_flagged_once_is_timed_again_and_passes(timings):
     timings += [Found(FLAGGED), Found(None, share=0.4)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings())
     assert outcome.ok and outcome.stats == STATS
     assert timings == []
 
 
 def test_a_second_timing_that_scrapes_under_its_tolerance_does_not_clear_the_first(timings):
     timings += [Found(FLAGGED), Found(None, share=0.9)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings())
     assert not outcome.ok and outcome.error == FLAGGED
 
 
 def test_a_timing_flagged_twice_fails_with_the_witness_finding(timings):
     timings += [Found(FLAGGED), Found(FLAGGED)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings())
     assert not outcome.ok and outcome.verdict is Verdict.RUNTIME_ERROR
     assert outcome.error == FLAGGED
 
@@ -92,8 +92,8 @@ def test_a_timing_flagged_twice_fails_with_the_witness_finding(timings):
 def test_a_phase_times_only_one_flagged_case_again(timings):
     retimings = Retimings()
     timings += [Found(FLAGGED), CLEAN, Found(FLAGGED), CLEAN]
-    first = cases._paired_case(_case(), None, timing.StopRule(), retimings)
-    second = cases._paired_case(_case(), None, timing.StopRule(), retimings)
+    first = paired.paired_case(_case(), None, timing.StopRule(), retimings)
+    second = paired.paired_case(_case(), None, timing.StopRule(), retimings)
     assert first.ok and not second.ok
     assert timings == [CLEAN]  # the second case was not timed again
 
@@ -102,13 +102,13 @@ def test_a_second_timing_with_too_few_pairs_does_not_clear_the_first(timings):
     """A loaded machine leaves the second timing a few pairs, whose tolerance is wide: wide
     enough to excuse a quarter of every call hidden from the timer."""
     timings += [Found(FLAGGED), Found(None, share=0.1, pairs=PAIRED_MIN_CALLS - 1)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings())
     assert not outcome.ok and outcome.error == FLAGGED
 
 
 def test_a_ranked_timing_with_too_few_pairs_is_not_scored(timings):
     timings += [Found(None, pairs=3)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert not outcome.ok and outcome.verdict is Verdict.TIMEOUT
     assert f"only 3 timed call(s) of {STATS.mean / 1e6:.1f} ms" in outcome.error
     assert f"takes {PAIRED_MIN_CALLS}" in outcome.error
@@ -117,13 +117,13 @@ def test_a_ranked_timing_with_too_few_pairs_is_not_scored(timings):
 def test_a_benchmark_timing_with_few_pairs_is_shown(timings):
     """Benchmark mode ranks nothing: its few pairs are judged with a wider tolerance."""
     timings += [Found(None, pairs=3)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings())
     assert outcome.ok and outcome.stats == STATS
 
 
 def test_a_ranked_timing_too_noisy_to_judge_is_timed_again_and_then_not_scored(timings):
     timings += [Found(None, noisy=True), Found(None, noisy=True)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert not outcome.ok and outcome.verdict is Verdict.TIMEOUT
     assert outcome.error.startswith("the machine was too busy to check this case's timings")
     assert "submitting again may pass" in outcome.error
@@ -132,24 +132,24 @@ def test_a_ranked_timing_too_noisy_to_judge_is_timed_again_and_then_not_scored(t
 
 def test_a_ranked_timing_too_noisy_once_passes_when_the_second_is_clean(timings):
     timings += [Found(None, noisy=True), Found(None, share=0.2)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert outcome.ok and outcome.stats == STATS
 
 
 def test_a_noisy_benchmark_timing_is_shown(timings):
     timings += [Found(None, noisy=True)]
-    outcome = cases._paired_case(_case(), None, timing.StopRule(), Retimings())
+    outcome = paired.paired_case(_case(), None, timing.StopRule(), Retimings())
     assert outcome.ok and timings == []  # not timed again either
 
 
 def test_a_second_timing_that_judges_a_too_noisy_first_convicts_or_clears(timings):
     """The first timing could not judge; the second can: its finding stands, either way."""
     timings += [Found(None, noisy=True), Found(FLAGGED)]
-    caught = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    caught = paired.paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert not caught.ok and caught.verdict is Verdict.RUNTIME_ERROR
     assert caught.error == FLAGGED
     timings += [Found(None, noisy=True), Found(None, share=0.9)]
-    passed = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    passed = paired.paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert passed.ok
 
 
@@ -157,7 +157,7 @@ def test_a_noisy_second_timing_clears_a_flagged_benchmark_timing_but_not_a_ranke
     """Benchmark mode shows noisy timings: noise alone does not keep its second timing from
     clearing the first. A ranked one must be narrow enough to judge."""
     timings += [Found(FLAGGED), Found(None, share=0.2, noisy=True)]
-    assert cases._paired_case(_case(), None, timing.StopRule(), Retimings()).ok
+    assert paired.paired_case(_case(), None, timing.StopRule(), Retimings()).ok
     timings += [Found(FLAGGED), Found(None, share=0.2, noisy=True)]
-    ranked = cases._paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
+    ranked = paired.paired_case(_case(), None, timing.StopRule(), Retimings(), ranked=True)
     assert not ranked.ok and ranked.error == FLAGGED

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cluster_manager.harness import cases, tensors, wire, worker, workers
+from cluster_manager.harness import case_run, tensors, wire, worker, workers
 from cluster_manager.harness.zygote import Zygote
 
 
@@ -113,7 +113,7 @@ def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_hel
         stand_in.send("stand_in", held)
         stand_in.message(stand_in.receive())
         inputs = wire.encode(torch.zeros(1000))
-        call = cases.time_call([stand_in], [inputs], with_output=True, wait_ns=2e6)
+        call = case_run.time_call([stand_in], [inputs], with_output=True, wait_ns=2e6)
         assert 2e6 <= call.reported_ns <= call.window_ns
         assert torch.equal(stand_in.message(call.outputs[0])["output"], held)
     finally:

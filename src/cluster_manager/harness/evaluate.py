@@ -19,8 +19,9 @@ It speaks the popcorn protocol like the public problem sets' `eval.py`, with the
 Tasks that use it must generate inputs deterministically from their arguments (the seed) and
 check outputs without collective communication: both run here as well as in the workers.
 
-The work is split by job: `workers.py` (the pipes to the workers and the echo), `cases.py`
-(one case's steps, timed loop and calibration), `checks.py` (the reference, run here),
+The work is split by job: `workers.py` (the pipes to the workers and the stand-in),
+`case_run.py` (one case on its ranks), `cases.py` (each mode's steps on a case, and the
+calibration), `paired.py` (a single rank's timed loop), `checks.py` (the reference, run here),
 `reporting.py` (the result pipe); this module runs a mode's cases and is the command line.
 """
 
@@ -38,14 +39,8 @@ from typing import NoReturn
 from cluster_manager.core import protocol
 from cluster_manager.core.models import Case
 from cluster_manager.harness import timing
-from cluster_manager.harness.cases import (
-    CaseRun,
-    benchmark_case,
-    calibrate,
-    check_case,
-    profile_case,
-    world_size_of,
-)
+from cluster_manager.harness.case_run import CaseRun, world_size_of
+from cluster_manager.harness.cases import benchmark_case, calibrate, check_case, profile_case
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.outcome import CaseFailed, Outcome
 from cluster_manager.harness.reporting import Reporter

@@ -7,9 +7,11 @@ where the kernel runs (the harness's worker); the loop and the rule run in the h
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -196,3 +198,18 @@ def warm_up(
         if calls >= 1000:
             break
     return calls
+
+
+@contextlib.contextmanager
+def collections_paused() -> Iterator[None]:
+    """No garbage collection stalls this process inside a timed call's window (a full one
+    takes milliseconds once torch is loaded): what is alive now is frozen out of collections,
+    which wait until the measurement is over."""
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+        gc.unfreeze()
