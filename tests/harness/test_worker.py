@@ -93,8 +93,10 @@ def test_inputs_cross_a_pipe_as_raw_bytes_after_the_request_that_names_them():
     back = wire.decode(args[0])
     assert torch.equal(back[0], data[0]) and torch.equal(back[1], data[1])
     assert back[2] == "label" and args[1] is True
+    assert args[0].sizes == (512 * 1024 * 4,)  # the small tensor went inside the pickle
     back[0].add_(1)  # the receiver's own memory, writable
-    assert not torch.equal(back[0], data[0])
+    back[1].add_(1)
+    assert not torch.equal(back[0], data[0]) and not torch.equal(back[1], data[1])
     ours.close()
     with pytest.raises(EOFError, match="hung up"):  # the sender gone before all of it came
         theirs_only = wire.Encoded(b"", (16,))

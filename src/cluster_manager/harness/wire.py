@@ -5,8 +5,9 @@ tensors go as their raw bytes, written to the pipe straight from the tensor's me
 the pickle that names them (dtype, shape, device) and read straight into the memory of the
 tensor that receives them: taking the inputs is inside what the harness's clock sees of every
 ranked call, and megabytes copied four times more than they must be are milliseconds of noise
-on both sides of every pair. Strides and views sharing storage are not kept: every tensor
-arrives contiguous and on its own, as a fresh input should.
+on both sides of every pair (tensors under 64 KiB stay inside the pickle). Strides and views
+sharing storage are not kept: every tensor arrives contiguous and on its own, as a fresh input
+should.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from cluster_manager.harness import rawio
+
+MIN_OUT_OF_BAND_BYTES = 64 * 1024
 
 
 def _torch() -> Any:
@@ -74,8 +77,17 @@ class _Pickler(pickle.Pickler):
 
 def encode(value: Any) -> Encoded:
     buffers: list[pickle.PickleBuffer] = []
+
+    def out_of_band(buffer: pickle.PickleBuffer) -> bool:
+        """Small tensors stay inside the pickle (as a bytearray, writable where it lands):
+        thousands of them would be thousands of writes and reads."""
+        if buffer.raw().nbytes < MIN_OUT_OF_BAND_BYTES:
+            return True
+        buffers.append(buffer)
+        return False
+
     head = io.BytesIO()
-    _Pickler(head, protocol=5, buffer_callback=buffers.append).dump(value)
+    _Pickler(head, protocol=5, buffer_callback=out_of_band).dump(value)
     return Encoded(head.getvalue(), tuple(b.raw().nbytes for b in buffers), buffers)
 
 
