@@ -13,6 +13,7 @@ from cluster_manager.harness.witness import (
     PAIRED_FLOOR_NS,
     PAIRED_MIN_CALLS,
     PAIRED_NOISE_SHARE,
+    PAIRED_SIGN_BAND,
     PAIRED_SIGN_P,
     SLACK_MARGIN_NS,
     SLACK_SHARE,
@@ -223,8 +224,9 @@ def test_a_median_past_the_tolerance_convicts_only_if_most_calls_exceed_their_re
     record_property,
 ):
     """Ten or twelve pairs moving megabytes on a loaded machine: four standard errors of the
-    median, estimated from so few, are passed by chance now and then. The median alone does
-    not convict then; most calls exceeding their replays, beyond chance, must show it too."""
+    median, estimated from so few, are passed by chance now and then. A median within twice the
+    tolerance does not convict alone; most calls exceeding their replays, beyond chance, must
+    show it too."""
     replay = (3e6 + 30e6, 3e6, 0.0)
     # A median excess of 3.3 ms, past a tolerance of 3 ms (a tenth of moving the data), and
     # four of ten calls under their replays.
@@ -233,6 +235,11 @@ def test_a_median_past_the_tolerance_convicts_only_if_most_calls_exceed_their_re
     assert mixed.hidden_ns() > mixed.tolerance_ns()
     assert sign_test_p(excess) > PAIRED_SIGN_P and mixed.problem() is None
     record_property("observed", f"4 of 10 calls under their replays: {mixed.problem() or 'passed'}")
+    # Four of ten under their replays, but a median past twice the tolerance: convicted.
+    far = [-9e6, -4e6, -2e6, -1e6, 7.00e6, 7.01e6, 7.02e6, 7.03e6, 7.04e6, 7.05e6]
+    late = paired([(replay[0] + e, 3e6, 0.0) for e in far], [replay] * len(far))
+    assert late.hidden_ns() > PAIRED_SIGN_BAND * late.tolerance_ns()
+    assert late.problem() is not None
     # The same median with every call over its replay: no chance explains that.
     every = paired([(replay[0] + abs(e), 3e6, 0.0) for e in excess], [replay] * len(excess))
     assert every.hidden_ns() > every.tolerance_ns()

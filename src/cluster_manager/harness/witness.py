@@ -14,9 +14,9 @@ back must not reach a score. The clock only decides whether the reports can be t
   noise; work moved off the clock (into taking the inputs, after the reply, or by a forged
   timer) shows as the submission's slack exceeding the stand-in's. Paired call by call, load
   drifts cancel. The run fails if the median of the differences passes a tolerance (10 µs, a
-  small share of the call, or what the differences' own spread allows) while more calls than
-  chance allows exceed their replays, or if calls beyond it one way outnumber those beyond it
-  the other way by more than chance.
+  small share of the call, or what the differences' own spread allows), by far or while more
+  calls than chance allows exceed their replays, or if calls beyond it one way outnumber those
+  beyond it the other way by more than chance.
 - Other timed runs (`ClockWitness`): reports that leave far more time unexplained than load
   can fail the run (benchmark mode, and ranked cases on several ranks, whose barriers make
   the pairing unequal).
@@ -65,11 +65,15 @@ PAIRED_MIN_CALLS = 10
 # 4-16 MiB each way on a quiet machine: 6-43 % of it with 11-180 pairs).
 PAIRED_NOISE_SHARE = 0.25
 PAIRED_NOISE_FLOOR_NS = 1_000_000.0
-# With enough pairs the median convicts only if more calls than chance allows took longer
-# than their replays (a one-sided sign test). Four standard errors estimated from ten or a
-# dozen heavy-tailed differences (megabytes moved per call on a loaded machine) are passed by
-# honest cases about once in 500 (simulated); with the sign test, once in 2 000 to 20 000.
+# With enough pairs a median less than `PAIRED_SIGN_BAND` times the tolerance convicts only if
+# more calls than chance allows took longer than their replays (a one-sided sign test). Four
+# standard errors estimated from ten or a dozen heavy-tailed differences (megabytes moved per
+# call on a loaded machine) are passed by honest cases about once in 500 (simulated); with the
+# sign test in the band, once in 2 000 to 20 000. Past the band the median convicts alone: at
+# ten pairs the sign test needs all ten, and a preemption or two in a cheat's calls (1 ms
+# hidden after each 2 ms report, under a loaded test suite) would let it pass.
 PAIRED_SIGN_P = 0.01
+PAIRED_SIGN_BAND = 2.0
 # The highest tenth of samples are load spikes an honest run cannot avoid.
 TRIM = 0.1
 # A reported duration may not exceed the window that contains it (clocks differ a little).
@@ -252,7 +256,8 @@ class PairedWitness:
         if self._impossible:
             return _impossible_message(self._impossible)
         hidden, tolerance = self.hidden_ns(), self.tolerance_ns()
-        if hidden > tolerance and self._beyond_chance():
+        beyond = hidden > PAIRED_SIGN_BAND * tolerance or self._beyond_chance()
+        if hidden > tolerance and beyond:
             late = statistics.median(self._after) > statistics.median(self._before)
             why = (
                 "work was finished after the timer stopped"
