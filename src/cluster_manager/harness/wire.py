@@ -100,9 +100,8 @@ def send_buffers(connection: Connection, args: tuple[Any, ...]) -> None:
     """Writes the raw bytes of each `Encoded` in a request's `args`, after the request."""
     for value in args:
         if isinstance(value, Encoded):
-            for buffer in value.buffers:
-                view = buffer.raw() if isinstance(buffer, pickle.PickleBuffer) else buffer
-                rawio.write_all(connection.fileno(), memoryview(view).cast("B"))
+            for buffer in value.buffers:  # the harness's own: `encode`'s PickleBuffers
+                rawio.write_all(connection.fileno(), buffer.raw())
 
 
 def receive_buffers(connection: Connection, args: tuple[Any, ...]) -> None:

@@ -185,10 +185,14 @@ class PairedWitness:
     def pairs(self) -> int:
         return len(self._before)
 
+    def _excess(self) -> list[float]:
+        """Each pair's excess: the call's slack beyond its replay's, both parts together."""
+        return [b + a for b, a in zip(self._before, self._after, strict=True)]
+
     def hidden_ns(self) -> float:
         """How much longer the submission's calls took than their reports, beyond the
         stand-in's: the median over calls."""
-        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
+        excess = self._excess()
         return statistics.median(excess) if excess else 0.0
 
     def tolerance_ns(self) -> float:
@@ -212,7 +216,7 @@ class PairedWitness:
     def noise_ns(self) -> float:
         """Four standard errors of the median excess, robustly estimated (from the median
         absolute deviation): what noise alone lets the median reach."""
-        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
+        excess = self._excess()
         if len(excess) < 2:
             return 0.0
         middle = statistics.median(excess)
@@ -237,7 +241,7 @@ class PairedWitness:
         few pairs to tell: their tolerance is all of moving the data)."""
         if self.pairs < PAIRED_MIN_CALLS:
             return True
-        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
+        excess = self._excess()
         return sign_test_p(excess) <= PAIRED_SIGN_P
 
     def lopsided(self) -> int:
@@ -246,7 +250,7 @@ class PairedWitness:
         order of each pair is a coin's toss, on one CPU), so work hidden in a minority of the
         calls, which leaves the median alone, shows here."""
         tolerance = self.tolerance_ns()
-        excess = [b + a for b, a in zip(self._before, self._after, strict=True)]
+        excess = self._excess()
         middle = statistics.median(excess) if excess else 0.0
         above = sum(e - middle > tolerance for e in excess)
         below = sum(e - middle < -tolerance for e in excess)
