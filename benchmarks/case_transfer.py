@@ -4,7 +4,7 @@
   submission) given fresh 16 MiB inputs and returning a 16 MiB output, as the largest shipped
   softmax case does: the harness's clock from sending `run` to the last output byte, less the
   call's reported duration, the median of `CALLS` calls. Ranked and benchmark calls pay it on
-  both sides of every pair, and its noise is what the witness must tell from hidden work.
+  both sides of every pair, and its noise is the noise of the harness's clock.
 - `raw_pipe_ms_16mib` (informative): 16 MiB there and back over the same kind of pipe between
   two processes, written and read in place: the floor of the figure above on this machine.
 """
@@ -18,7 +18,6 @@ import time
 from multiprocessing.connection import Connection
 
 import numpy
-import torch
 from benchlib import Figure, log, report
 
 from cluster_manager.harness import case_run, rawio, wire, workers
@@ -32,6 +31,8 @@ TARGET_MS = 15.0  # before frames and inputs travelled in place: 27 ms
 
 
 def case_transfer() -> Figure:
+    import torch  # here, not above: the suite imports every benchmark and needs no torch
+
     zygote = Zygote()
     stand_in = workers.StandIn(zygote)
     try:

@@ -1,7 +1,7 @@
 """What ranking costs an honest kernel: its ranked times against its benchmark times.
 
 - `ranked_vs_benchmark_ratio_max`: per benchmark case, the mean of a leaderboard run (fresh
-  inputs every timed call, each checked and replayed by the stand-in) over the mean of a
+  inputs every timed call, each checked and paired with the stand-in) over the mean of a
   benchmark run of the same file, both through the runner in the full sandbox; the worst case
   of the shipped Python examples' solutions and of a heavier task (a 384x384 matrix product).
   Runs of the two modes alternate, five times each, and each side keeps its median per case
@@ -13,7 +13,7 @@
   harness at all: a plain loop in five fresh processes, a fresh input and a millisecond's pause
   before each call (as a worker waits while the harness checks and replays), largest over
   smallest mean. The noise floor of `ranked_score_spread` on this machine.
-- `ranked_pairs_failed`: honest ranked runs the witness failed when two ran at once (a
+- `ranked_pairs_failed`: honest ranked runs that failed when two ran at once (a
   submission's public and secret runs, as the demo and a one-machine launcher run them), of
   the softmax template and solution (megabytes of output per call); target none.
 """

@@ -152,13 +152,11 @@ def render(rows: list[Row]) -> str:
         "working, so the row cannot silently go stale; one whose success depends on the",
         "machine's load is not strict, and its reason says what bounds it.",
         "",
-        "Timings are taken in the submission's own process, the only place a GPU kernel can be",
-        "timed precisely, so no row can show that no forged timing gets through. What the rows",
-        "on timers and timed steps show is the bound: each timed call is replayed by a trusted",
-        "stand-in on the same inputs, and a run whose calls take longer around their reports",
-        "than the replays fails; a forgery gains at most the tolerance, 10 µs, 5 % of the call",
-        "or a tenth of moving its data on a quiet machine (`docs/MEASUREMENT.md`,",
-        "`src/cluster_manager/harness/witness.py`).",
+        "A score is the harness's own clock: each timed call's window, from its inputs sent to",
+        "its output read, less what moving the same data takes a trusted stand-in while every",
+        "process of the submission is stopped. Nothing the submission reports enters it, so",
+        "the rows on timers and timed steps show a forged report ranked at the real time",
+        "(`docs/MEASUREMENT.md`, `src/cluster_manager/harness/trusted.py`).",
     ]
     for category in CATEGORIES:
         chosen = sorted((r for r in rows if r.category == category), key=lambda r: r.test)

@@ -1,6 +1,8 @@
-"""Timing attacks only a GPU allows: patched CUDA events, work left on a side stream, a cached
-result replayed through a CUDA graph, an output written asynchronously. They run where torch
-sees a CUDA device (the GPU check runs them on an H100); elsewhere they are skipped."""
+"""Timing attacks only a GPU allows: patched CUDA events, work left on a side stream or queued
+to run under the flush or the stand-in's replay, a cached result replayed through a CUDA
+graph, an output written asynchronously. They run where torch sees a CUDA device (the GPU
+check runs them on an H100); elsewhere they are skipped. Each gains at most a tenth over the
+honest score of the same kernel, or fails."""
 
 from __future__ import annotations
 
@@ -61,7 +63,7 @@ def ranked_honestly(result, floor_s: float) -> bool:
 @pytest.mark.reliability(
     "Anti-cheat",
     "GPU: patching torch.cuda.Event.elapsed_time to report 1 µs for a slow kernel",
-    "runtime_error: the stand-in's replays show the real time, never ranked",
+    "ranked at the real time by the harness's clock (at least nine tenths of the honest score)",
 )
 def test_patched_cuda_events(cuda_identity, record_property):
     code = (
@@ -74,14 +76,16 @@ def custom_kernel(data):
 """
     )
     result = attack(cuda_identity, code)
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert not result.passed and not_ranked(result), result.message
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
+    assert honest.passed, honest.message
+    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
 
 
 @pytest.mark.reliability(
     "Anti-cheat",
     "GPU: returning at once and finishing the work on a side stream after the timer stopped",
-    "wrong_answer or runtime_error (the output arrives late), never ranked at the fast time",
+    "wrong_answer, or ranked at the real time (the output arrives late, inside the window)",
 )
 def test_work_left_on_a_side_stream(cuda_identity, record_property):
     code = (
@@ -100,7 +104,7 @@ def custom_kernel(data):
     record_property("observed", f"{result.verdict.value}: {result.message}")
     honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
     assert honest.passed, honest.message
-    assert ranked_honestly(result, 0.5 * honest.score), (result.message, result.score)
+    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
 
 
 @pytest.mark.reliability(
@@ -151,3 +155,77 @@ def custom_kernel(data):
     result = attack(cuda_identity, code)
     record_property("observed", f"{result.verdict.value}: {result.message}")
     assert result.passed or not_ranked(result), result.message
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "GPU: work queued on a side stream before the call returns, to run under the next call's "
+    "L2 flush",
+    "the flush is waited for before the call's begin event: ranked at the real time",
+)
+def test_work_queued_to_run_under_the_flush(cuda_identity, record_property):
+    """Attack: each call queues heavy work on a side stream and returns at once; that work
+    would overlap the next call's flush if the flush were not waited for, and the next call
+    would seem as quick. Expected: the timer's synchronize joins it inside this call."""
+    code = (
+        SLOW
+        + """
+side = torch.cuda.Stream()
+
+def custom_kernel(data):
+    with torch.cuda.stream(side):
+        work(data)  # left running: it would hide under the next flush
+    return data.clone()
+"""
+    )
+    result = attack(cuda_identity, code)
+    honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert honest.passed, honest.message
+    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "GPU: events patched to 1 µs, and a thread that queues heavy work right after each call's "
+    "output leaves, to slow the stand-in's replay while the worker is stopped",
+    "known gap: stopping the processes does not stop work queued on the device",
+)
+@pytest.mark.xfail(
+    reason="work already queued on the GPU runs while the worker is stopped; bounded by what "
+    "it can slow of the stand-in's flush and copies (docs/MEASUREMENT.md)",
+    strict=False,
+)
+def test_work_queued_to_slow_the_stand_in(cuda_identity, record_property):
+    code = (
+        SLOW
+        + """
+import threading, time
+
+torch.cuda.Event.elapsed_time = lambda self, end: 0.001
+returned = threading.Event()
+
+def junk():
+    side = torch.cuda.Stream()
+    m = torch.ones(2048, 2048, device="cuda")
+    while True:
+        returned.wait()
+        returned.clear()
+        time.sleep(0.0005)  # after the output has left
+        with torch.cuda.stream(side):
+            for _ in range(50):
+                m = m @ m / 2048
+
+threading.Thread(target=junk, daemon=True).start()
+
+def custom_kernel(data):
+    out = work(data)
+    returned.set()
+    return out
+"""
+    )
+    result = attack(cuda_identity, code)
+    honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert honest.passed, honest.message
+    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)

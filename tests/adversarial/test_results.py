@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness.witness import PAIRED_CALL_SHARE
 from tests.adversarial.helpers import (
     LIMITS,
     attack,
@@ -198,12 +197,11 @@ def test_patching_the_reference_check_in_the_worker(identity, record_property):
 @pytest.mark.reliability(
     "Anti-cheat",
     "patching the worker's timer class to report 1 ns for every call of a 50 ms kernel",
-    "runtime_error (the harness's own clock saw the 50 ms), never ranked",
+    "ranked at the 50 ms the harness's clock sees (the report is never scored)",
 )
 def test_patching_the_timer_in_the_worker(slow_identity, record_property):
     """Attack: replace the stop of the worker's timer class so every call of a 50 ms kernel
-    reports 1 ns. Expected: the harness times each call from its own process and sees the
-    time go missing: runtime_error naming the changed timer, no score."""
+    reports 1 ns. Expected: the score is the harness's clock, which sees the 50 ms."""
     code = (
         """
     from cluster_manager.harness import timing
@@ -213,10 +211,15 @@ def test_patching_the_timer_in_the_worker(slow_identity, record_property):
         + SLOW_KERNEL
     )
     result = attack(slow_identity, code)
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
-    assert "timer was changed" in result.message
-    assert not_ranked(result)
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_at_least(result, 0.9 * 0.05), (result.message, result.score)
+
+
+def ranked_at_least(result, floor_s: float) -> bool:
+    """Ranked no faster than `floor_s` (the work the kernel really does), or not ranked."""
+    if not result.passed:
+        return not_ranked(result)
+    return result.score is not None and result.score >= floor_s
 
 
 def take_over_the_timed_step(
@@ -234,7 +237,7 @@ def take_over_the_timed_step(
     def take_over(steps):
         worker = steps["run"].__self__
 
-        def run(inputs=None, with_output=False, wait_ns=0.0):
+        def run(inputs=None, with_output=False, *stand_in_only):
             if inputs is not None:
                 worker._argument = wire.decode(inputs)
             began = time.perf_counter_ns()
@@ -259,17 +262,15 @@ def take_over_the_timed_step(
 @pytest.mark.reliability(
     "Anti-cheat",
     "replacing the worker's timed step: reply 1 ns, run the 50 ms kernel before sending the output",
-    "runtime_error, never ranked",
+    "ranked at the 50 ms: the window closes when the output arrives",
 )
-def test_replying_before_the_kernel_ran(identity, record_property):
+def test_replying_before_the_kernel_ran(slow_identity, record_property):
     """Attack: replace the worker's timed step so it reports 1 ns as soon as it is asked and
-    does the 50 ms of work before sending the output. Expected: the harness's clock sees the
-    output arrive 50 ms after the duration: runtime_error, no score."""
-    result = attack(identity, take_over_the_timed_step(0.0, 0.05))
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
-    assert "after the timer stopped" in result.message
-    assert not_ranked(result)
+    does the 50 ms of work before sending the output. Expected: a call's window closes when
+    its output arrives, 50 ms later: ranked at the 50 ms."""
+    result = attack(slow_identity, take_over_the_timed_step(0.0, 0.05))
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_at_least(result, 0.9 * 0.05), (result.message, result.score)
 
 
 @pytest.mark.reliability(
@@ -302,13 +303,12 @@ def test_replies_sent_ahead_of_the_requests(identity, record_property):
 @pytest.mark.reliability(
     "Anti-cheat",
     "patching the worker's timer class to report three quarters of every 50 ms call",
-    "runtime_error: the stand-in's replays show the missing quarter, never ranked",
+    "ranked at the 50 ms the harness's clock sees",
 )
 def test_shaving_a_quarter_off_every_call(slow_identity, record_property):
     """Attack: scale every duration the worker's timer reports by 0.75 on a 50 ms kernel,
-    hoping to stay within what load explains. Expected: each call is replayed by the stand-in
-    for as long as it was reported; the real calls take 12.5 ms longer, far beyond the
-    tolerance (5 % of the call): runtime_error, no score."""
+    hoping to stay within what load explains. Expected: reports are never scored: ranked at
+    the 50 ms."""
     code = (
         """
     from cluster_manager.harness import timing
@@ -319,29 +319,20 @@ def test_shaving_a_quarter_off_every_call(slow_identity, record_property):
         + SLOW_KERNEL
     )
     result = attack(slow_identity, code)
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert result.verdict is Verdict.RUNTIME_ERROR, result.message
-    assert "the timer was changed" in result.message
-    assert not_ranked(result)
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_at_least(result, 0.9 * 0.05), (result.message, result.score)
 
 
 @pytest.mark.reliability(
     "Anti-cheat",
     "replacing the worker's timed step: report 2 ms of work honestly, work 1 ms more after it",
-    "runtime_error (the output comes 1 ms later than the stand-in's), never ranked",
+    "ranked at the 3 ms: the window closes when the output arrives",
 )
 def test_moving_a_third_of_the_work_after_the_reply(identity, record_property):
     """Attack: work 2 ms and report exactly that, then work 1 ms more before sending the
-    output, hoping load explains it. Expected: the stand-in replays each call for the 2 ms
-    reported and sends the same output at once; the submission's outputs arrive 1 ms later,
-    far beyond the tolerance (60 µs): runtime_error naming work after the timer. On a machine
-    so loaded that noise could excuse a quarter of the call, the case is not scored instead
-    (timeout: too busy to check)."""
+    output, hoping load explains it. Expected: the window closes when the output arrives:
+    ranked at the 3 ms, however loaded the machine."""
     code = take_over_the_timed_step(0.002, 0.001, report_honestly=True)
     result = attack(identity, code)
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    caught = result.verdict is Verdict.RUNTIME_ERROR and "after the timer stopped" in result.message
-    too_busy = result.verdict is Verdict.TIMEOUT and "too busy to check" in result.message
-    assert caught or too_busy, result.message
-    assert PAIRED_CALL_SHARE * 0.002 < 0.001
-    assert not_ranked(result)
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_at_least(result, 0.9 * 0.003), (result.message, result.score)

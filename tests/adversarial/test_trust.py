@@ -104,26 +104,19 @@ def custom_kernel(data):
     "Anti-cheat",
     "stopping the harness's helper processes (SIGSTOP) so the stand-in's replays look as "
     "slow as the calls, while the timer reports nothing",
-    "the signals are refused (syscall filter of the worker), the forged timer is caught: "
-    "runtime_error, never ranked",
+    "the signals are refused (syscall filter of the worker): ranked at the 5 ms by the "
+    "harness's clock",
 )
 def test_stopping_the_stand_in_does_not_hide_a_forged_timer(identity, record_property):
     """Attack: report 1 ns for every 5 ms call, and SIGSTOP every other process (the old echo,
     now the stand-in) for 50 ms so its replays take longer than the real calls. Expected: the
-    worker may not signal the harness's processes, and the stand-in is undumpable: the
-    harness sees 5 ms hidden in every call: runtime_error, no score."""
+    worker may not signal the harness's processes: the stand-in's overhead is what moving
+    the data takes, and the score is the 5 ms."""
     forged = "from cluster_manager.harness import timing\ntiming.CpuTimer.stop = lambda self: 1.0\n"
     code = forged + STOP_THE_OTHERS
     result = attack(identity, code)
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert failed_in_ranked_timing(result), result.message
-    assert not_ranked(result)
-
-
-def failed_in_ranked_timing(result) -> bool:
-    return result.phases[-1].name == "leaderboard" and "longer by the harness's clock" in (
-        result.message
-    )
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_honestly(result, 0.9 * SLEEPY), (result.message, result.score)
 
 
 TAKE_THE_PIPE = """
@@ -174,12 +167,12 @@ def test_the_harness_processes_cannot_be_traced_or_robbed(identity, record_prope
 @pytest.mark.reliability(
     "Anti-cheat",
     "reporting 1 ns for every call of a 100 µs kernel, inside the old allowance (20-200 µs)",
-    "runtime_error: the stand-in's replays show the 100 µs, never ranked",
+    "ranked at the 100 µs by the harness's clock",
 )
-def test_a_forged_timer_on_a_short_kernel_is_caught(identity, record_property):
+def test_a_forged_timer_on_a_short_kernel_gains_nothing(identity, record_property):
     """Attack: a kernel of 100 µs whose timer reports 1 ns: the old witness held ranked
     means to its clock only beyond an allowance of 20-200 µs, so the kernel ranked near zero.
-    Expected: each call's replay by the stand-in shows the missing 100 µs: runtime_error."""
+    Expected: the score is the harness's clock: the 100 µs."""
     code = """
     import time
     from cluster_manager.harness import timing
@@ -194,9 +187,8 @@ def test_a_forged_timer_on_a_short_kernel_is_caught(identity, record_property):
         return data.clone()
     """
     result = attack(identity, code)
-    record_property("observed", f"{result.verdict.value}: {result.message}")
-    assert ranked_honestly(result, 80e-6), (result.message, result.score)
-    assert not result.passed
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_honestly(result, 90e-6), (result.message, result.score)
 
 
 def _public_seeds() -> str:

@@ -7,6 +7,7 @@ import multiprocessing
 import pickle
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,7 @@ def test_a_timed_call_sends_its_duration_first_and_its_output_only_when_ranked(
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "submission", raising=False)
     process = worker.Worker()
-    process.open(wire.encode(21), 0, None, 0, False)
+    process.open(wire.encode(21), 0, None, 0)
     process.warm_up()
     duration, output = process.run(with_output=True)
     assert isinstance(duration, float) and duration > 0
@@ -115,17 +116,33 @@ def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_hel
     stand_in = workers.StandIn(zygote)
     try:
         assert stand_in.round_trip() > 0
-        stand_in.send("open", None, 0, None, 0, True)
-        stand_in.message(stand_in.receive())
-        held = torch.arange(1000)
+        held = [torch.arange(1000), torch.ones(3)]  # one output per rank
         stand_in.send("stand_in", held)
         stand_in.message(stand_in.receive())
         inputs = wire.encode(torch.zeros(1000))
-        call = case_run.time_call([stand_in], [inputs], with_output=True, wait_ns=2e6)
-        assert 2e6 <= call.reported_ns <= call.window_ns
-        assert torch.equal(stand_in.message(call.outputs[0])["output"], held)
+        for rank in (0, 1):
+            call = case_run.time_call(
+                [stand_in], [inputs], with_output=True, wait_ns=2e6, rank=rank
+            )
+            assert 2e6 <= call.reported_ns <= call.window_ns
+            assert torch.equal(stand_in.message(call.outputs[0])["output"], held[rank])
+            # Stopped once its replies are in: it runs only while asked something.
+            assert _stops(stand_in.process.pid)
     finally:
         stand_in.stop()
+
+
+def _stops(pid: int, within_s: float = 2.0) -> bool:
+    """Whether `pid` is seen stopped within `within_s` (SIGSTOP takes effect when the
+    process next gets a CPU, which a loaded machine may delay; it runs no code of its own
+    before)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        if state == "T":
+            return True
+        time.sleep(0.001)
+    return False
 
 
 def test_the_stand_in_cannot_be_traced_by_its_own_user(zygote: Zygote):

@@ -46,7 +46,7 @@ def examples_eval(ctx: RowContext) -> Outcome:
 
 def examples_ranked(ctx: RowContext) -> Outcome:
     """The same in leaderboard mode, one at a time: a ranked run's calls are each paired with
-    an honest replay, which a busy machine can fail (rightly: it says to submit again)."""
+    the stand-in moving the same data, and scored no lower than the harness's clock."""
     return _examples_in(ctx, ("leaderboard",), 1)
 
 

@@ -1,6 +1,7 @@
 """One case on its ranks, from the harness process: every step goes to all of them, every
 input is made here and every output checked here (`checks.py`), and a timed call is timed
-here from outside, from the moment its inputs leave to the moment its output arrives.
+here from outside, from the moment its inputs leave to the moment its output arrives. The
+ranks run only while a step waits for them: each is stopped once its replies are in.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from cluster_manager.harness import wire
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.frames import Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
-from cluster_manager.harness.witness import Calibration
 from cluster_manager.harness.workers import Peer, StandIn, Workers
 
 _clock = time.perf_counter_ns
@@ -39,7 +39,7 @@ def _free_port() -> int:
 
 @dataclass(frozen=True)
 class TimedCall:
-    window_ns: float  # rank 0's call as this process saw it: from `run` sent to duration read
+    window_ns: float  # from the first `run` sent to rank 0's duration read
     reported_ns: float  # rank 0's duration as its worker reported it
     outputs: list[Received] = field(default_factory=list)  # as sent, when asked for
     replies: list[dict[str, Any]] = field(default_factory=list)  # the outputs read
@@ -52,15 +52,25 @@ def time_call(
     *,
     with_output: bool = False,
     wait_ns: float = 0.0,
+    rank: int = 0,
 ) -> TimedCall:
     """One timed call on every rank, given fresh `inputs` (one per rank) when not None, with
-    their outputs right after when asked for. The window opens before the inputs leave: taking
-    them is part of what this process sees of the call."""
-    # Rank 0 last: the others already wait in its first barrier when its window opens.
-    for process, data in zip(ranks[1:], inputs[1:], strict=True):
-        process.send("run", data, with_output, wait_ns)
+    their outputs right after when asked for; the ranks are stopped once all is read. The
+    window opens before the first inputs leave: taking them is part of the call. `wait_ns`
+    and `rank` are for the stand-in (how long to wait, whose output to return)."""
     began = _clock()
-    ranks[0].send("run", inputs[0], with_output, wait_ns)
+    # Rank 0 last: the others already wait in its first barrier when it starts.
+    for process, data in zip(ranks[1:], inputs[1:], strict=True):
+        process.send("run", data, with_output, wait_ns, rank)
+    ranks[0].send("run", inputs[0], with_output, wait_ns, rank)
+    try:
+        return _replies(ranks, began, with_output=with_output)
+    finally:
+        for process in ranks:
+            process.freeze()
+
+
+def _replies(ranks: Sequence[Peer], began: int, *, with_output: bool) -> TimedCall:
     first = ranks[0].receive()
     done = _clock()  # rank 0's call: the one whose duration is reported
     raw = [first] + [process.receive() for process in ranks[1:]]
@@ -85,7 +95,6 @@ class CaseRun:
         self.args = args
         self.world_size = world_size_of(args)
         self.ranks = workers.ranks(self.world_size)
-        self.calibration = workers.calibrations.get(self.world_size, Calibration())
         self._workers = workers
 
     @property
@@ -101,8 +110,13 @@ class CaseRun:
             process.send(step, *args)
 
     def receive(self) -> list[Received]:
-        """Every rank's reply: all are read, so none is left for the next step to find."""
-        return [process.receive() for process in self.ranks]
+        """Every rank's reply: all are read, so none is left for the next step to find; then
+        the ranks are stopped until the next step."""
+        try:
+            return [process.receive() for process in self.ranks]
+        finally:
+            for process in self.ranks:
+                process.freeze()
 
     def decode(self, raw: list[Received]) -> list[dict[str, Any]]:
         replies: list[dict[str, Any]] = []
@@ -126,12 +140,11 @@ class CaseRun:
             worker_lost=any(f.worker_lost for _, f in failures),
         )
 
-    def open(self, *, calibration: bool = False) -> None:
+    def open(self) -> None:
         """Joins the ranks and hands each its inputs of the case, made here."""
         port = _free_port() if self.world_size is not None else 0
         for r, process in enumerate(self.ranks):
-            inputs = None if calibration else self.inputs(self.args, r)[1]
-            process.send("open", inputs, r, self.world_size, port, calibration)
+            process.send("open", self.inputs(self.args, r)[1], r, self.world_size, port)
         self.decode(self.receive())
 
     def inputs(self, args: Case, r: int) -> tuple[Any, wire.Encoded]:

@@ -9,9 +9,10 @@ It speaks the popcorn protocol like the public problem sets' `eval.py`, with the
 - Every check runs here, on outputs the workers send back as `torch.save` bytes (read with
   `torch.load(weights_only=True)`: data, never code), against the inputs made here. Patching
   the reference or the harness inside a worker changes nothing here.
-- Every timed call is also timed here (`witness.py`); in ranked runs each is replayed right
-  after by a trusted stand-in on the same inputs, and a run whose calls took longer around
-  their reports than the stand-in's fails. Reported durations are never shifted by noise.
+- Every timed call is timed here, and scored by this clock, never by what the worker
+  reports (`trusted.py`): right before or after each, with every process of the submission
+  stopped, a trusted stand-in moves the same data, and the call's duration is its window less
+  what moving took. The submission runs only inside its calls (`workers.py`).
 - In ranked mode every timed iteration gets fresh inputs, from seeds drawn here that nothing
   can predict, and its output is checked; the kernel always works on a copy. Ranked case
   seeds are a keyed hash of the public ones with the secret as key.
@@ -20,8 +21,8 @@ Tasks that use it must generate inputs deterministically from their arguments (t
 check outputs without collective communication: both run here as well as in the workers.
 
 The work is split by job: `workers.py` (the pipes to the workers and the stand-in),
-`case_run.py` (one case on its ranks), `cases.py` (each mode's steps on a case, and the
-calibration), `paired.py` (a single rank's timed loop), `checks.py` (the reference, run here),
+`case_run.py` (one case on its ranks), `cases.py` (each mode's steps on a case), `paired.py`
+(the timed loop), `trusted.py` (its score), `checks.py` (the reference, run here),
 `reporting.py` (the result pipe); this module runs a mode's cases and is the command line.
 """
 
@@ -40,22 +41,22 @@ from cluster_manager.core import protocol
 from cluster_manager.core.models import Case
 from cluster_manager.harness import timing
 from cluster_manager.harness.case_run import CaseRun, world_size_of
-from cluster_manager.harness.cases import benchmark_case, calibrate, check_case, profile_case
+from cluster_manager.harness.cases import benchmark_case, check_case, profile_case
 from cluster_manager.harness.checks import Reference
 from cluster_manager.harness.outcome import CaseFailed, Outcome
 from cluster_manager.harness.reporting import Reporter
-from cluster_manager.harness.retiming import Retimings
-from cluster_manager.harness.witness import PAIRED_MIN_CALLS
+from cluster_manager.harness.trusted import MIN_PAIRS
 from cluster_manager.harness.workers import Workers
 from cluster_manager.sandbox.lifecycle import make_undumpable
 
 MAX_BENCHMARK_BUDGET_S = 3.0
 # Ranked runs take enough calls, budget permitting, that the few whose windows a preempted
-# process stretched can be left out of holding them to this process's clock.
+# process stretched are left out of the score by its trim (`trusted.TRIM_SHARE`).
 RANKED_MIN_RUNS = 100
-# Quick calls get the witness's pairs even where starting up on a loaded machine spent the
-# phase's budget: well inside the fifth of the time limit the budget leaves free.
-FLOOR_GRACE_S = 0.25
+# Quick calls get their minimum of pairs even where starting up on a loaded machine spent the
+# phase's budget: within the fifth of the time limit the budget leaves free (the shortest
+# limits, 4 s, leave 0.8 s).
+FLOOR_GRACE_S = 0.5
 HARNESS_MODULE = "cluster_manager.harness.evaluate"
 # Where a restarted harness finds the secret seed (see `_restart_without_the_seed`).
 SEED_FD_ENV = "CLUSTER_MANAGER_SEED_FD"
@@ -105,14 +106,12 @@ class Harness:
         budget_s: float,
         case_cap_s: float = MAX_BENCHMARK_BUDGET_S,
     ) -> bool:
-        # One case's share is kept free for a flagged case timed again (`Retimings`).
-        per_case = min(MAX_BENCHMARK_BUDGET_S, case_cap_s, budget_s / (len(cases) + 1))
+        per_case = min(MAX_BENCHMARK_BUDGET_S, case_cap_s, budget_s / max(len(cases), 1))
         rule = timing.StopRule(
             wall_budget_ns=per_case * 1e9,
-            floor_runs=PAIRED_MIN_CALLS,
+            floor_runs=MIN_PAIRS,
             floor_grace_ns=FLOOR_GRACE_S * 1e9,
         )
-        retimings = Retimings()
         if recheck:
             rule = replace(rule, min_runs=RANKED_MIN_RUNS)
         passed = True
@@ -120,16 +119,11 @@ class Harness:
         began = time.monotonic()
         for i, (spec, args) in enumerate(cases):
             self.out.log(f"benchmark.{i}.spec", spec)
-            # A slow case may run past its share to give the witness enough calls to judge,
-            # from what earlier cases left unused: every later case and the retiming keep theirs.
-            spare_s = budget_s - (time.monotonic() - began) - per_case * (len(cases) - i)
+            # A slow case may run past its share for its minimum of pairs, from what earlier
+            # cases left unused: every later case keeps its share.
+            spare_s = budget_s - (time.monotonic() - began) - per_case * (len(cases) - i - 1)
             case_rule = replace(rule, floor_budget_ns=max(per_case, spare_s) * 1e9)
-            outcome = self.case(
-                args,
-                functools.partial(
-                    benchmark_case, recheck=recheck, rule=case_rule, retimings=retimings
-                ),
-            )
+            outcome = self.case(args, functools.partial(benchmark_case, rule=case_rule))
             if outcome.ok and outcome.stats is not None:
                 for name in protocol.BENCHMARK_STATS:
                     self.out.log(f"benchmark.{i}.{name}", getattr(outcome.stats, name))
@@ -229,15 +223,13 @@ def main(argv: list[str] | None = None) -> int:
     out = Reporter(int(fd_raw))
     try:
         reference = Reference()
-        if mode in ("benchmark", "leaderboard"):
-            calibrate(workers, reference, {world_size_of(c) for _, c in cases})
         harness = Harness(out, workers, reference)
         if mode == "test":
             passed = harness.run_tests(cases)
         elif mode == "profile":
             passed = harness.run_profiles(cases)
         else:
-            # The budget is the phase's: what starting up and calibrating took is spent.
+            # The budget is the phase's: what starting up took is spent.
             left_s = max(budget_s - (time.monotonic() - started), 0.0)
             passed = harness.run_benchmarks(
                 cases, recheck=mode == "leaderboard", budget_s=left_s, case_cap_s=case_cap_s

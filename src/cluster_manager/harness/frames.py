@@ -3,8 +3,8 @@
 `torch.save` copies every tensor into a growing buffer before the reply leaves. For outputs of
 megabytes that copy takes milliseconds, and how long depends on the state of the sender's heap:
 the submission's in a worker, ours in the stand-in. Two honest senders of one 8 MiB output
-differed by 1.5 ms a call with two ranked runs sharing two cores, which the pairing of a call
-with its replay (`witness.PairedWitness`) took for work hidden after the timer stopped.
+differed by 1.5 ms a call with two ranked runs sharing two cores: noise in the harness's
+clock, which measures a call against the stand-in moving the same data (`trusted.py`).
 
 So a plain, contiguous CPU tensor of `MIN_FRAME_BYTES` or more leaves as its own bytes, read
 straight from the tensor's memory, and arrives in memory allocated for it; the reply names it

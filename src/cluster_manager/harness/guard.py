@@ -4,11 +4,12 @@ that judge it.
 The harness process and its stand-in run as the same user as the submission; the sandbox
 (bubblewrap's filter) already refuses tracing them, but not signals or scheduling, which the
 kernel allows between processes of one user. Before a worker imports the submission it
-filters itself (and so every thread and child it starts): no signal, priority, affinity or
-limit change aimed at those processes, their process group or every process; no tracing,
-reading or taking descriptors of any other process, also where the sandbox is partial. A
-refused call fails with EPERM. (multiprocessing's resource tracker, another such process, is
-never started: `workers._no_resource_tracker`.)
+filters itself (and so every thread and child it starts): no signal, affinity or limit change
+aimed at those processes, their process groups or every process; no priority change but its
+own or its group's; no leaving its process group (which the harness stops between calls:
+`workers.ForkedPeer.freeze`); no tracing, reading or taking descriptors of any other process,
+also where the sandbox is partial. A refused call fails with EPERM. (multiprocessing's
+resource tracker, another such process, is never started: `workers._no_resource_tracker`.)
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from cluster_manager.sandbox.seccomp import Rule
 _SIGNAL = "signals the processes that time and check the submission (SIGSTOP holds them up)"
 _SCHEDULE = "slows or moves the processes that time the submission"
 _OTHER = "reads or controls another process"
+_LEAVE = "a process outside the worker's group would run while the harness measures"
 EVERY_PROCESS = -1  # kill(-1): every process the user may signal
+PRIO_PROCESS, PRIO_PGRP = 0, 1  # setpriority's `which`; PRIO_USER (2) reaches the harness
 
 
 def _low32(value: int) -> int:
@@ -30,12 +33,15 @@ def _low32(value: int) -> int:
     return value & 0xFFFFFFFF
 
 
-def rules(protected: Iterable[int]) -> tuple[Rule, ...]:
-    """The rules for a worker whose judges are the processes `protected`."""
+def rules(protected: Iterable[int], groups: Iterable[int] = ()) -> tuple[Rule, ...]:
+    """The rules for a worker whose judges are the processes `protected`, in the process
+    `groups` (the harness's; the stand-in leads its own)."""
     pids = sorted({_low32(pid) for pid in protected if pid > 0})
-    group = _low32(-os.getpgid(0))
-    # kill(0) and kill(-pgid) reach the worker's own group, which holds the harness.
-    targets = (*pids, 0, _low32(EVERY_PROCESS), group)
+    leaders = {pid for pid in protected if pid > 0} | {g for g in groups if g > 0}
+    # kill(-pgid) signals a whole group; kill(0) the worker's own, which the harness freezes
+    # and thaws (a worker that stopped or continued itself would only confuse its reports).
+    targets = (*pids, 0, _low32(EVERY_PROCESS), *sorted(_low32(-g) for g in leaders))
+    targets = (*targets, _low32(-os.getpgid(0)))
     return (
         Rule("kill", _SIGNAL, equals=targets),
         Rule("tkill", "a thread id of a judging process would stop all of it"),
@@ -50,9 +56,11 @@ def rules(protected: Iterable[int]) -> tuple[Rule, ...]:
         Rule("prlimit64", _SCHEDULE, equals=tuple(pids)),
         Rule("migrate_pages", _SCHEDULE, equals=tuple(pids)),
         Rule("move_pages", _SCHEDULE, equals=tuple(pids)),
-        # PRIO_PGRP and PRIO_USER reach the harness too; PRIO_PROCESS (0) may name it, but
-        # an ordinary user can only lower a priority, which slows both sides of a pairing.
-        Rule("setpriority", _SCHEDULE, unless=(0,)),
+        # Its own priority or its group's (who = 0) only: lowering the stand-in's slowed the
+        # replays a score is measured against.
+        Rule("setpriority", _SCHEDULE, only=((0, (PRIO_PROCESS, PRIO_PGRP)), (1, (0,)))),
+        Rule("setpgid", _LEAVE),
+        Rule("setsid", _LEAVE),
         Rule("ptrace", _OTHER),
         Rule("process_vm_readv", _OTHER),
         Rule("process_vm_writev", _OTHER),
@@ -62,9 +70,9 @@ def rules(protected: Iterable[int]) -> tuple[Rule, ...]:
     )
 
 
-def protect(protected: Iterable[int]) -> str:
+def protect(protected: Iterable[int], groups: Iterable[int] = ()) -> str:
     """Filters this process as `rules` says; what it got, for the harness to report."""
-    code = seccomp.program(rules=rules(protected))
+    code = seccomp.program(rules=rules(protected, groups))
     if code is None:
         return "no filter on this architecture"
     try:

@@ -73,8 +73,8 @@ class StopRule:
     """Stop when the standard error of the mean is small enough, within count and time bounds.
     `floor_runs` calls are taken even past the wall budget, up to `floor_budget_ns`, or past
     that too while the whole floor takes no more than `floor_grace_ns` at the pace so far:
-    whoever judges the calls (the witness) needs that many to tell noise from a pattern, and
-    quick calls cost next to nothing."""
+    a score trimmed of its noisiest calls needs that many (`trusted.MIN_PAIRS`), and quick
+    calls cost next to nothing."""
 
     target_rel_err: float = 0.001
     min_runs: int = 3
@@ -141,6 +141,9 @@ class CudaEventTimer:
     def start(self) -> None:
         self._synchronize()
         self._flush.zero_()
+        # The flush finished before the call begins: nothing queued before the call (a side
+        # stream's work) runs under the flush, unseen.
+        self._synchronize()
         self._begin.record()
 
     def stop(self) -> float:
@@ -153,31 +156,19 @@ def measure(
     step: Callable[[int], float],
     rule: StopRule,
     *,
-    unsettled: Callable[[], bool] | None = None,
     clock: Callable[[], int] = _perf_counter_ns,
 ) -> Stats:
     """Runs `step(i)` (one timed call, returning its duration in ns, with whatever it does
-    untimed around it) until `rule` says stop and, where given, `unsettled` says the calls so
-    far are enough to judge them (asked again each tenth more calls, within the rule's floor
-    budget: whoever judges may need more calls than the rule). A step stops the measurement
-    by raising."""
+    untimed around it) until `rule` says stop. A step stops the measurement by raising."""
     durations: list[float] = []
     moments = RunningMoments()
     began = clock()
-    next_check = 0
     while True:
         duration = step(len(durations))
         durations.append(duration)
         moments.add(duration)
-        elapsed = clock() - began
-        if not rule.should_stop(moments, elapsed):
-            continue
-        if unsettled is None or elapsed >= rule.floor_budget_ns:
+        if rule.should_stop(moments, clock() - began):
             return calculate_stats(durations)
-        if len(durations) >= next_check:
-            if not unsettled():
-                return calculate_stats(durations)
-            next_check = len(durations) + max(1, len(durations) // 10)
 
 
 def warm_up(

@@ -27,9 +27,9 @@ from typing import Any
 from cluster_manager.core.models import Verdict
 from cluster_manager.harness import frames, guard, output_types, timing, wire
 from cluster_manager.harness.ncu import NVTX_RANGE, PROFILER_ENV
-from cluster_manager.harness.tensors import clone, compact, not_plain
+from cluster_manager.harness.tensors import clone, compact, not_plain, to_device_of
 from cluster_manager.harness.tracebacks import user_traceback
-from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
+from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable, precise_sleeps
 
 MAX_ERROR_CHARS = 4000
 # A timed call's reply: the nanoseconds and the request's token, so the harness's window holds
@@ -70,10 +70,13 @@ def failure(exc: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": text, "verdict": verdict.value}
 
 
-def _busy_wait(ns: int) -> None:
-    end = _clock() + ns
-    while _clock() < end:
-        pass
+def _sleep_for(ns: int) -> None:
+    """Sleeps `ns` (with the timer slack the stand-in sets: 1 ns, not 50 µs). A sleeper is
+    what the scheduler favours most on a busy machine: whatever a kernel does while it runs,
+    its process is never quicker to get a CPU back than the stand-in after this, so the
+    stand-in never takes longer than a call to move the same data for that reason."""
+    if ns > 0:
+        time.sleep(ns / 1e9)
 
 
 class Worker:
@@ -97,29 +100,21 @@ class Worker:
         self._distributed = False
         self._data: Any = None
         self._argument: Any = None
-        self._held: Any = None  # a stand-in's output
+        self._held: list[Any] = []  # a stand-in's outputs, one per rank
+        self._holding = 0  # the rank whose output a stand-in's next call returns
         self._wait_ns = 0.0  # a stand-in's next call
 
     # --- steps ---------------------------------------------------------------------------
 
     def open(
-        self,
-        inputs: wire.Encoded | None,
-        rank: int,
-        world_size: int | None,
-        port: int,
-        calibration: bool,
+        self, inputs: wire.Encoded | None, rank: int, world_size: int | None, port: int
     ) -> dict[str, Any]:
         """Imports the submission (once), joins the ranks' group and takes the case's inputs,
-        made by the harness process. For a calibration it joins the group and times a busy
-        wait of ours, empty until `busy` says how long: nothing is imported."""
+        made by the harness process."""
         self._distributed = world_size is not None
         self._rank = rank if self._distributed else None
         if self._distributed:
             self._join(rank, world_size or 1, port)
-        if calibration:
-            self._kernel, self._argument = _busy_wait, 0
-            return {"ok": True}
         from submission import custom_kernel  # type: ignore[import-not-found]
 
         self._kernel = custom_kernel
@@ -146,29 +141,29 @@ class Worker:
         gc.freeze()
         return {"ok": True}
 
-    def busy(self, ns: int) -> dict[str, Any]:
-        """A calibration's timed calls busy-wait `ns` from now on."""
-        self._argument = ns
-        return {"ok": True}
-
-    def stand_in(self, output: Any) -> dict[str, Any]:
+    def stand_in(self, outputs: list[Any]) -> dict[str, Any]:
         """Makes this worker the harness's stand-in for an honest submission: each timed call
-        reads its inputs, busy-waits as long as it is told and returns a copy of `output`
-        (an honest output of the case)."""
-        self._held = output
+        reads its inputs, busy-waits as long as it is told and returns a copy of the output
+        of the rank it stands in for (`outputs`: an honest output of the case per rank)."""
+        self._held = list(outputs)
         self._kernel = self._wait_then_hold
         return {"ok": True}
 
     def run(
-        self, inputs: wire.Encoded | None = None, with_output: bool = False, wait_ns: float = 0.0
+        self,
+        inputs: wire.Encoded | None = None,
+        with_output: bool = False,
+        wait_ns: float = 0.0,
+        rank: int = 0,
     ) -> Iterator[Reply]:
         """One timed call, on `inputs` when the harness sends fresh ones. Its duration is the
         first reply, alone, so it leaves at once; in timed runs the output follows unasked,
         for the check. The harness times all of it from outside: taking the inputs, the call,
-        both replies. `wait_ns` is for a stand-in only."""
+        both replies. `wait_ns` and `rank` are for a stand-in only."""
         if inputs is not None:
             self._argument = wire.decode(inputs)
         self._wait_ns = wait_ns
+        self._holding = rank
         self._timer.start()
         output = self._kernel(self._argument)
         elapsed = self._timer.stop()
@@ -178,11 +173,14 @@ class Worker:
 
     def _wait_then_hold(self, argument: Any) -> Any:
         """Reads the inputs and writes a fresh output, as a kernel would (what it leaves in the
-        caches and the allocator weighs on the reply after it), then waits out the call."""
+        caches and the allocator weighs on the reply after it), then sleeps out the call. The
+        output lives where the inputs do, so it leaves the way a kernel's does (a GPU's
+        output is copied to the host first); it is moved there once."""
         began = _clock()
         clone(argument)
-        output = clone(self._held)
-        _busy_wait(int(self._wait_ns) - (_clock() - began))
+        held = self._held[self._holding] = to_device_of(self._held[self._holding], argument)
+        output = clone(held)
+        _sleep_for(int(self._wait_ns) - (_clock() - began))
         return output
 
     def profile(self) -> dict[str, Any]:
@@ -203,10 +201,11 @@ class Worker:
         table = prof.key_averages().table(sort_by=sort_by, row_limit=20)
         return {"ok": True, "report": table, **_chrome_trace(prof)}
 
-    def guard(self, protected: list[int]) -> dict[str, Any]:
+    def guard(self, protected: list[int], groups: list[int]) -> dict[str, Any]:
         """Filters this process's syscalls before the submission is imported: nothing it
-        runs can signal, trace or reschedule the `protected` processes (`guard.py`)."""
-        return {"ok": True, "guard": guard.protect(protected)}
+        runs can signal, trace or reschedule the `protected` processes, signal their `groups`
+        or leave its own (`guard.py`)."""
+        return {"ok": True, "guard": guard.protect(protected, groups)}
 
     def close(self) -> dict[str, Any]:
         if self._distributed:
@@ -274,7 +273,6 @@ def serve(connection: Connection) -> None:
         "open": worker.open,
         "call": worker.call,
         "warm_up": worker.warm_up,
-        "busy": worker.busy,
         "run": worker.run,
         "guard": worker.guard,
         "profile": worker.profile,
@@ -289,9 +287,9 @@ def serve_stand_in(connection: Connection) -> None:
     processes (the same user) can neither trace it nor take its end of the pipe."""
     die_with_parent()
     make_undumpable()
+    precise_sleeps()
     worker = Worker()
-    steps: Steps = {
-        "open": worker.open,
+    steps: Steps = {  # no "open": it would import the submission
         "stand_in": worker.stand_in,
         "run": worker.run,
         "ping": lambda: 0.0,

@@ -1,5 +1,10 @@
 """The harness process's ends of the pipes: the submission's workers, one per rank, and the
-stand-in that replays each timed call as an honest worker would, on a thread of this process.
+stand-in that replays each timed call as an honest worker would.
+
+Each of them leads a process group of its own, which runs only while the harness waits for it:
+a request thaws it (SIGCONT), and the harness stops it (SIGSTOP) once it has what it asked
+for (`ForkedPeer.freeze`). So nothing of the submission (no thread, no forked helper) runs
+while the harness makes inputs, checks outputs or times the stand-in.
 
 What a worker sends is read as data only (`torch.load(weights_only=True)`, large tensors as raw
 frames: `frames.py`) and must echo its request's random token; anything else ends the case and
@@ -8,10 +13,12 @@ the worker with it.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import multiprocessing
 import os
 import secrets
+import signal
 import time
 from collections.abc import Sequence
 from multiprocessing import resource_tracker
@@ -21,7 +28,6 @@ from cluster_manager.core.models import Verdict
 from cluster_manager.harness import frames, wire, worker
 from cluster_manager.harness.frames import FrameError, Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
-from cluster_manager.harness.witness import Calibration
 from cluster_manager.harness.zygote import Zygote
 
 _clock = time.perf_counter_ns
@@ -84,6 +90,7 @@ class Peer:
 
     def send(self, step: str, *args: Any) -> None:
         self._token = secrets.randbits(64)
+        self.thaw()
         try:
             self.connection.send((step, self._token, args))
             wire.send_buffers(self.connection, args)
@@ -101,6 +108,12 @@ class Peer:
             raise _died() from None
         except FrameError as exc:
             raise broken(f"the submission's process sent a malformed reply: {exc}") from None
+
+    def thaw(self) -> None:
+        """Lets the other end run (a process of its own does only while asked something)."""
+
+    def freeze(self) -> None:
+        """Stops the other end until the next request."""
 
     def message(self, received: Received) -> dict[str, Any]:
         if len(received.data) == worker.DONE.size:
@@ -135,6 +148,17 @@ class ForkedPeer(Peer):
             self.process = zygote.fork(self.ROLE, theirs)
         finally:
             theirs.close()
+
+    def thaw(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def freeze(self) -> None:
+        self._signal(signal.SIGSTOP)
+
+    def _signal(self, signum: int) -> None:
+        # The whole group: every thread and every process the submission started.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.process.pid, signum)
 
     def stop(self) -> None:
         self.process.kill()
@@ -192,7 +216,6 @@ class Workers:
         self._zygote = Zygote()
         self._stand_in = StandIn(self._zygote) if timed else None
         self._processes = [self._started() for _ in range(size)]
-        self.calibrations: dict[int | None, Calibration] = {}  # per world size
         self.guarded = ""  # what the workers' own syscall filter got (`guard.py`)
 
     @property
@@ -203,7 +226,7 @@ class Workers:
 
     def _started(self) -> WorkerProcess:
         process = WorkerProcess(self._zygote)
-        process.send("guard", self._protected())
+        process.send("guard", self._protected(), [os.getpgid(0)])
         self.guarded = str(process.message(process.receive()).get("guard", ""))
         return process
 

@@ -132,10 +132,17 @@ def _serve(channel: socket.socket) -> NoReturn:
 def _fork(target: Callable[[Connection], None], fd: int, channel: socket.socket) -> int:
     pid = os.fork()
     if pid:
+        # Here too, so the group exists before the harness hears of the pid (the child may
+        # not have run yet); if the child got there first, this fails harmlessly.
+        with contextlib.suppress(OSError):
+            os.setpgid(pid, pid)
         return pid
     code = 1
     try:
         channel.close()
+        # A group of its own, which the harness stops between timed calls (a worker's
+        # children stay in it: `guard.py` refuses leaving it).
+        os.setpgid(0, 0)
         target(Connection(fd))
         code = 0
     except BaseException:

@@ -76,7 +76,9 @@ FILTERED = "filtered"
 @dataclass(frozen=True)
 class Rule:
     """`call` fails with `error`: always, or only when the low 32 bits of its argument `arg`
-    have a bit of `any_bits`, equal one of `equals`, or are none of `unless`."""
+    have a bit of `any_bits`, equal one of `equals`, or are none of `unless`; or, with
+    `only`, unless each (argument, values) pair finds its argument's low 32 bits among the
+    values (a call judged by two arguments, as setpriority's `which` and `who`)."""
 
     call: str
     why: str
@@ -85,6 +87,7 @@ class Rule:
     any_bits: int = 0
     equals: tuple[int, ...] = ()
     unless: tuple[int, ...] = ()
+    only: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 _OTHER_PROCESS = "reads or controls another process of the same user (a helper of the harness)"
@@ -180,7 +183,7 @@ X86_64: Mapping[str, int] = {
     "kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
     "pidfd_send_signal": 424, "sched_setaffinity": 203, "sched_setscheduler": 144,
     "sched_setparam": 142, "sched_setattr": 314, "setpriority": 141, "prlimit64": 302,
-    "migrate_pages": 256, "move_pages": 279,
+    "migrate_pages": 256, "move_pages": 279, "setpgid": 109, "setsid": 112,
 }  # fmt: skip
 AARCH64: Mapping[str, int] = {
     "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
@@ -199,7 +202,7 @@ AARCH64: Mapping[str, int] = {
     "kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
     "pidfd_send_signal": 424, "sched_setaffinity": 122, "sched_setscheduler": 119,
     "sched_setparam": 118, "sched_setattr": 274, "setpriority": 140, "prlimit64": 261,
-    "migrate_pages": 238, "move_pages": 239,
+    "migrate_pages": 238, "move_pages": 239, "setpgid": 154, "setsid": 157,
 }  # fmt: skip
 
 
@@ -229,9 +232,22 @@ def _errno(error: int) -> bytes:
     return _ret(SECCOMP_RET_ERRNO | error)
 
 
+def _only(rule: Rule) -> list[bytes]:
+    """Each argument in turn must be one of its values (a match jumps past the refusal to
+    the next argument's check); past the last, the call is allowed."""
+    code: list[bytes] = []
+    for arg, values in rule.only:
+        code.append(_op(BPF_LD_W_ABS, ARGS_OFFSET + 8 * arg))
+        code += [_op(BPF_JEQ_K, v, len(values) - i, 0) for i, v in enumerate(values)]
+        code.append(_errno(rule.error))
+    return [*code, _ret(SECCOMP_RET_ALLOW)]
+
+
 def _conditional(rule: Rule) -> list[bytes]:
     """The checks after the call number matched; every path returns, so the next rule
     never sees the argument in the accumulator."""
+    if rule.only:
+        return _only(rule)
     checks = [_op(BPF_LD_W_ABS, ARGS_OFFSET + 8 * rule.arg)]  # the low half (little-endian)
     if rule.any_bits:
         refuse = [_op(BPF_JSET_K, rule.any_bits, 0, 1), _errno(rule.error)]
@@ -246,7 +262,7 @@ def _conditional(rule: Rule) -> list[bytes]:
 
 
 def _rule(rule: Rule, number: int) -> list[bytes]:
-    if not (rule.any_bits or rule.equals or rule.unless):
+    if not (rule.any_bits or rule.equals or rule.unless or rule.only):
         return [_op(BPF_JEQ_K, number, 0, 1), _errno(rule.error)]
     body = _conditional(rule)
     return [_op(BPF_JEQ_K, number, 0, len(body)), *body]
