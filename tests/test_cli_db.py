@@ -106,7 +106,7 @@ def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
     assert listed.returncode == 0
     assert "quick" in listed.stdout and "2099-01-01 00:00 UTC" in listed.stdout
 
-    submitted = cm("submit", "quick", str(FAST_SUBMISSION), "--user", "alice")
+    submitted = cm("submit", "quick", str(FAST_SUBMISSION), "--user", "alice", "--mode", "ranked")
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     progress = submitted.stderr
     assert "[CPU] queued (position" in progress
@@ -116,6 +116,8 @@ def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
     assert "Tests (test phase)" in submitted.stdout
     assert "secret re-run: passed" in submitted.stdout
     assert "🏆 rank #1" in submitted.stdout and "new personal best" in submitted.stdout
+    # The rank's score is the pair's slower run: said, so that it may differ from `Score:`.
+    assert "(the slower of your public and secret runs): a new personal best" in submitted.stdout
 
     shown = cm("leaderboard", "show", "quick")
     assert shown.returncode == 0
@@ -445,6 +447,8 @@ def test_a_ranked_run_on_a_throttling_gpu_is_retried_and_then_ranked(cm, tmp_pat
         str(FAST_SUBMISSION),
         "--user",
         "alice",
+        "--mode",
+        "leaderboard",
         env={
             "CLUSTER_MANAGER_GPU_PROBE": "tests.telemetry.fakes:hot_once_probe",
             HOT_ONCE_ENV: str(hot),

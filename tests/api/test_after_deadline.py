@@ -179,3 +179,73 @@ async def test_the_cli_over_the_api_shows_the_ranking_and_flips_the_switch(
     )
     assert on.stdout.strip() == f"{BOARD} takes runs after its deadline"
     assert (await app.service.leaderboard(BOARD)).after_deadline_runs
+
+
+async def exported(app: App) -> list[Any]:
+    return [row async for page in app.service.export_rankings(BOARD) for row in page]
+
+
+async def final_standings(app: App, client: httpx.AsyncClient) -> tuple[Any, ...]:
+    """The competition's ranking (API), its score history and its export (service)."""
+    view = await ranking(client)
+    teams = [(e["rank"], e["user"], e["team"], e["score"]) for e in view["rankings"]["CPU"]]
+    history = await app.service.score_history(BOARD, "CPU")
+    return teams, history.points, await exported(app)
+
+
+async def test_team_changes_and_deletions_after_the_deadline_leave_the_final_standings(
+    app: App, client: httpx.AsyncClient
+):
+    """Bob and carol ranked in time, alice and bob a team: after the deadline, making,
+    joining or leaving a team and an author's delete of a ranked submission are refused with
+    why, and the ranking, its history and its export stay as they were at the deadline."""
+    alice, bob, carol = [popcorn_headers(await token_of(app, u)) for u in ("alice", "bob", "carol")]
+    assert (
+        await client.post(f"/leaderboards/{BOARD}/teams", headers=alice, json={"name": "red"})
+    ).status_code == 201
+    code = (await client.post(f"/leaderboards/{BOARD}/teams/mine/invites", headers=alice)).json()[
+        "code"
+    ]
+    assert (await client.post("/teams/join", headers=bob, json={"code": code})).status_code == 200
+    spare = (await client.post(f"/leaderboards/{BOARD}/teams/mine/invites", headers=alice)).json()[
+        "code"
+    ]
+    ids = {}
+    for user, score in (("bob", 3.0), ("carol", 4.0)):
+        receipt = await app.service.submit(
+            BOARD,
+            Submitter(user, user),
+            "submission.py",
+            source(),
+            gpus=["CPU"],
+            mode=Mode.LEADERBOARD,
+        )
+        await finish_submission(app.pool, receipt, score)
+        ids[user] = receipt.submission_id
+    await app.pool.execute("UPDATE leaderboards SET deadline = now() - interval '1 hour'")
+    before = await final_standings(app, client)
+    assert before[0] == [(1, "bob", "red", 3.0), (2, "carol", None, 4.0)]
+
+    attempts = [
+        await client.post("/teams/join", headers=carol, json={"code": spare}),
+        await client.post(f"/leaderboards/{BOARD}/teams", headers=carol, json={"name": "blue"}),
+        await client.delete(f"/leaderboards/{BOARD}/teams/mine", headers=bob),
+        await client.post(f"/leaderboards/{BOARD}/teams/mine/invites", headers=alice),
+        await client.delete(f"/user/submissions/{ids['carol']}", headers=carol),
+    ]
+    for answer in attempts:
+        assert answer.status_code == 403, answer.text
+        assert "its final standings are fixed, so you cannot" in answer.json()["detail"]
+    assert "cannot delete a ranked submission" in attempts[-1].json()["detail"]
+    assert await final_standings(app, client) == before
+    assert (await client.get(f"/leaderboards/{BOARD}/teams/mine", headers=bob)).json()[
+        "members"
+    ] == ["alice", "bob"]
+
+    # A run after the deadline is no part of the final standings: its author may delete it.
+    late = await ranked_after_the_deadline(app, client, "dave")
+    dave = popcorn_headers(await token_of(app, "dave"))
+    assert (await client.delete(f"/user/submissions/{late}", headers=dave)).status_code == 200
+    # The organisers keep their own hand on the standings: an admin's delete is taken.
+    assert (await client.delete(f"/admin/submissions/{ids['carol']}", headers=ADMIN)).is_success
+    assert (await final_standings(app, client))[0] == [(1, "bob", "red", 3.0)]

@@ -234,7 +234,7 @@ CASES = {
                              "invalidated submission", is_invalidated),
     "admin restore": Case(("admin", "restore", "{sid}"), "restored submission", is_valid,
                           invalidated),
-    "admin rerun": Case(("admin", "rerun", BOARD), "queued 1 submissions of identity again",
+    "admin rerun": Case(("admin", "rerun", BOARD), "queued 1 submission of identity again (",
                         rerun_queued),
     "admin close": Case(("admin", "close", BOARD), "identity is invite-only", board_closed),
     "admin open": Case(("admin", "open", BOARD), "identity is open to everyone", board_open,
@@ -261,7 +261,7 @@ CASES = {
     "admin after-deadline": Case(("admin", "after-deadline", BOARD, "off"),
                                  "identity takes no runs after its deadline",
                                  no_runs_after_the_deadline),
-    "admin stats": Case(("admin", "stats"), "submissions 1 from 1 users"),
+    "admin stats": Case(("admin", "stats"), "1 submission from 1 user ("),
     "leaderboard create": Case(
         ("leaderboard", "create", "fresh", "--task", str(IDENTITY), "--deadline", FUTURE,
          "--gpu", "CPU"), "created fresh on CPU until 2099-01-01", created),

@@ -128,9 +128,9 @@ async def test_a_code_is_good_once(app: App, client: httpx.AsyncClient):
     carol, dave = await headers(app, "carol"), await headers(app, "dave")
     assert (await join(client, carol, code)).status_code == 200
     again = await join(client, dave, code)
-    assert again.status_code == 400 and "unknown or was used" in again.json()["detail"]
+    assert again.status_code == 404 and "unknown or was used" in again.json()["detail"]
     unknown = await join(client, dave, "team_nosuch")
-    assert unknown.status_code == 400
+    assert unknown.status_code == 404
     members = (await client.get(MINE, headers=alice)).json()["members"]
     assert members == ["alice", "bob", "carol"]
 
@@ -190,3 +190,73 @@ async def test_bad_rules_are_refused(
 async def test_rules_of_a_missing_leaderboard_are_404(client: httpx.AsyncClient):
     answer = await client.put("/admin/leaderboards/nosuch/teams", headers=ADMIN, json={"size": 2})
     assert answer.status_code == 404
+
+
+async def test_a_banned_user_is_refused_every_team_action(app: App, client: httpx.AsyncClient):
+    alice, _bob = await team_of_two(app, client)
+    code = await code_of(client, alice)
+    carol = await headers(app, "carol")
+    for user in ("alice", "carol"):
+        banned = await client.put(f"/admin/bans/{user}", headers=ADMIN, json={"reason": "spam"})
+        assert banned.json()["status"] == "banned"
+    attempts = {
+        "create a team": await create(client, carol, "blue"),
+        "join a team": await join(client, carol, code),
+        "invite to a team": await client.post(f"{MINE}/invites", headers=alice),
+        "leave a team": await client.delete(MINE, headers=alice),
+    }
+    for action, answer in attempts.items():
+        assert answer.status_code == 403, answer.text
+        assert answer.json()["detail"] == f"you may not {action} here: spam"
+    assert [(t["name"], t["members"]) for t in (await client.get(TEAMS)).json()] == [
+        ("red", ["alice", "bob"])
+    ]
+
+
+async def test_a_team_code_of_an_invite_only_board_is_unknown_to_a_non_member(
+    app: App, client: httpx.AsyncClient
+):
+    """A stranger holding a code of a board they may not see reads what an unknown code
+    reads, word for word: nothing names the board or says that it is invite-only."""
+    alice, _bob = await team_of_two(app, client)
+    code = await code_of(client, alice)
+    assert (await client.post(f"/admin/leaderboards/{BOARD}/close", headers=ADMIN)).is_success
+    stranger = await headers(app, "mallory")
+    hidden = await join(client, stranger, code)
+    unknown = await join(client, stranger, "team_nosuch")
+    assert hidden.status_code == unknown.status_code == 404
+    assert (
+        hidden.json()
+        == unknown.json()
+        == {"detail": "that team code is unknown or was used already"}
+    )
+    for route in (TEAMS, "/leaderboards/ghost/teams"):
+        made = await client.post(route, headers=stranger, json={"name": "blue"})
+        assert made.status_code == 404
+    missing = await client.post("/leaderboards/ghost/teams", headers=stranger, json={"name": "b"})
+    closed = await create(client, stranger, "blue")
+    assert closed.json()["detail"] == missing.json()["detail"].replace("ghost", BOARD)
+    assert "invite-only" not in closed.text + hidden.text
+
+
+async def test_a_members_codes_go_when_they_leave_and_are_bounded(
+    app: App, client: httpx.AsyncClient
+):
+    alice, bob = await team_of_two(app, client)
+    bobs = await code_of(client, bob)
+    alices = await code_of(client, alice)
+    assert (await client.delete(MINE, headers=bob)).status_code == 200
+    carol, dave = await headers(app, "carol"), await headers(app, "dave")
+    stale = await join(client, carol, bobs)
+    assert stale.status_code == 404 and "unknown or was used" in stale.json()["detail"]
+    assert (await join(client, dave, alices)).status_code == 200  # alice is still a member
+
+    for _ in range(10):  # her first two were used: 10 unused ones, the most one member may
+        await code_of(client, alice)
+    over = await client.post(f"{MINE}/invites", headers=alice)
+    assert over.status_code == 400
+    assert over.json()["detail"] == (
+        f"you hold 10 unused team codes on {BOARD!r}, as many as one member may: "
+        "each stays good until used or you leave the team"
+    )
+    assert (await client.post(f"{MINE}/invites", headers=dave)).status_code == 201

@@ -129,7 +129,7 @@ async def test_a_body_over_a_mebibyte_is_refused_before_it_is_read(
 ):
     answer = await post(client, alice, "submission.py", b"#" * (2 << 20))
     assert answer.status_code == 413
-    assert answer.json() == {"detail": "the request body is over the limit of 1048576 bytes"}
+    assert answer.json() == {"detail": "the request body is over the limit of 1 MiB"}
     assert await stored(app) == 0
 
 
@@ -161,7 +161,12 @@ async def test_a_chunked_body_is_cut_off_at_the_limit(
 @pytest.mark.parametrize(
     ("name", "data", "status", "detail"),
     [
-        ("submission.py", b"#" * (300 << 10), 413, "over the limit of 262144 bytes"),
+        (
+            "submission.py",
+            b"#" * (300 << 10),
+            413,
+            "submission.py is 300 KiB, over the limit of 256 KiB",
+        ),
         ("submission.rs", b"fn main() {}", 422, "submission.rs"),
         ("submission.py", b"\xff\xfe not utf-8", 422, "not UTF-8"),
         ("submission.py", b"def other(): pass\n", 422, "custom_kernel"),

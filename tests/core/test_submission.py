@@ -11,6 +11,8 @@ from cluster_manager.core.models import Language
 from cluster_manager.core.submission import (
     MAX_SUBMISSION_BYTES,
     Submission,
+    format_size,
+    in_own_names,
     parse_headers,
     validate_submission,
 )
@@ -109,13 +111,13 @@ def test_empty_is_refused(record_property) -> None:
 @pytest.mark.reliability(
     "Bad input",
     "submission over the size limit",
-    "refused: names the file, '<n> bytes is over the limit of <max> bytes'",
+    "refused: names the file, 'NAME is <size>, over the limit of <max>' in bytes, KiB or MiB",
 )
 def test_too_large_is_refused(record_property) -> None:
     code = DEF_KERNEL + b"#" * 100
     msg = refused("s.py", code, max_bytes=50)
     record_property("observed", msg)
-    assert msg == f"s.py: {len(code)} bytes is over the limit of 50 bytes"
+    assert msg == f"s.py is {len(code)} bytes, over the limit of 50 bytes"
 
 
 @pytest.mark.parametrize("name", ["s.txt", "s.cu", "s", "s.py.txt", "s.pyc", ".py"])
@@ -374,3 +376,23 @@ def test_pathological_python_is_refused_not_crashed(code: bytes, record_property
     with pytest.raises(InvalidSubmissionError, match=r"^s\.py: ") as info:
         validate_submission("s.py", code, PY)
     record_property("observed", str(info.value))
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [(1, "1 byte"), (1023, "1023 bytes"), (256 << 10, "256 KiB"), (300 * 1024 + 512, "300.5 KiB"),
+     (3 << 20, "3 MiB"), ((1 << 20) + (1 << 19), "1.5 MiB")],
+)  # fmt: skip
+def test_sizes_read_as_people_write_them(size: int, text: str) -> None:
+    assert format_size(size) == text
+
+
+def test_a_report_names_the_users_own_file() -> None:
+    said = 'ValueError: boom (submission.py, line 4)\n  File "/run/submission.py", line 4'
+    assert in_own_names(said, "crash.py") == (
+        'ValueError: boom (crash.py, line 4)\n  File "/run/crash.py", line 4'
+    )
+    assert in_own_names("my_submission.py; submission.pyc", "crash.py") == (
+        "my_submission.py; submission.pyc"
+    )  # other names that merely contain it stay
+    assert in_own_names("kernel.cu: error", "mine.cu", slot="kernel.cu") == "mine.cu: error"

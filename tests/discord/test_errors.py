@@ -123,7 +123,7 @@ async def test_a_file_over_the_limit_is_refused_by_its_size_without_downloading(
     script = harness.upload("submission.py", SOLUTION, size=10_000_000)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
     record_property("observed", seen(reply))
-    assert_private_error(reply, "File too large", "10000000 bytes is over the limit")
+    assert_private_error(reply, "File too large", "is 9.5 MiB, over the limit of")
     assert harness.fake.downloads() == []
 
 

@@ -69,7 +69,7 @@ async def stats(harness, app, clock, **_) -> str:
         )
         await finish_submission(app.pool, receipt, None, passed=i % 2 == 0)
     text = (await harness.command("admin stats", ADMIN)).only.content
-    assert "submissions 30 from 30 users" in text and "H100" in text
+    assert "30 submissions from 30 users" in text and "H100" in text
     return "the table"
 
 

@@ -12,7 +12,7 @@ import pytest
 from cluster_manager.core.errors import InvalidSubmissionError
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobEvent, JobState
-from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
+from cluster_manager.core.submission import MAX_SUBMISSION_BYTES, format_size
 from cluster_manager.service import (
     DeadlinePassedError,
     GpuNotAllowedError,
@@ -202,14 +202,15 @@ async def test_invalid_files_are_refused_and_nothing_is_stored(
 @pytest.mark.reliability(
     "Bad input",
     "a file exactly at the size limit, then one byte over it",
-    "the first accepted, the second refused: 'over the limit of <n> bytes'",
+    "the first accepted, the second refused: 'NAME is <size>, over the limit of <n> KiB'",
 )
 async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock, record_property):
     service = Service(pool, registry, clock=clock, max_submission_bytes=len(KERNEL))
     await make_board(service)
     await service.submit("board", ALICE, "submission.py", KERNEL)
+    own, limit = format_size(len(KERNEL) + 1), format_size(len(KERNEL))
     with pytest.raises(
-        InvalidSubmissionError, match=f"over the limit of {len(KERNEL)} bytes"
+        InvalidSubmissionError, match=f"submission.py is {own}, over the limit of {limit}"
     ) as info:
         await service.submit("board", ALICE, "submission.py", KERNEL + b"\n")
     record_property("observed", str(info.value))

@@ -9,7 +9,7 @@ import pytest
 from cluster_manager.app import App
 from cluster_manager.service import Submitter
 from tests.api.conftest import ADMIN_TOKEN, BOARD, source
-from tests.web.helpers import close, rank, sign_in
+from tests.web.helpers import HTML, close, rank, sign_in
 
 
 async def test_the_owner_reads_the_report_runs_and_code(app: App, client: httpx.AsyncClient):
@@ -21,6 +21,11 @@ async def test_the_owner_reads_the_report_runs_and_code(app: App, client: httpx.
     assert "secret re-run: passed" in page.text  # the report as the CLI prints it
     assert "def custom_kernel" in page.text  # the code, escaped
     assert "data-events" not in page.text  # done: nothing to follow
+    assert page.headers["cache-control"] == "no-store"  # private: no cache keeps a copy
+    board = await client.get(f"/leaderboards/{BOARD}", headers=HTML)  # lists hers too
+    assert "My submissions" in board.text and board.headers["cache-control"] == "no-store"
+    client.cookies.clear()
+    assert "cache-control" not in (await client.get(f"/leaderboards/{BOARD}", headers=HTML)).headers
 
 
 @pytest.mark.reliability(

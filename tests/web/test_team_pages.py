@@ -114,6 +114,7 @@ async def test_create_invite_join_and_leave_through_the_forms(app: App, client: 
 
     invited = await post(client, "invite")
     assert invited.status_code == 200 and "a team-mate joins with this code" in invited.text
+    assert invited.headers["cache-control"] == "no-store"  # a one-time code: never cached
     code = INVITE.findall(invited.text)
     assert len(code) == 1
     assert not INVITE.search(await page(client))  # shown once, after the post only

@@ -19,6 +19,7 @@ from starlette.datastructures import UploadFile
 from starlette.formparsers import MultiPartException
 
 from cluster_manager.api.error_handlers import BadRequestError, UploadTooLargeError
+from cluster_manager.core.submission import format_size, too_large
 from cluster_manager.core.task_sources import CORRUPT_ARCHIVE
 
 MAX_BODY_BYTES = 1024 * 1024
@@ -69,7 +70,7 @@ class BodyLimit:
 
 
 def _over(limit: int) -> str:
-    return f"the request body is over the limit of {limit} bytes"
+    return f"the request body is over the limit of {format_size(limit)}"
 
 
 async def _too_large(send: Send, limit: int) -> None:
@@ -104,7 +105,7 @@ async def read_upload(request: Request, max_file_bytes: int, *, unpack: bool = T
     if not name:
         raise BadRequestError("the uploaded file has no name")
     if len(data) > max_file_bytes:
-        raise UploadTooLargeError(f"{name}: over the limit of {max_file_bytes} bytes")
+        raise UploadTooLargeError(too_large(name, upload.size, max_file_bytes))
     if unpack and name.lower().endswith(ARCHIVE_SUFFIXES):
         name, data = single_source(name, data, max_file_bytes)
     return Upload(name, data, fields)

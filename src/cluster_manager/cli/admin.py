@@ -14,6 +14,7 @@ import click
 from cluster_manager.cli.common import cli, with_port
 from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.rendering.ops import format_controls, format_stats, format_user_quotas
+from cluster_manager.rendering.reports import counted
 from cluster_manager.service import Submitter, UnknownUserError
 from cluster_manager.service.port import ServicePort
 from cluster_manager.settings import Settings
@@ -154,10 +155,9 @@ def rerun_command(
     async def body(port: ServicePort) -> None:
         jobs = await port.rerun(leaderboard, user=user, submission_id=submission_id)
         queued = sorted({j.submission_id for j in jobs})
-        click.echo(
-            f"queued {len(queued)} submissions of {leaderboard} again: "
-            f"{', '.join(map(str, queued))}"
-        )
+        ids = ", ".join(map(str, queued))
+        which = f" (submission{'' if len(queued) == 1 else 's'} {ids})" if queued else ""
+        click.echo(f"queued {counted(len(queued), 'submission')} of {leaderboard} again{which}")
 
     _run(settings, body)
 

@@ -85,9 +85,14 @@ class ApiClient:
 
 
 def _refusal(answer: httpx.Response) -> ApiError:
-    """The server's `detail`, with the status it came with."""
+    """Our server's `detail` as it is: a sentence for the user (the status stays on the
+    error for code). An answer without one (a proxy's page) says its status instead."""
     try:
-        detail = str(answer.json().get("detail", answer.text))
+        body = answer.json()
+        detail = body.get("detail") if isinstance(body, dict) else None
     except ValueError:
-        detail = answer.text.strip() or answer.reason_phrase
-    return ApiError(answer.status_code, f"{detail} (HTTP {answer.status_code})")
+        detail = None
+    if detail is not None:
+        return ApiError(answer.status_code, str(detail))
+    said = answer.text.strip()[:200] or answer.reason_phrase
+    return ApiError(answer.status_code, f"the server answered HTTP {answer.status_code}: {said}")

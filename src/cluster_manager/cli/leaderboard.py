@@ -25,7 +25,7 @@ from cluster_manager.cli.gpu_names import canonical_gpu, gpu_names
 from cluster_manager.cli.local_eval import run_here
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.progress import ProgressEvent, phase_started
-from cluster_manager.core.task import load_task
+from cluster_manager.core.task import find_template, load_task, no_template
 from cluster_manager.rendering.reports import (
     format_leaderboards,
     format_ranking,
@@ -273,14 +273,14 @@ def write_files(files: dict[str, str], out: Path) -> list[Path]:
 @click.argument("language", default="python")
 @click.pass_obj
 def template_command(settings: Settings, name: str, language: str) -> None:
-    """Print NAME's starter file for LANGUAGE (python, cuda: as the task names them)."""
+    """Print NAME's starter file for LANGUAGE (python, cuda, as the task names them, or the
+    task's lang: py, cu)."""
 
     async def body(port: ServicePort) -> str:
         templates = await port.templates(name)
-        found = next((t for lang, t in templates.items() if lang.lower() == language.lower()), None)
+        found = find_template(templates, language)
         if found is None:
-            known = ", ".join(sorted(templates)) or "none"
-            raise ClusterManagerError(f"{name!r} has no {language!r} template (it has: {known})")
+            raise ClusterManagerError(no_template(name, language, templates))
         return found
 
     click.echo(with_port(settings, body), nl=False)

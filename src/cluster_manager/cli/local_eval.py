@@ -21,7 +21,7 @@ from cluster_manager.cli.common import (
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
 from cluster_manager.core.progress import ProgressEvent, phase_started
-from cluster_manager.core.protocol import SECRET_SEED_BITS, new_secret_seed
+from cluster_manager.core.protocol import new_secret_seed, parse_seed
 from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task
@@ -85,6 +85,23 @@ def _print_progress(event: ProgressEvent) -> None:
         click.echo(f"… {phase}", err=True)
 
 
+class SeedType(click.ParamType[int, Any]):
+    name = "seed"
+
+    def convert(
+        self, value: object, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_seed(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+SEED = SeedType()
+
+
 @cli.command("eval")
 @click.argument("task_path", metavar="TASK", type=click.Path(path_type=Path))
 @click.argument("submission", type=click.Path(path_type=Path))
@@ -95,7 +112,7 @@ def _print_progress(event: ProgressEvent) -> None:
 )
 @click.option(
     "--seed",
-    type=click.IntRange(0, 2**SECRET_SEED_BITS - 1),
+    type=SEED,
     help="Secret seed for leaderboard mode (random when omitted).",
 )
 @click.option(
@@ -133,5 +150,8 @@ def eval_command(
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        click.echo(format_report(result, title=f"{task.name} / {submission.name}"))
+        title = f"{task.name} / {submission.name}"
+        click.echo(
+            format_report(result, title=title, file_name=submission.name, slot=task.submission_name)
+        )
     sys.exit(EXIT_PASSED if result.passed else EXIT_FAILED)

@@ -23,7 +23,7 @@ from cluster_manager.cli.common import (
 from cluster_manager.cli.gpu_names import gpu_names
 from cluster_manager.cli.profiling import chosen_filter, ncu_options
 from cluster_manager.core.errors import InvalidSubmissionError
-from cluster_manager.core.models import Mode
+from cluster_manager.core.models import DEFAULT_SUBMIT_MODE, Mode
 from cluster_manager.core.submission import read_source_file
 from cluster_manager.rendering.reports import (
     format_event,
@@ -40,9 +40,10 @@ from cluster_manager.settings import Settings
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--gpu", "gpus", multiple=True, help="GPU type (repeatable; default: the only one).")
 @mode_option(
-    Mode.LEADERBOARD,
-    "test: correctness; benchmark: timings; leaderboard: ranked, with a secret re-run; "
-    "profile: a profiler's report.",
+    DEFAULT_SUBMIT_MODE,
+    "test: correctness; benchmark: timings; leaderboard: ranked, with a secret re-run "
+    "(counted against the ranked quota); profile: a profiler's report. Without --mode a "
+    "file is only tested: a ranked run is made only when asked for.",
 )
 @click.option(
     "--user",

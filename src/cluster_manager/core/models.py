@@ -54,6 +54,11 @@ class Mode(enum.StrEnum):
     PROFILE = "profile"
 
 
+# What a submission is when its mode goes unsaid: trying a file must not rank it (a ranked
+# run spends the ranked quota and a secret re-run), as popcorn-cli never does unasked.
+DEFAULT_SUBMIT_MODE = Mode.TEST
+
+
 class ScriptMode(enum.StrEnum):
     """A `/run` script: the file runs as-is (an experiment); it is never a submission, so
     never stored or ranked, and no submission path can ask for it."""

@@ -4,7 +4,9 @@ reads as what it is (`gnp.py` is not `‮yp.png`)."""
 
 from __future__ import annotations
 
+import difflib
 import unicodedata
+from collections.abc import Iterable
 
 # Unicode categories of such characters: controls (Cc), formats (Cf: bidi overrides and
 # isolates, zero-width joiners and spaces), line and paragraph separators (Zl, Zp).
@@ -22,3 +24,18 @@ def hidden_problem(name: str) -> str | None:
     if not found:
         return None
     return f"holds characters that do not show as written ({', '.join(dict.fromkeys(found))})"
+
+
+def close_names(given: str, known: Iterable[str]) -> list[str]:
+    """The known names `given` was most likely a typo of (without case: `h10` is `H100`'s)."""
+    by_folded: dict[str, list[str]] = {}
+    for name in known:
+        by_folded.setdefault(name.casefold(), []).append(name)
+    folded = difflib.get_close_matches(given.casefold(), by_folded, n=3, cutoff=0.6)
+    return [name for f in folded for name in by_folded[f]]
+
+
+def did_you_mean(given: str, known: Iterable[str]) -> str:
+    """`; did you mean X?` for a mistyped name, or nothing when no known name is close."""
+    close = close_names(given, known)
+    return f"; did you mean {' or '.join(close)}?" if close else ""

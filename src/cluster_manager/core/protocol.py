@@ -138,6 +138,18 @@ def parse_tests_file(text: str) -> list[tuple[str, Case]]:
     return [(line, parse_case(line)) for line in text.splitlines() if line.strip()]
 
 
+def parse_seed(raw: str) -> int:
+    """A secret seed as typed (`eval --seed`); ValueError saying what a seed is."""
+    largest = 2**SECRET_SEED_BITS - 1
+    try:
+        seed = int(raw.strip())
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= largest:
+        raise ValueError(f"{raw!r} is not a seed: give a whole number from 0 to {largest}")
+    return seed
+
+
 def new_secret_seed() -> int:
     import secrets  # here: it loads OpenSSL, which only ranked runs need
 

@@ -247,13 +247,16 @@ class JobEvent:
         cls, job: Job, *, verdict: str | None = None, position: int | None = None
     ) -> JobEvent:
         """The event that describes a job's stored state (late subscribers, polling)."""
+        state = EventState.of(job.state)
+        # A dispatched job names its launcher, as the live event does ("dispatched to local").
+        named = job.launcher if state is EventState.DISPATCHED else None
         return cls(
             job.id,
             job.submission_id,
             job.gpu,
             job.secret,
-            EventState.of(job.state),
-            detail=job.error or "",
+            state,
+            detail=job.error or named or "",
             position=position,
             verdict=verdict,
         )

@@ -17,6 +17,32 @@ MAX_SUBMISSION_BYTES = 256 * 1024
 UTF8_BOM = b"\xef\xbb\xbf"
 
 
+def format_size(size: int) -> str:
+    """A file size as people write it: `512 bytes`, `256 KiB`, `300.5 KiB`, `1.2 MiB`."""
+    for unit, scale in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if size % scale == 0 else f"{value:.1f} {unit}"
+    return f"{size} byte" + ("" if size == 1 else "s")
+
+
+def too_large(name: str, size: int | None, limit: int) -> str:
+    """The size refusal: the file's own size where known, and the limit, both readable."""
+    own = "" if size is None else f" is {format_size(size)},"
+    return f"{name}{own} over the limit of {format_size(limit)}"
+
+
+def in_own_names(text: str, file_name: str, slot: str | None = None) -> str:
+    """A report as its author reads it: the runner runs the code under the task's name for it
+    (`slot`; `submission` with the file's extension where not known, as every task here and
+    popcorn's name it), so its errors say `submission.py` of a file the user called
+    `crash.py`. Each mention of the slot names the user's own file instead."""
+    slot = slot or "submission" + PurePosixPath(file_name).suffix
+    if not file_name or slot == file_name:
+        return text
+    return re.sub(rf"(?<![\w.-]){re.escape(slot)}\b", lambda _m: file_name, text)
+
+
 def decode_source(name: str, data: bytes) -> str:
     """UTF-8 text; a byte-order mark (what some Windows editors write first) is dropped."""
     try:
@@ -33,11 +59,12 @@ def read_source_file(path: Path, limit: int = MAX_SUBMISSION_BYTES) -> bytes:
         with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
             if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                 raise InvalidSubmissionError(f"{path}: not a regular file")
+            size = os.fstat(fh.fileno()).st_size
             data = fh.read(limit + 1)
     except OSError as exc:
         raise InvalidSubmissionError(f"cannot read {path}: {exc.strerror or exc}") from None
     if len(data) > limit:
-        raise InvalidSubmissionError(f"{path}: over the limit of {limit} bytes")
+        raise InvalidSubmissionError(too_large(str(path), max(size, len(data)), limit))
     return data
 
 
@@ -102,9 +129,7 @@ def validate_submission(
     if not data:
         raise InvalidSubmissionError(f"{name}: the file is empty")
     if len(data) > max_bytes:
-        raise InvalidSubmissionError(
-            f"{name}: {len(data)} bytes is over the limit of {max_bytes} bytes"
-        )
+        raise InvalidSubmissionError(too_large(name, len(data), max_bytes))
     allowed = EXTENSIONS[lang]
     if PurePosixPath(name).suffix.lower() not in allowed:
         raise InvalidSubmissionError(

@@ -289,3 +289,20 @@ def _timeout(spec: Mapping[str, Any], key: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 3600:
         raise InvalidTaskError(TASK_YAML, key, f"must be seconds in (0, 3600], got {value!r}")
     return float(value)
+
+
+# A task's `lang` names the language of its templates too: `template NAME py` is Python's.
+TEMPLATE_ALIASES = {Language.PYTHON.value: "python", Language.CUDA.value: "cuda"}
+
+
+def find_template(templates: dict[str, str], language: str) -> str | None:
+    """The starter for `language`: a template's name (`Python`, any case) or the task's
+    `lang` (`py`, `cu`)."""
+    wanted = language.strip().lower()
+    wanted = TEMPLATE_ALIASES.get(wanted, wanted)
+    return next((text for lang, text in templates.items() if lang.lower() == wanted), None)
+
+
+def no_template(leaderboard: str, language: str, templates: dict[str, str]) -> str:
+    known = ", ".join(sorted(templates)) or "none"
+    return f"{leaderboard!r} has no {language!r} template (it has: {known})"

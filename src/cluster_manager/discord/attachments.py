@@ -7,6 +7,7 @@ from pathlib import PurePosixPath
 
 import discord
 
+from cluster_manager.core.submission import too_large
 from cluster_manager.discord.error_handlers import (
     AttachmentError,
     FileTooLargeError,
@@ -22,13 +23,11 @@ async def read_attachment(
     if suffixes and suffix not in suffixes:
         raise WrongFileTypeError(f"{name}: {what} must be a {' or '.join(suffixes)} file")
     if attachment.size > max_bytes:
-        raise FileTooLargeError(
-            f"{name}: {attachment.size} bytes is over the limit of {max_bytes} bytes"
-        )
+        raise FileTooLargeError(too_large(name, attachment.size, max_bytes))
     try:
         data = await attachment.read()
     except discord.HTTPException as exc:
         raise AttachmentError(f"{name}: the file could not be downloaded ({exc.status})") from None
     if len(data) > max_bytes:  # the reported size is only a claim
-        raise FileTooLargeError(f"{name}: {len(data)} bytes is over the limit of {max_bytes} bytes")
+        raise FileTooLargeError(too_large(name, len(data), max_bytes))
     return data

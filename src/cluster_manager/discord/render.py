@@ -23,6 +23,7 @@ from cluster_manager.discord.replies import MESSAGE_CHARS, code_block, truncate
 from cluster_manager.rendering.reports import (
     ENDED,
     INVITE_ONLY,
+    counted,
     format_duration_ns,
     format_placement,
     format_time_left,
@@ -106,7 +107,7 @@ def leaderboard_pages(boards: Sequence[LeaderboardSummary], now: datetime) -> li
         access = f" · {INVITE_ONLY}" if b.invite_only else ""
         lines.append(
             f"**{b.name}** · {', '.join(b.gpus)} · {deadline}{access} · "
-            f"{b.submissions} submission(s)"
+            f"{counted(b.submissions, 'submission')}"
         )
     return number_pages(_line_pages("Leaderboards", lines, empty="No leaderboards yet."))
 

@@ -10,17 +10,17 @@ from typing import Any
 
 from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.core.sync_plan import Action, SyncPlan
-from cluster_manager.rendering.reports import format_table
+from cluster_manager.rendering.reports import counted, format_table
 
 
 def format_stats(stats: dict[str, Any]) -> str:
     """`admin stats`: totals, runs by verdict, and per GPU the load and the queue waits (the
     JSON form the admin API answers, so the CLI prints a server's and a database's alike)."""
-    period = f"since {stats['since']}" if stats["since"] else "all time"
+    period = f"since {_when(stats['since'])}" if stats["since"] else "all time"
     lines = [
         f"Stats ({period})",
-        f"  submissions {stats['submissions']} from {stats['submitters']} users "
-        f"({stats['users']} users known)",
+        f"  {counted(stats['submissions'], 'submission')} from "
+        f"{counted(stats['submitters'], 'user')} ({counted(stats['users'], 'user')} known)",
         f"  runs {stats['runs']}; jobs given up {stats['failed_jobs']}",
     ]
     if stats["verdicts"]:
@@ -40,6 +40,11 @@ def format_stats(stats: dict[str, Any]) -> str:
         header = ("gpu", "runs", "queued", "running", "wait p50", "wait p95")
         lines += ["", format_table(header, rows)]
     return "\n".join(lines)
+
+
+def _when(iso: str) -> str:
+    """An API timestamp as a person reads it: to the minute, in UTC, no microseconds."""
+    return f"{datetime.fromisoformat(iso).astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
 
 def format_controls(

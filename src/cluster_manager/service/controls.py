@@ -55,9 +55,15 @@ async def check_may_submit(db: Executor, *, leaderboard_id: int | None, user_id:
         raise SubmissionsPausedError(
             f"submissions are paused {where}: {paused.reason} (queued jobs still run)"
         )
+    await check_not_banned(db, user_id, "submit")
+
+
+async def check_not_banned(db: Executor, user_id: int, action: str) -> None:
+    """A banned user is refused every action that puts them in a ranking: submitting, and
+    every team action (a team would carry their scores in under another name)."""
     banned = await control_store.ban_of(db, user_id)
     if banned is not None:
-        raise BannedError(f"you may not submit here: {banned.reason}")
+        raise BannedError(f"you may not {action} here: {banned.reason}")
 
 
 class Controls:

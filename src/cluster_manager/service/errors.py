@@ -80,8 +80,9 @@ class InvalidInviteError(ClusterManagerError):
     """An invite code that is unknown, revoked or used up."""
 
 
-class InviteOnlyError(ClusterManagerError):
-    """A closed leaderboard, and the user has not joined it."""
+class UnknownTeamCodeError(InvalidInviteError, NotFoundError):
+    """A team code that is unknown, used, gone with its minter, or of a board the user may
+    not see: not found, the same answer for each."""
 
 
 class InvalidQuotaError(ClusterManagerError):

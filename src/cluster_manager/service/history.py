@@ -8,9 +8,11 @@ from datetime import datetime
 
 import asyncpg
 
+from cluster_manager.core.models import Mode
 from cluster_manager.service.errors import NotFoundError, StillRunningError
 from cluster_manager.service.leaderboards import find_leaderboard, visible_or_none
 from cluster_manager.service.receipts import SubmissionReport, Submitter
+from cluster_manager.service.rules import check_standings_open
 from cluster_manager.service.submissions import load_report
 from cluster_manager.storage import history as history_store
 from cluster_manager.storage import leaderboards as lb_store
@@ -80,6 +82,10 @@ class History:
                 f"submission {submission_id} is still queued or running: delete it once done"
             )
         stored = report.submission
+        if not admin and stored.mode is Mode.LEADERBOARD and not stored.after_deadline:
+            # A ranked entry of the competition is part of its final standings once it ends.
+            board = await find_leaderboard(self.pool, stored.leaderboard)
+            check_standings_open(board, self.clock(), "delete a ranked submission")
         async with self.pool.acquire() as conn, conn.transaction():
             await sub_store.delete_submission(conn, submission_id)
             await history_store.bump_history(conn, stored.leaderboard_id)  # its points go too

@@ -11,8 +11,8 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.core.records import Leaderboard
-from cluster_manager.service.errors import InvalidInviteError, InviteOnlyError
-from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.errors import InvalidInviteError
+from cluster_manager.service.leaderboards import find_leaderboard, missing
 from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import invites as invite_store
 from cluster_manager.storage import leaderboards as lb_store
@@ -22,12 +22,18 @@ from cluster_manager.storage.invites import Invite
 MAX_MINTED = 500
 MAX_USES = 10_000
 CODE_BYTES = 9  # 72 random bits: not guessable at any request rate the API allows
-JOIN_HINT = "join with an invite code: /join CODE in Discord, POST /user/join, cluster-manager join"
+
+
+async def is_member_of(db: Executor, board: Leaderboard, user_id: int) -> bool:
+    """Whether the user may see and use the board: it is open, or they joined it."""
+    return not board.closed or await invite_store.is_member(db, board.id, user_id)
 
 
 async def check_member(db: Executor, board: Leaderboard, user_id: int) -> None:
-    if board.closed and not await invite_store.is_member(db, board.id, user_id):
-        raise InviteOnlyError(f"{board.name!r} is invite-only: {JOIN_HINT}")
+    """To a non-member an invite-only board is missing, word for word as one that does not
+    exist: saying "invite-only" would tell a stranger that it does."""
+    if not await is_member_of(db, board, user_id):
+        raise missing(board.name)
 
 
 class Invites:

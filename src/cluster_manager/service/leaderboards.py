@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -10,6 +10,7 @@ import asyncpg
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Task
+from cluster_manager.core.names import did_you_mean
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
     HistoryKey,
@@ -45,10 +46,14 @@ from cluster_manager.storage import served as served_store
 from cluster_manager.storage.database import Connection
 
 
-def _check_gpu(board: Leaderboard, gpu: str) -> None:
+def check_gpu(board: Leaderboard, gpu: str) -> None:
+    """A GPU type the board runs on; a typo (`h10`) hears which one it likely meant."""
     if gpu not in board.gpus:
+        hint = did_you_mean(gpu, board.gpus)
+        runs = "it runs on" if hint else "choose from"
         raise GpuNotAllowedError(
-            f"{board.name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
+            f"{board.name!r} does not run on {gpu!r}{hint}"
+            f"{' (' if hint else '; '}{runs} {', '.join(board.gpus)}{')' if hint else ''}"
         )
 
 
@@ -79,14 +84,26 @@ async def insert_new_leaderboard(
     return leaderboard_id is not None
 
 
-def missing(name: str) -> NotFoundError:
-    return NotFoundError(f"there is no leaderboard named {name!r}")
+def missing(name: str, known: Iterable[str] = ()) -> NotFoundError:
+    """No such leaderboard; `known`: the names the asker may see, for a typo's hint (never
+    an invite-only one they have not joined: the hint would tell that it exists)."""
+    return NotFoundError(f"there is no leaderboard named {name!r}{did_you_mean(name, known)}")
+
+
+async def missing_for(
+    pool: asyncpg.Pool, name: str, viewer: Submitter | None, include_closed: bool = False
+) -> NotFoundError:
+    """`missing`, with a hint among the leaderboards `viewer` may see."""
+    who = None if viewer is None else viewer.external_id
+    return missing(
+        name, [b.name for b in await lb_store.list_leaderboards(pool, who, include_closed)]
+    )
 
 
 async def find_leaderboard(pool: asyncpg.Pool, name: str) -> Leaderboard:
     found = await lb_store.get_leaderboard(pool, name)
     if found is None:
-        raise missing(name)
+        raise await missing_for(pool, name, None)
     return found
 
 
@@ -186,7 +203,7 @@ class Leaderboards:
         the same words, so that a front end cannot tell that it exists."""
         found = await visible_or_none(self.pool, name, viewer, include_closed)
         if found is None:
-            raise missing(name)
+            raise await missing_for(self.pool, name, viewer, include_closed)
         return found
 
     async def list_leaderboards(
@@ -242,10 +259,8 @@ class Leaderboards:
         """Per GPU, the competition's ranking, or with `after_deadline` that of the runs made
         after the deadline (which never enter the competition's)."""
         board = await self.leaderboard(name)
-        if gpu is not None and gpu not in board.gpus:
-            raise GpuNotAllowedError(
-                f"{name!r} does not run on {gpu!r} (it runs on {', '.join(board.gpus)})"
-            )
+        if gpu is not None:
+            check_gpu(board, gpu)
         gpus = [gpu] if gpu is not None else list(board.gpus)
         return {
             g: await run_store.ranking(
@@ -264,13 +279,13 @@ class Leaderboards:
         whether what was derived from the history (a chart) is still up to date."""
         if isinstance(board, str):
             board = await self.leaderboard(board)
-        _check_gpu(board, gpu)
+        check_gpu(board, gpu)
         return HistoryKey(board.name, gpu, await history_store.history_version(self.pool, board.id))
 
     async def score_history(self, name: str, gpu: str) -> ScoreHistory:
         """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
         board = await self.leaderboard(name)
-        _check_gpu(board, gpu)
+        check_gpu(board, gpu)
         version = await history_store.history_version(self.pool, board.id)
         rows = await history_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
         points = tuple(ScorePoint(user, score, at) for user, score, at in rows)

@@ -13,6 +13,7 @@ from cluster_manager.core.models import Limits, Task, Verdict
 from cluster_manager.core.phases import longest_run_s
 from cluster_manager.core.records import EventState, Job, JobEvent, Leaderboard, RunRecord
 from cluster_manager.service.errors import (
+    DeadlinePassedError,
     GpuNotAllowedError,
     InvalidDeadlineError,
     PermissionDeniedError,
@@ -47,6 +48,19 @@ def check_may_delete(board: Leaderboard, actor: Submitter | None, *, admin: bool
     """Admins may delete any leaderboard; anybody else only one they created."""
     if not admin and (actor is None or board.creator != actor.external_id):
         raise PermissionDeniedError(f"only admins or the creator of {board.name!r} may delete it")
+
+
+def check_standings_open(board: Leaderboard, now: datetime, change: str) -> None:
+    """The competition's final standings are fixed at the deadline: a team change or an
+    author's deletion after it would merge, split or drop final entries (the ranking, its
+    history and its exports), so it is refused with why rather than let it rewrite them.
+    Organisers keep their own tools (invalidation, an admin's delete, moving the deadline)."""
+    if not board.is_open(now):
+        ended = board.deadline.astimezone(UTC)
+        raise DeadlinePassedError(
+            f"the deadline of {board.name!r} passed at {ended:%Y-%m-%d %H:%M} UTC: "
+            f"its final standings are fixed, so you cannot {change} any more"
+        )
 
 
 def check_run_fits(task: Task, gpu: GpuType) -> None:

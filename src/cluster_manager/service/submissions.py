@@ -24,7 +24,7 @@ from cluster_manager.service.errors import (
     PermissionDeniedError,
 )
 from cluster_manager.service.invites import check_member
-from cluster_manager.service.leaderboards import find_leaderboard
+from cluster_manager.service.leaderboards import check_gpu, find_leaderboard
 from cluster_manager.service.quotas import QuotaPolicy, check_quotas
 from cluster_manager.service.receipts import (
     QueueStatus,
@@ -275,10 +275,7 @@ def choose_gpus(board: Leaderboard, gpus: Sequence[str] | None) -> list[str]:
             f"{board.name!r} runs on several GPUs; choose from {', '.join(board.gpus)}"
         )
     for gpu in gpus:
-        if gpu not in board.gpus:
-            raise GpuNotAllowedError(
-                f"{board.name!r} does not run on {gpu!r}; choose from {', '.join(board.gpus)}"
-            )
+        check_gpu(board, gpu)
     return list(dict.fromkeys(gpus))
 
 

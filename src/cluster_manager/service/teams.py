@@ -12,22 +12,28 @@ import asyncpg
 
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.core.teams import MAX_TEAM_SIZE, Team, check_team_name
+from cluster_manager.service.controls import check_not_banned
 from cluster_manager.service.errors import (
     AlreadyExistsError,
     AlreadyInTeamError,
-    InvalidInviteError,
     NotFoundError,
     TeamError,
     TeamFullError,
+    UnknownTeamCodeError,
 )
-from cluster_manager.service.invites import check_member
-from cluster_manager.service.leaderboards import find_leaderboard, missing, visible_or_none
+from cluster_manager.service.invites import check_member, is_member_of
+from cluster_manager.service.leaderboards import find_leaderboard, missing_for, visible_or_none
 from cluster_manager.service.receipts import Submitter
+from cluster_manager.service.rules import check_standings_open
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import teams as team_store
 from cluster_manager.storage.database import Connection
 
 CODE_BYTES = 9  # 72 random bits, as a leaderboard's invite codes
+# Unused codes a member may hold at once: enough to invite a full team, few enough that a
+# member cannot hand out codes by the thousand (each stays good until used or they leave).
+MAX_LIVE_CODES = 10
+UNKNOWN_CODE = "that team code is unknown or was used already"
 
 
 class Teams:
@@ -44,6 +50,7 @@ class Teams:
             await team_store.lock_board_teams(conn, board.id)
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await check_member(conn, board, found.id)
+            await self._check_may_change(conn, board, found.id, "create a team")
             await _not_in_a_team(conn, board, found.id)
             if await team_store.name_taken(conn, board.id, name):
                 raise AlreadyExistsError(f"{board.name!r} has a team named {name!r} already")
@@ -55,7 +62,14 @@ class Teams:
         board = await self._team_board(leaderboard, user)
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await self._check_may_change(conn, board, found.id, "invite to a team")
             team_id = await _own_team(conn, board, found.id)
+            live = await team_store.live_invites(conn, team_id, found.id)
+            if live >= MAX_LIVE_CODES:
+                raise TeamError(
+                    f"you hold {live} unused team codes on {board.name!r}, as many as one "
+                    "member may: each stays good until used or you leave the team"
+                )
             code = "team_" + secrets.token_urlsafe(CODE_BYTES)
             await team_store.insert_invite(conn, code, team_id, found.id, self.clock())
             return code
@@ -66,19 +80,22 @@ class Teams:
         async with self.pool.acquire() as conn, conn.transaction():
             target = await team_store.invite_target(conn, code.strip())
             if target is None:
-                raise InvalidInviteError("that team code is unknown or was used already")
+                raise UnknownTeamCodeError(UNKNOWN_CODE)
             team_id, board_id = target
             board = await lb_store.get_leaderboard_by_id(conn, board_id)
             assert board is not None  # a team goes with its leaderboard
             await team_store.lock_board_teams(conn, board.id)
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
-            await check_member(conn, board, found.id)
+            if not await is_member_of(conn, board, found.id):
+                # As an unknown code, word for word: the board's name is no stranger's.
+                raise UnknownTeamCodeError(UNKNOWN_CODE)
+            await self._check_may_change(conn, board, found.id, "join a team")
             await _not_in_a_team(conn, board, found.id)
             if await team_store.member_count(conn, team_id) >= board.team_size:
                 raise TeamFullError(
                     f"the team has {board.team_size} members, as many as {board.name!r} allows"
                 )
-            await conn.execute("DELETE FROM team_invites WHERE code = $1", code.strip())
+            await team_store.use_invite(conn, code.strip())
             await team_store.add_member(conn, board.id, team_id, found.id, self.clock())
             return await _team(conn, team_id)
 
@@ -92,6 +109,7 @@ class Teams:
             team = None if found is None else await team_store.team_of(conn, board.id, found.id)
             if found is None or team is None:
                 raise NotFoundError(f"you are in no team on {board.name!r}")
+            await self._check_may_change(conn, board, found.id, "leave a team")
             await team_store.remove_member(conn, board.id, found.id)
             return team.name
 
@@ -119,6 +137,14 @@ class Teams:
         await team_store.set_team_rules(self.pool, board.id, size=size, quotas=quotas)
         return await find_leaderboard(self.pool, board.name)
 
+    async def _check_may_change(
+        self, conn: Connection, board: Leaderboard, user_id: int, change: str
+    ) -> None:
+        """Every team change: not by a banned user, and not once the deadline has fixed the
+        final standings (a team merges its members' entries into one)."""
+        await check_not_banned(conn, user_id, change)
+        check_standings_open(board, self.clock(), change)
+
     async def _team_board(
         self, name: str, user: Submitter | None, include_closed: bool = False
     ) -> Leaderboard:
@@ -126,7 +152,7 @@ class Teams:
         missing, as everywhere."""
         found = await visible_or_none(self.pool, name, user, include_closed)
         if found is None:
-            raise missing(name)
+            raise await missing_for(self.pool, name, user, include_closed)
         return found
 
 

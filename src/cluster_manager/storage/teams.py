@@ -118,6 +118,10 @@ async def remove_member(conn: Connection, leaderboard_id: int, user_id: int) -> 
         leaderboard_id,
         user_id,
     )
+    # A code speaks for its minter's membership: it goes when they do.
+    await conn.execute(
+        "DELETE FROM team_invites WHERE team_id = $1 AND created_by = $2", team_id, user_id
+    )
     if team_id is not None and await member_count(conn, team_id) == 0:
         await conn.execute("DELETE FROM teams WHERE id = $1", team_id)
     return team_id
@@ -133,6 +137,21 @@ async def insert_invite(
         user_id,
         now,
     )
+
+
+async def use_invite(conn: Connection, code: str) -> None:
+    """A team code is good once: used, it is gone."""
+    await conn.execute("DELETE FROM team_invites WHERE code = $1", code)
+
+
+async def live_invites(db: Executor, team_id: int, user_id: int) -> int:
+    """The unused codes the user minted for the team (a code is deleted once used)."""
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM team_invites WHERE team_id = $1 AND created_by = $2",
+        team_id,
+        user_id,
+    )
+    return count
 
 
 async def invite_target(db: Executor, code: str) -> tuple[int, int] | None:

@@ -24,6 +24,7 @@ from cluster_manager.web.rendering import (
     HERE,
     BrowserRoute,
     PageRoute,
+    keep_private,
     render,
     service_of,
     visible_board,
@@ -112,7 +113,7 @@ async def leaderboard_page(
                 viewer.user, leaderboard=name, limit=MY_SUBMISSIONS
             )
         ]
-    return await render(
+    page = await render(
         request,
         "leaderboard.html",
         board=board,
@@ -134,6 +135,9 @@ async def leaderboard_page(
         max_team_name=MAX_TEAM_NAME,
         invite_code=invite_code,
     )
+    if invite_code or viewer is not None:  # a code shown once; the viewer's own submissions
+        keep_private(page)
+    return page
 
 
 async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[view_models.RecordRow]:

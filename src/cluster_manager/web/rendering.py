@@ -68,6 +68,13 @@ async def render(request: Request, template: str, status: int = 200, **context: 
     return HTMLResponse(html, status_code=status)
 
 
+def keep_private(page: Response) -> Response:
+    """A page with a secret (a one-time code, a user's own submissions or code): no browser
+    cache or proxy keeps a copy for the next person at that machine to read."""
+    page.headers["Cache-Control"] = "no-store"
+    return page
+
+
 async def error_page(request: Request, status: int, message: str) -> Response:
     title = TITLES.get(status, "Refused" if status < 500 else "Error")
     return await render(request, "error.html", status, title=title, message=message)

@@ -25,6 +25,7 @@ from cluster_manager.web import view_models
 from cluster_manager.web.rendering import (
     PageRoute,
     check_same_origin,
+    keep_private,
     login_redirect,
     render,
     service_of,
@@ -48,21 +49,24 @@ async def submission(submission_id: int, request: Request) -> Response:
     stored = report.submission
     owner = admin or (user is not None and user.external_id == stored.user)
     outcome = submission_outcome(report)
-    return await render(
-        request,
-        "submission.html",
-        stored=stored,
-        owner=owner,
-        submitted=view_models.when_text(stored.submitted_at),
-        done=report.done,
-        outcome=outcome,
-        outcome_text=verdict_text(outcome),
-        jobs=view_models.job_lines(
-            report.jobs, report.runs, await places_in_line(request, report) if owner else {}
-        ),
-        placements=await placements_of(request, report),
-        runs=[view_models.run_view(r) for r in report.runs],
-        report_text=format_submission_report(report, with_output=owner) if owner else "",
+    # Its author's or an admin's view holds the code and output: never cached.
+    return keep_private(
+        await render(
+            request,
+            "submission.html",
+            stored=stored,
+            owner=owner,
+            submitted=view_models.when_text(stored.submitted_at),
+            done=report.done,
+            outcome=outcome,
+            outcome_text=verdict_text(outcome),
+            jobs=view_models.job_lines(
+                report.jobs, report.runs, await places_in_line(request, report) if owner else {}
+            ),
+            placements=await placements_of(request, report),
+            runs=[view_models.run_view(r) for r in report.runs],
+            report_text=format_submission_report(report, with_output=owner) if owner else "",
+        )
     )
 
 

@@ -11,6 +11,7 @@ from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller, optional_caller
 from cluster_manager.api.routes.popcorn import Viewer, service_of, visible_board
 from cluster_manager.api.streams import event_response, event_stream
+from cluster_manager.core.task import find_template, no_template
 from cluster_manager.service import NotFoundError
 
 router = APIRouter()
@@ -60,12 +61,9 @@ async def task(name: str, request: Request, who: Viewer) -> dict[str, Any]:
 async def template(name: str, language: str, request: Request, who: Viewer) -> PlainTextResponse:
     await visible_board(request, name, who)
     templates = await service_of(request).templates(name)
-    found = next(
-        (text for lang, text in templates.items() if lang.lower() == language.lower()), None
-    )
+    found = find_template(templates, language)
     if found is None:
-        known = ", ".join(sorted(templates)) or "none"
-        raise NotFoundError(f"{name!r} has no {language!r} template (it has: {known})")
+        raise NotFoundError(no_template(name, language, templates))
     return PlainTextResponse(found)
 
 

@@ -21,6 +21,7 @@ from cluster_manager.rendering.ops import (
     format_stats,
     format_user_quotas,
 )
+from cluster_manager.rendering.reports import counted
 from cluster_manager.service import Service
 
 if TYPE_CHECKING:
@@ -186,8 +187,8 @@ class AdminCog(
         count = len({j.submission_id for j in jobs})
         await self._say(
             interaction,
-            f"🔁 {count} ranked submissions of {leaderboard} queued again; each keeps its "
-            "score until its rerun is in.",
+            f"🔁 {counted(count, 'ranked submission')} of {leaderboard} queued again; each "
+            "keeps its score until its rerun is in.",
         )
 
     @app_commands.command(name="close", description="Make a leaderboard invite-only")
