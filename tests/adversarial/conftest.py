@@ -20,8 +20,8 @@ def identity(tmp_path: Path) -> Task:
 
 @pytest.fixture
 def slow_identity(tmp_path: Path) -> Task:
-    """The identity task with ranked time for the witness's pairs of a 50 ms kernel and its
-    replay even on a loaded machine (with fewer, a ranked run is not scored at all)."""
+    """The identity task with ranked time for ten pairs of a 50 ms kernel and the stand-in's
+    replays even on a loaded machine (with fewer, the clock's mean trims nothing)."""
     return small_task(tmp_path / "identity", ranked_timeout=15)
 
 

@@ -189,14 +189,16 @@ def custom_kernel(data):
     "Anti-cheat",
     "GPU: events patched to 1 µs, and a thread that queues heavy work right after each call's "
     "output leaves, to slow the stand-in's replay while the worker is stopped",
-    "known gap: stopping the processes does not stop work queued on the device",
-)
-@pytest.mark.xfail(
-    reason="work already queued on the GPU runs while the worker is stopped; bounded by what "
-    "it can slow of the stand-in's flush and copies (docs/MEASUREMENT.md)",
-    strict=False,
+    "at least nine tenths of the honest score; not yet run on a GPU: stopping the processes "
+    "does not stop work queued on the device (docs/MEASUREMENT.md)",
 )
 def test_work_queued_to_slow_the_stand_in(cuda_identity, record_property):
+    """Attack: a thread queues 50 large matrix products on its own stream half a millisecond
+    after each call returns, when the output has left and the worker is about to be stopped:
+    they run on the GPU while the stand-in replays, slowing its flush and copies, and the
+    events report 1 µs, so the score is the clock's. Expected: within a tenth of the honest
+    score; if the slowed replays take more than that off, the GPU check's `hostile` row fails
+    and says by how much."""
     code = (
         SLOW
         + """

@@ -38,10 +38,10 @@ def rules(protected: Iterable[int], groups: Iterable[int] = ()) -> tuple[Rule, .
     `groups` (the harness's; the stand-in leads its own)."""
     pids = sorted({_low32(pid) for pid in protected if pid > 0})
     leaders = {pid for pid in protected if pid > 0} | {g for g in groups if g > 0}
-    # kill(-pgid) signals a whole group; kill(0) the worker's own, which the harness freezes
-    # and thaws (a worker that stopped or continued itself would only confuse its reports).
-    targets = (*pids, 0, _low32(EVERY_PROCESS), *sorted(_low32(-g) for g in leaders))
-    targets = (*targets, _low32(-os.getpgid(0)))
+    # kill(-pgid) signals a whole group; kill(0) and kill(-own) the worker's own, which the
+    # harness stops and lets run (a worker that did so itself would only stall its calls).
+    own = os.getpgid(0)
+    targets = (*pids, 0, _low32(EVERY_PROCESS), *sorted(_low32(-g) for g in {*leaders, own}))
     return (
         Rule("kill", _SIGNAL, equals=targets),
         Rule("tkill", "a thread id of a judging process would stop all of it"),

@@ -143,7 +143,7 @@ class Worker:
 
     def stand_in(self, outputs: list[Any]) -> dict[str, Any]:
         """Makes this worker the harness's stand-in for an honest submission: each timed call
-        reads its inputs, busy-waits as long as it is told and returns a copy of the output
+        reads its inputs, sleeps as long as it is told and returns a copy of the output
         of the rank it stands in for (`outputs`: an honest output of the case per rank)."""
         self._held = list(outputs)
         self._kernel = self._wait_then_hold
