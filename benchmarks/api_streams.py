@@ -1,11 +1,13 @@
 """api_rss_mb_200_streams and api_p95_ms_200_streams: one `cluster-manager serve` process
 with 200 clients following submissions over server-sent events at once.
 
-200 users have each a queued submission (no scheduler runs, so every stream stays open); 200
-clients in this process open `GET /submissions/{id}/events` together and read the first event
-of each. Once all are open and the server has settled: its resident memory (VmRSS, median of
-10 samples) and the p95 of 100 `GET /leaderboards/NAME` made meanwhile (does it stay
-responsive?). Both are informative. The server's idle memory is in the details.
+200 users have each a queued submission (no scheduler runs, so every stream stays open) and an
+API token of their own; 200 clients in this process, one per user, open `GET /submissions/ID/
+events` together, each with its user's token, and read the first event of each: many users
+within the per-token cap on open streams (`api/streams.py`), as a busy server meets them. Once
+all are open and the server has settled: its resident memory (VmRSS, median of 10 samples)
+and the p95 of 100 `GET /leaderboards/NAME` made meanwhile (does it stay responsive?). Both
+are informative. The server's idle memory is in the details.
 """
 
 from __future__ import annotations
@@ -32,11 +34,11 @@ WARM_UP = 10
 SAMPLES = 10
 SETTLE_S = 3.0
 BOARD = "streams"
-ADMIN = "bench-admin-token"
 REGISTRY = GpuRegistry({"CPU": GpuType("CPU", "local", max_concurrent=2)})
 
 
-async def queue_submissions(url: str) -> list[int]:
+async def queue_submissions(url: str, streams: int = STREAMS) -> list[tuple[int, str]]:
+    """(submission id, its user's API token) of one queued submission per user."""
     pool = await create_pool(url, max_size=4)
     try:
         service = Service(pool, REGISTRY)
@@ -44,48 +46,64 @@ async def queue_submissions(url: str) -> list[int]:
         deadline = datetime.now(UTC) + timedelta(days=30)
         await service.create_leaderboard(BOARD, task, deadline, ["CPU"])
         code = (EXAMPLES_DIR / "identity_py" / "submission.py").read_bytes()
-        ids = []
-        for i in range(STREAMS):
+        queued = []
+        for i in range(streams):
             user = Submitter(f"streamer{i}", f"streamer{i}")
             receipt = await service.submit(BOARD, user, "submission.py", code, mode=Mode.TEST)
-            ids.append(receipt.submission_id)
-        return ids
+            queued.append((receipt.submission_id, await service.issue_token(user)))
+        return queued
     finally:
         await pool.close()
 
 
-async def follow(client: httpx.AsyncClient, submission_id: int, opened: asyncio.Queue[int]) -> None:
-    headers = {"Authorization": f"Bearer {ADMIN}"}
+Opened = asyncio.Queue[int | Exception]
+
+
+async def follow(client: httpx.AsyncClient, submission_id: int, token: str, opened: Opened) -> None:
+    """Opens the submission's stream and holds it open until cancelled; a refusal or an early
+    end is put on `opened` too, so the measurement stops at once instead of waiting for it."""
+    headers = {"Authorization": f"Bearer {token}"}
     path = f"/submissions/{submission_id}/events"
-    async with aconnect_sse(client, "GET", path, headers=headers) as source:
-        async for _event in source.aiter_sse():
-            opened.put_nowait(submission_id)
-            await asyncio.Event().wait()  # hold the stream open until cancelled
+    try:
+        async with aconnect_sse(client, "GET", path, headers=headers) as source:
+            source.response.raise_for_status()
+            async for _event in source.aiter_sse():
+                opened.put_nowait(submission_id)
+                await asyncio.Event().wait()
+        opened.put_nowait(RuntimeError(f"the stream of submission {submission_id} ended"))
+    except (httpx.HTTPError, OSError) as exc:
+        opened.put_nowait(exc)
 
 
-async def measure(url: str, ids: list[int]) -> list[Figure]:
-    with apilib.served(url, CLUSTER_MANAGER_ADMIN_TOKEN=ADMIN) as (base, server):
-        limits = httpx.Limits(max_connections=STREAMS + 10, max_keepalive_connections=20)
+async def measure(
+    url: str, queued: list[tuple[int, str]], calls: int = CALLS, settle_s: float = SETTLE_S
+) -> list[Figure]:
+    streams = len(queued)
+    with apilib.served(url) as (base, server):
+        limits = httpx.Limits(max_connections=streams + 10, max_keepalive_connections=20)
         async with httpx.AsyncClient(base_url=base, timeout=60, limits=limits) as client:
             await apilib.time_gets(client, f"/leaderboards/{BOARD}", 1, WARM_UP)
             idle_mb = median([apilib.rss_mb(server.pid) for _ in range(SAMPLES)])
-            opened: asyncio.Queue[int] = asyncio.Queue()
-            followers = [asyncio.create_task(follow(client, i, opened)) for i in ids]
+            opened: Opened = asyncio.Queue()
+            followers = [asyncio.create_task(follow(client, i, t, opened)) for i, t in queued]
             began = asyncio.get_running_loop().time()
-            for _ in ids:
-                await asyncio.wait_for(opened.get(), 120)
+            for _ in queued:
+                if isinstance(got := await asyncio.wait_for(opened.get(), 120), Exception):
+                    raise RuntimeError(f"a stream was not held open: {got!r}")
             open_s = asyncio.get_running_loop().time() - began
-            log(f"{STREAMS} streams open in {open_s:.1f} s")
-            await asyncio.sleep(SETTLE_S)
+            log(f"{streams} streams open in {open_s:.1f} s")
+            await asyncio.sleep(settle_s)
             samples = []
             for _ in range(SAMPLES):
                 samples.append(apilib.rss_mb(server.pid))
                 await asyncio.sleep(0.3)
-            times = await apilib.time_gets(client, f"/leaderboards/{BOARD}", CALLS, WARM_UP)
+            times = await apilib.time_gets(client, f"/leaderboards/{BOARD}", calls, WARM_UP)
             for task in followers:
                 task.cancel()
             await asyncio.gather(*followers, return_exceptions=True)
-    details = {"streams": STREAMS, "idle_rss_mb": round(idle_mb, 1), "open_s": round(open_s, 2)}
+            if not opened.empty():
+                raise RuntimeError(f"a stream ended early: {opened.get_nowait()!r}")
+    details = {"streams": streams, "idle_rss_mb": round(idle_mb, 1), "open_s": round(open_s, 2)}
     return [
         Figure("api_rss_mb_200_streams", median(samples), "MB", None, details=details),
         Figure(
@@ -93,7 +111,7 @@ async def measure(url: str, ids: list[int]) -> list[Figure]:
             percentile(times, 95),
             "ms",
             None,
-            details={"calls": CALLS, "p50_ms": round(median(times), 3)},
+            details={"calls": calls, "p50_ms": round(median(times), 3)},
         ),
     ]
 
@@ -102,8 +120,8 @@ def main() -> int:
     try:
         with scratch_database("api_streams") as url:
             log(f"queueing {STREAMS} submissions")
-            ids = asyncio.run(queue_submissions(url))
-            figures = asyncio.run(measure(url, ids))
+            queued = asyncio.run(queue_submissions(url))
+            figures = asyncio.run(measure(url, queued))
     except Exception as exc:
         figures = [
             Figure("api_rss_mb_200_streams", None, "MB", None, error=repr(exc)),

@@ -88,16 +88,29 @@ def format_value(value: float | None) -> str:
 
 
 def verdict(figure: dict[str, Any]) -> str:
+    """pass, FAIL (misses its target), ERROR, WORSE (a regression against the baseline), info."""
     if figure.get("error"):
         return "ERROR"
-    return {True: "pass", False: "FAIL", None: "info"}[figure.get("pass")]
+    if figure.get("pass") is False:
+        return "FAIL"
+    if figure.get("regressed"):
+        return "WORSE"
+    return {True: "pass", None: "info"}[figure.get("pass")]
 
 
 def table(figures: dict[str, dict[str, Any]]) -> str:
-    rows = [("figure", "value", "target", "unit", "result")]
+    """One row per figure; with a `vs_baseline` column when run.py compared them."""
+    compared = any("vs_baseline" in fig for fig in figures.values())
+    rows: list[tuple[str, ...]] = [("figure", "value", "target", "unit", "result")]
+    if compared:
+        rows[0] = (*rows[0][:2], "vs base", *rows[0][2:])
     for name, fig in figures.items():
         target = "-" if fig.get("target") is None else f"<= {format_value(fig['target'])}"
-        rows.append((name, format_value(fig.get("value")), target, fig["unit"], verdict(fig)))
+        row = (name, format_value(fig.get("value")), target, fig["unit"], verdict(fig))
+        if compared:
+            ratio = fig.get("vs_baseline")
+            row = (*row[:2], "-" if ratio is None else f"{ratio:.2f}x", *row[2:])
+        rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))

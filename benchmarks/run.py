@@ -2,10 +2,13 @@
 
     .venv/bin/python benchmarks/run.py            # or: make bench
     .venv/bin/python benchmarks/run.py ranking    # only some modules, by name (not written)
+    .venv/bin/python benchmarks/run.py --write-baseline [MODULE ...]   # and keep them as the
+                                                  # baseline (benchmarks/baseline.json)
 
 Each module runs in a process of its own (so one's threads, memory and event loop cannot
-disturb the next), one after the other. The exit status is 1 when a figure misses its target
-or a module fails.
+disturb the next), one after the other. The table shows each figure's ratio to the committed
+baseline (`baseline.py`). The exit status is 1 when a figure misses its target, is more than a
+third worse than its baseline, or a module fails.
 """
 
 from __future__ import annotations
@@ -20,13 +23,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import baseline
 from benchlib import machine, table, verdict
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results.json"
 MODULE_TIMEOUT_S = 600
-# Ranked runs of softmax take 15-30 s each (its last case's ten pairs move 16 MiB both ways).
-LONGER_MODULES_S = {"ranked_timing": 1800}
+# Ranked runs of softmax take 15-30 s each (its last case's ten pairs move 16 MiB both ways);
+# honest_verdicts makes 336 runs of 10-20 s each.
+LONGER_MODULES_S = {"ranked_timing": 1800, "honest_verdicts": 7200}
 # Cheapest and most sensitive to noise first, the database bulk load last but one.
 MODULES = (
     "eval_overhead",
@@ -34,6 +39,7 @@ MODULES = (
     "timing_error",
     "case_transfer",
     "ranked_timing",
+    "honest_verdicts",
     "github_overhead",
     "github_requests",
     "queue_overhead",
@@ -56,6 +62,7 @@ FIGURES = {
         "kernel_alone_spread",
         "ranked_pairs_failed",
     ),
+    "honest_verdicts": ("honest_false_verdicts", "honest_runs"),
     "github_overhead": ("github_overhead_s_p50",),
     "github_requests": tuple(f"github_requests_per_min_at_{n}" for n in (1, 10, 100)),
     "queue_overhead": ("queue_overhead_ms_per_job",),
@@ -92,7 +99,20 @@ def run_module(name: str) -> tuple[dict[str, Any], float]:
     return figures, time.perf_counter() - began
 
 
+def compare(figures: dict[str, Any], base: dict[str, dict[str, Any]]) -> None:
+    """Adds each figure's ratio to the baseline and whether it regressed, in place."""
+    for name, fig in figures.items():
+        fig["vs_baseline"] = baseline.ratio(name, fig.get("value"), base.get(name))
+        fig["regressed"] = baseline.regressed(name, fig.get("value"), base.get(name))
+
+
 def main(argv: list[str]) -> int:
+    write_baseline = "--write-baseline" in argv
+    argv = [a for a in argv if a != "--write-baseline"]
+    unknown = [a for a in argv if a not in MODULES]
+    if unknown:
+        print(f"unknown modules: {', '.join(unknown)} (known: {', '.join(MODULES)})")
+        return 2
     chosen = [m for m in MODULES if not argv or m in argv]
     began = time.perf_counter()
     started = datetime.now(UTC)
@@ -104,6 +124,7 @@ def main(argv: list[str]) -> int:
         load[name] = round(os.getloadavg()[0], 2)
         found, seconds[name] = run_module(name)
         figures.update(found)
+    compare(figures, baseline.load())
     results = {
         "date": started.isoformat(timespec="seconds"),
         "machine": machine(),
@@ -118,7 +139,12 @@ def main(argv: list[str]) -> int:
     if len(chosen) == len(MODULES):  # a partial run must not pass for the latest full one
         RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"written to {RESULTS}")
-    return 1 if any(verdict(f) in ("FAIL", "ERROR") for f in figures.values()) else 0
+    if write_baseline:
+        kept = baseline.written(figures, results["machine"])
+        print(f"baseline: {len(kept)} figures written to {baseline.BASELINE}")
+    # A baseline rewritten on purpose moves figures on purpose: only targets and errors fail.
+    failing = ("FAIL", "ERROR") if write_baseline else ("FAIL", "ERROR", "WORSE")
+    return 1 if any(verdict(f) in failing for f in figures.values()) else 0
 
 
 if __name__ == "__main__":

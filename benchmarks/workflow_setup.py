@@ -5,7 +5,8 @@ machine (tests/act/driver.py: host mode, the launcher's own inputs).
 Cold is a brand-new runner machine: an empty tool cache, so the job builds the runner's
 environment (a venv with torch and the runner's requirements, from pip's cache). Warm is every
 later job on that machine: the environment is found by its content hash and reused. Each job
-runs the identity example in test mode; only the setup before the entrypoint is measured.
+runs the test suite's fast fixture task in test mode (the driver's `fast_request`); only the
+setup before the entrypoint is measured, which no task changes.
 """
 
 from __future__ import annotations
@@ -17,14 +18,14 @@ from pathlib import Path
 from benchlib import Figure, log, median, report, rounded
 
 from cluster_manager.core.models import Mode
-from tests.act.driver import NVIDIA, Act, identity_request
+from tests.act.driver import NVIDIA, Act, fast_request
 
 WARM_RUNS = 5
 TARGET_WARM_S = 2.0
 
 
 def _setup_s(act: Act) -> float:
-    request, _ = identity_request(Mode.TEST)
+    request, _ = fast_request(Mode.TEST)
     job, _, _ = act.dispatch(*NVIDIA, request)
     if job.returncode != 0 or job.setup_s is None:
         raise RuntimeError(f"the job failed (act exit {job.returncode}): {job.log[-1500:]}")

@@ -6,7 +6,7 @@ import asyncpg
 
 from cluster_manager.core.models import Mode, RunResult, Verdict
 from cluster_manager.core.ranked_pairs import pair_score
-from cluster_manager.core.records import Job, RankingEntry, RunRecord
+from cluster_manager.core.records import Job, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD as DEFAULT_THROTTLE_THRESHOLD
 from cluster_manager.storage import jobs as job_store
@@ -14,6 +14,10 @@ from cluster_manager.storage import throttling
 from cluster_manager.storage.controls import NOT_BANNED_R
 from cluster_manager.storage.database import Connection, Executor
 from cluster_manager.storage.history import bump_history
+
+# The rankings' reads live in storage/rankings.py; callers know them from here as well.
+from cluster_manager.storage.rankings import rank_of as rank_of
+from cluster_manager.storage.rankings import ranking as ranking
 
 
 async def record_run(
@@ -233,83 +237,6 @@ async def rerank_user(
             record_history=False,
             generation=pair["generation"],
         )
-
-
-# One entry per team, or per user in none: the best of its members' ranking rows (banned users'
-# rows count for nobody). $1 leaderboard, $2 GPU, $3 which ranking (after the deadline or not).
-_ENTRIES = f"""
-    WITH best AS (
-        SELECT DISTINCT ON (coalesce(m.team_id, -r.user_id))
-               coalesce(m.team_id, -r.user_id) AS entry, r.user_id, r.score, r.submission_id,
-               r.submitted_at, t.name AS team
-        FROM rankings r
-        LEFT JOIN team_members m ON m.leaderboard_id = r.leaderboard_id AND m.user_id = r.user_id
-        LEFT JOIN teams t ON t.id = m.team_id
-        WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.after_deadline = $3 AND {NOT_BANNED_R}
-        ORDER BY coalesce(m.team_id, -r.user_id), r.score, r.submitted_at, r.submission_id
-    ),
-    entries AS (
-        SELECT rank() OVER (ORDER BY b.score) AS rank, b.*, u.external_id AS user_name, u.name
-        FROM best b JOIN users u ON u.id = b.user_id
-    )
-"""
-
-
-async def ranking(
-    db: Executor,
-    *,
-    leaderboard_id: int,
-    gpu: str,
-    limit: int = 100,
-    offset: int = 0,
-    after_deadline: bool = False,
-) -> list[RankingEntry]:
-    """Best score per user, or per team for its members, in the competition's ranking or in
-    that of runs after the deadline; equal scores share a rank, the earlier submission listed
-    first."""
-    rows = await db.fetch(
-        _ENTRIES
-        + """
-        SELECT * FROM entries ORDER BY score, submitted_at, submission_id LIMIT $4 OFFSET $5
-        """,
-        leaderboard_id,
-        gpu,
-        after_deadline,
-        limit,
-        offset,
-    )
-    return [
-        RankingEntry(
-            r["rank"],
-            r["user_name"],
-            r["score"],
-            r["submission_id"],
-            r["submitted_at"],
-            r["name"],
-            r["team"],
-        )
-        for r in rows
-    ]
-
-
-async def rank_of(
-    db: Executor, *, leaderboard_id: int, gpu: str, user_id: int, after_deadline: bool = False
-) -> tuple[int, float, int] | None:
-    """(rank, best score, submission id) of one user's entry (their team's, when in one) on
-    one GPU, if ranked (in the competition's ranking, or in that of runs after the deadline)."""
-    row = await db.fetchrow(
-        _ENTRIES
-        + """
-        SELECT rank, score, submission_id FROM entries
-        WHERE entry = coalesce(
-            (SELECT team_id FROM team_members WHERE leaderboard_id = $1 AND user_id = $4), -$4)
-        """,
-        leaderboard_id,
-        gpu,
-        after_deadline,
-        user_id,
-    )
-    return None if row is None else (row["rank"], row["score"], row["submission_id"])
 
 
 _SELECT_RUN = """
