@@ -37,3 +37,20 @@ def test_enospc_and_the_process_cap_are_named_and_the_verdict_stays():
 def test_a_passing_phase_is_left_alone():
     verdict, message = explain("test", _result(Usage(oom_kills=1)), LIMITS, Verdict.PASSED, "ok")
     assert (verdict, message) == (Verdict.PASSED, "ok")
+
+
+def test_without_a_cgroup_the_refused_memory_calls_and_the_smaller_disk_are_named():
+    limits = Limits(memory_bytes=256 << 20, disk_bytes=4096 << 20)
+    stderr = (  # as the built-in harness words it, without the call's line
+        "OSError: [Errno 12] Cannot allocate memory (submission.py, line 23)\n"
+        '    fd = os.memfd_create("x")\nOSError: [Errno 12] Cannot allocate memory\n'
+        "OSError: No space left on device"
+    )
+    verdict, message = explain(
+        "test", _result(None, stderr), limits, Verdict.RUNTIME_ERROR, "x", refuses_uncounted=True
+    )
+    assert verdict is Verdict.RUNTIME_ERROR
+    assert "disk limit of 256 MiB" in message  # the tmpfs mounts were cut to the memory cap
+    assert "memfd_create and System V shared memory (shmget) are refused" in message
+    _, grouped = explain("test", _result(Usage(), stderr), limits, Verdict.RUNTIME_ERROR, "x")
+    assert "disk limit of 4096 MiB" in grouped and "memfd" not in grouped

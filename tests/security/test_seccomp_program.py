@@ -17,8 +17,14 @@ import textwrap
 
 import pytest
 
-from cluster_manager.sandbox import bwrap, seccomp
-from cluster_manager.sandbox.plan import NOT_FILTERED, plan_sandbox
+from cluster_manager.core.sandboxing import LIMITS_KEY
+from cluster_manager.sandbox import bwrap, cgroups, seccomp
+from cluster_manager.sandbox.plan import (
+    NOT_FILTERED,
+    PRIVATE_MOUNTS,
+    UNCOUNTED_REFUSED,
+    plan_sandbox,
+)
 from cluster_manager.sandbox.spec import SandboxSpec, View
 
 NATIVE = platform.machine() in seccomp.ABIS
@@ -246,3 +252,72 @@ def test_a_partial_sandbox_says_its_syscalls_are_not_filtered(monkeypatch, tmp_p
     sandbox = plan_sandbox(tmp_path)
     assert sandbox.info[seccomp.SYSCALLS_KEY] == NOT_FILTERED
     assert not sandbox.prefix and sandbox.isolation.syscall_filter is None
+    assert not sandbox.refuses_uncounted  # no filter: it cannot say it refuses anything
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.ABIS))
+def test_priority_and_placement_reach_only_processes_other_than_the_harness(machine):
+    abi = seccomp.ABIS[machine]
+    code = seccomp.program(machine)
+    assert code is not None
+
+    def verdict(call: str, *args: int) -> int:
+        return _evaluate(code, abi.audit_arch, abi.numbers[call], args)
+
+    allow, harness, child = seccomp.SECCOMP_RET_ALLOW, seccomp.HARNESS_PID, 57
+    prio_user, ioprio_user = 2, 3
+    # Its own priority or its group's: nothing by pid, nothing for the whole user.
+    assert verdict("setpriority", seccomp.PRIO_PROCESS, 0) == allow
+    assert verdict("setpriority", seccomp.PRIO_PGRP, 0) == allow
+    for which, who in ((seccomp.PRIO_PROCESS, harness), (seccomp.PRIO_PGRP, harness)):
+        assert verdict("setpriority", which, who) == DENY, (which, who)
+    assert verdict("setpriority", prio_user, 0) == DENY
+    assert verdict("ioprio_set", seccomp.IOPRIO_WHO_PROCESS, 0) == allow
+    assert verdict("ioprio_set", ioprio_user, 0) == DENY
+    assert verdict("ioprio_set", seccomp.IOPRIO_WHO_PROCESS, harness) == DENY
+    # Scheduling, placement and limits: of itself, its threads and children; not the harness,
+    # also behind high bits the kernel drops from a pid_t.
+    for call in ("sched_setaffinity", "sched_setscheduler", "sched_setattr", "prlimit64"):
+        assert verdict(call, 0) == verdict(call, child) == allow, call
+        assert verdict(call, harness) == verdict(call, (1 << 32) | harness) == DENY, call
+
+
+@pytest.mark.parametrize("machine", sorted(seccomp.ABIS))
+def test_without_a_memory_cgroup_memfd_and_system_v_memory_are_refused(machine):
+    abi = seccomp.ABIS[machine]
+    counted = seccomp.program(machine)
+    uncounted = seccomp.program(machine, (*seccomp.RULES, *seccomp.UNCOUNTED_MEMORY))
+    assert counted is not None and uncounted is not None
+    used_up = seccomp.SECCOMP_RET_ERRNO | errno.ENOMEM  # judged as memory_limit
+    for call in ("memfd_create", "memfd_secret", "shmget"):
+        number = abi.numbers[call]
+        assert _evaluate(counted, abi.audit_arch, number) == seccomp.SECCOMP_RET_ALLOW, call
+        assert _evaluate(uncounted, abi.audit_arch, number) == used_up, call
+
+
+@native_only
+def test_a_run_no_cgroup_holds_gets_the_stricter_filter_and_tmpfs_within_its_memory(
+    monkeypatch, tmp_path
+):
+    if bwrap.probe(os.geteuid() == 0) is not None:
+        pytest.skip("bubblewrap cannot start a sandbox here")
+    for name in (".home", ".tmp"):
+        (tmp_path / name).mkdir()
+    memory, disk = 600 << 20, 4000 << 20
+
+    def filter_of(sandbox) -> bytes:
+        fd = seccomp.reopen(sandbox.isolation.syscall_filter)
+        with open(fd, "rb") as fh:
+            return fh.read()
+
+    has_cgroup = not isinstance(cgroups.backend(), str)
+    grouped = plan_sandbox(tmp_path, disk_bytes=disk, memory_bytes=memory)
+    monkeypatch.setattr(cgroups, "backend", lambda: "no cgroup on this machine")
+    alone = plan_sandbox(tmp_path, disk_bytes=disk, memory_bytes=memory)
+    assert filter_of(alone) == seccomp.program(rules=(*seccomp.RULES, *seccomp.UNCOUNTED_MEMORY))
+    assert str(memory // PRIVATE_MOUNTS) in alone.prefix
+    assert str(disk // PRIVATE_MOUNTS) not in alone.prefix
+    assert alone.refuses_uncounted and UNCOUNTED_REFUSED in alone.info[LIMITS_KEY]
+    if has_cgroup:
+        assert filter_of(grouped) == seccomp.program()
+        assert str(disk // PRIVATE_MOUNTS) in grouped.prefix

@@ -18,14 +18,13 @@ import os
 from collections.abc import Iterable
 
 from cluster_manager.sandbox import seccomp
-from cluster_manager.sandbox.seccomp import Rule
+from cluster_manager.sandbox.seccomp import PRIO_PGRP, PRIO_PROCESS, Rule
 
 _SIGNAL = "signals the processes that time and check the submission (SIGSTOP holds them up)"
 _SCHEDULE = "slows or moves the processes that time the submission"
 _OTHER = "reads or controls another process"
 _LEAVE = "a process outside the worker's group would run while the harness measures"
 EVERY_PROCESS = -1  # kill(-1): every process the user may signal
-PRIO_PROCESS, PRIO_PGRP = 0, 1  # setpriority's `which`; PRIO_USER (2) reaches the harness
 
 
 def _low32(value: int) -> int:

@@ -1,6 +1,7 @@
 """What a failed phase ran into, when it was one of the run's own limits: memory (its cgroup
-killed a process), processes, or the writable space (ENOSPC). The verdict says memory_limit for
-the first; the message names the limit for each, so the user sees why and by how much."""
+killed a process), processes, the writable space (ENOSPC), or, without a cgroup, the memory
+calls the sandbox refuses. The verdict says memory_limit for the first; the message names the
+limit for each, so the user sees why and by how much."""
 
 from __future__ import annotations
 
@@ -9,12 +10,21 @@ from cluster_manager.sandbox.process import ProcessResult
 
 # How the C library and Python word ENOSPC; only the message depends on it, never a verdict.
 NO_SPACE = "No space left on device"
+# How a call refused without a cgroup (memfd_create, shmget: ENOMEM) reaches the message.
+NO_MEMORY = ("Cannot allocate memory", "memfd_create", "shmget")
 
 
 def explain(
-    phase: str, result: ProcessResult, limits: Limits, verdict: Verdict, message: str
+    phase: str,
+    result: ProcessResult,
+    limits: Limits,
+    verdict: Verdict,
+    message: str,
+    *,
+    refuses_uncounted: bool = False,
 ) -> tuple[Verdict, str]:
-    """The phase's verdict and message, with the limit it hit named. A passing phase stays."""
+    """The phase's verdict and message, with the limit it hit named. A passing phase stays.
+    `refuses_uncounted`: the sandbox refused memfd_create and shmget (no cgroup here)."""
     if verdict is Verdict.PASSED:
         return verdict, message
     usage = result.usage
@@ -26,10 +36,21 @@ def explain(
     notes = []
     if usage is not None and usage.process_limit_hits:
         notes.append("the run's process limit was reached (threads count)")
-    if NO_SPACE in message or NO_SPACE in result.stderr or NO_SPACE in result.stdout:
+    said = (message, result.stderr, result.stdout)
+    # No usage: no cgroup held the tree, so its tmpfs mounts were no larger than its memory.
+    disk = limits.disk_bytes
+    if usage is None and limits.memory_bytes is not None:
+        disk = min(disk, limits.memory_bytes)
+    if any(NO_SPACE in text for text in said):
         notes.append(
-            f"the run's disk limit of {limits.disk_bytes >> 20} MiB was reached (HOME, "
+            f"the run's disk limit of {disk >> 20} MiB was reached (HOME, "
             "TMPDIR, /tmp, /var/tmp and /dev/shm share it)"
+        )
+    if refuses_uncounted and any(word in text for text in said for word in NO_MEMORY):
+        notes.append(
+            "no cgroup counts this runner's memory, so memfd_create and System V shared "
+            "memory (shmget) are refused with ENOMEM: share memory through /dev/shm, within "
+            "the disk limit"
         )
     if notes:
         message += f" [{'; '.join(notes)}]"

@@ -130,7 +130,7 @@ def run_phase(
         side_channels=[protocol.ENV_FD],
         isolation=sandbox.isolation,
     )
-    judgement, verdict, message = _judge(request, phase, result, timeout)
+    judgement, verdict, message = _judge(request, phase, result, timeout, sandbox)
     profiler = None
     if profiling is not None:
         output = result.stdout + result.stderr
@@ -160,7 +160,11 @@ def _write_cases(phase: Phase, workdir: Path, sandbox: Sandbox) -> str:
 
 
 def _judge(
-    request: RunRequest, phase: Phase, result: process.ProcessResult, timeout: float
+    request: RunRequest,
+    phase: Phase,
+    result: process.ProcessResult,
+    timeout: float,
+    sandbox: Sandbox,
 ) -> tuple[PhaseJudgement, Verdict, str]:
     """The phase's judgement from what the tree reported, and its verdict and message with
     the last line of stderr and the limit it hit, if any, named."""
@@ -178,7 +182,12 @@ def _judge(
     if judgement.verdict is Verdict.RUNTIME_ERROR and result.stderr.strip():
         message += f" ({result.stderr.strip().splitlines()[-1][:300]})"
     verdict, message = overrun.explain(
-        phase.mode, result, request.limits, judgement.verdict, message
+        phase.mode,
+        result,
+        request.limits,
+        judgement.verdict,
+        message,
+        refuses_uncounted=sandbox.refuses_uncounted,
     )
     if (
         not reported
@@ -277,7 +286,7 @@ def _prepare(
     tools = capture.tool_dirs(dict(os.environ)) if request.mode is Mode.PROFILE else []
     pinned = devices.assigned(os.environ).explicit()
     sandbox = (
-        plan_sandbox(workdir, tools, pinned, request.limits.disk_bytes)
+        plan_sandbox(workdir, tools, pinned, request.limits.disk_bytes, request.limits.memory_bytes)
         if isolate
         else unsandboxed()
     )

@@ -50,6 +50,10 @@ SANDBOX_UID_BASE = 0x7000_0000
 SANDBOX_SLOTS = 64
 NO_USER = "no unprivileged user id is mapped in this user namespace"
 PRIVATE_MOUNTS = 5  # HOME, TMPDIR, /tmp, /var/tmp, /dev/shm: each a fifth of the disk cap
+# What the full sandbox's filter adds where no cgroup counts memory (`seccomp.UNCOUNTED_MEMORY`).
+UNCOUNTED_REFUSED = (
+    "memfd_create and System V shared memory refused, tmpfs mounts within the memory cap"
+)
 GPU_NODES_KEY = "gpu_nodes"  # RunResult.system: which GPUs' device nodes the sandbox shows
 _slots = itertools.count()
 
@@ -64,6 +68,8 @@ class Sandbox:
     # The same, with HOME and TMPDIR the run directory's own on the host instead of a tmpfs:
     # for the trees whose files the runner reads afterwards (the compiler's, the profiler's).
     keep_prefix: tuple[str, ...] = ()
+    # memfd_create and System V shared memory refused (ENOMEM): no cgroup would count them.
+    refuses_uncounted: bool = False
 
     @property
     def user(self) -> tuple[int, int] | None:
@@ -86,15 +92,20 @@ def plan_sandbox(
     tools: Sequence[str] = (),
     devices: Sequence[str] | None = None,
     disk_bytes: int | None = None,
+    memory_bytes: int | None = None,
 ) -> Sandbox:
     """As much of the sandbox as this machine allows; `info` says what it got, and why not.
     `tools`: directories of tools outside the system's (a profiler) the tree may run.
     `devices`: the GPUs this runner was given explicitly (only their nodes are shown).
     `disk_bytes`: the run's writable space, shared by its five tmpfs mounts (HOME, TMPDIR,
-    /tmp, /var/tmp, /dev/shm)."""
+    /tmp, /var/tmp, /dev/shm); where no cgroup counts their pages, no more than
+    `memory_bytes`, the run's memory cap."""
     as_root = os.geteuid() == 0
     nodes = gpu_nodes(devices)
-    private_bytes = (disk_bytes or PRIVATE_MOUNTS * ResourceLimits().file_bytes) // PRIVATE_MOUNTS
+    writable = disk_bytes or PRIVATE_MOUNTS * ResourceLimits().file_bytes
+    if memory_bytes is not None and not _memory_cgroup():
+        writable = min(writable, memory_bytes)
+    private_bytes = writable // PRIVATE_MOUNTS
     identity = _sandbox_user() if as_root else None
     if as_root and identity is None:
         sandbox = _partial(workdir, None, nodes, NO_USER, private_bytes)
@@ -103,15 +114,18 @@ def plan_sandbox(
     else:
         sandbox = _full(workdir, identity, nodes, tools, private_bytes)
     full = sandbox.info[SANDBOX_KEY] == FULL
-    sandbox.info.update(_limits_info(PRIVATE_MOUNTS * private_bytes if full else None))
+    refuses = full and not _memory_cgroup() and seccomp.state() == seccomp.FILTERED
+    sandbox = dataclasses.replace(sandbox, refuses_uncounted=refuses)
+    sandbox.info.update(_limits_info(PRIVATE_MOUNTS * private_bytes if full else None, refuses))
     return sandbox
 
 
-def _limits_info(disk_bytes: int | None) -> dict[str, str]:
+def _limits_info(disk_bytes: int | None, refuses_uncounted: bool = False) -> dict[str, str]:
     """What bounds the run's memory and processes, and its writable space."""
     backend = cgroups.backend()
     if isinstance(backend, str):
         limits = f"{RLIMITS_ONLY} ({backend})"
+        limits += f"; {UNCOUNTED_REFUSED}" if refuses_uncounted else ""
     else:
         limits = f"{backend.name}: memory (shmem, tmpfs and page cache included), processes"
     if disk_bytes is None:
@@ -119,6 +133,11 @@ def _limits_info(disk_bytes: int | None) -> dict[str, str]:
     else:
         disk = f"{disk_bytes >> 20} MiB in all: HOME, TMPDIR, /tmp, /var/tmp, /dev/shm are tmpfs"
     return {LIMITS_KEY: limits, DISK_KEY: disk}
+
+
+def _memory_cgroup() -> bool:
+    """Whether each tree's memory, memfd and tmpfs pages included, is held by a cgroup."""
+    return not isinstance(cgroups.backend(), str)
 
 
 def full_sandbox_problem() -> str | None:
@@ -147,7 +166,7 @@ def _full(
     write_proc(workdir)
     scratch = (str(workdir / HOME_DIR), str(workdir / TMP_DIR))
     spec = SandboxSpec(view=full_view(workdir, nodes, scratch, tools, private_bytes))
-    syscall_filter = seccomp.shared_fd()
+    syscall_filter = seccomp.shared_fd(memory_cgroup=_memory_cgroup())
     isolation = Isolation(syscall_filter=syscall_filter)
     user_name = _user_name()
     if identity is not None:

@@ -68,6 +68,13 @@ UNSHARE_NAMESPACES = CLONE_NAMESPACES | CLONE_NEWTIME
 PER_LINUX = 0
 PERSONALITY_QUERY = 0xFFFFFFFF
 AF_VSOCK = 40
+# setpriority's and ioprio_set's `which`: one process or a process group, never every process
+# of a user (PRIO_USER, IOPRIO_WHO_USER), whose processes in the sandbox include the harness.
+PRIO_PROCESS, PRIO_PGRP = 0, 1
+IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP = 1, 2
+# With --as-pid-1 the phase's first process is PID 1 of the sandbox: the harness, ours or a
+# task's own eval.py, which the submission runs under and did not start.
+HARNESS_PID = 1
 
 SYSCALLS_KEY = "syscalls"  # RunResult.system: whether the tree ran behind the filter
 FILTERED = "filtered"
@@ -95,6 +102,8 @@ _ESCAPES = "a large kernel interface behind many privilege escalations; no task 
 _NAMESPACE = "a namespace of its own would give it capabilities there and a way round the sandbox"
 _MOUNT = "changes what the sandbox shows; nothing to mount for a task"
 _HOST = "acts on the whole machine, not on the run"
+_SCHEDULE = "slows or moves the phase's harness, a process the submission did not start"
+_UNCOUNTED = "memory no rlimit counts: refused where no memory cgroup holds the run"
 
 RULES: tuple[Rule, ...] = (
     Rule("ptrace", _OTHER_PROCESS),
@@ -160,7 +169,29 @@ RULES: tuple[Rule, ...] = (
          unless=(PER_LINUX, PERSONALITY_QUERY)),
     Rule("socket", "vsock is not namespaced: it reaches the hypervisor or host past the "
          "network namespace", error=errno.EAFNOSUPPORT, equals=(AF_VSOCK,)),
+    # Only its own priority or its group's (who = 0): by pid or for the whole user it would
+    # reach the harness. The PID namespace keeps every other call below inside the run's tree.
+    Rule("setpriority", _SCHEDULE, only=((0, (PRIO_PROCESS, PRIO_PGRP)), (1, (0,)))),
+    Rule("ioprio_set", _SCHEDULE, only=((0, (IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP)), (1, (0,)))),
+    Rule("sched_setaffinity", _SCHEDULE, equals=(HARNESS_PID,)),
+    Rule("sched_setscheduler", _SCHEDULE, equals=(HARNESS_PID,)),
+    Rule("sched_setparam", _SCHEDULE, equals=(HARNESS_PID,)),
+    Rule("sched_setattr", _SCHEDULE, equals=(HARNESS_PID,)),
+    Rule("prlimit64", _SCHEDULE, equals=(HARNESS_PID,)),
+    Rule("migrate_pages", _SCHEDULE, equals=(HARNESS_PID,)),
+    Rule("move_pages", _SCHEDULE, equals=(HARNESS_PID,)),
 )  # fmt: skip
+
+# Added where no memory cgroup holds the run (an ordinary user's runner without delegation):
+# these pages count against no rlimit, so without a cgroup nothing would bound them. What is
+# left to a tree is anonymous memory (RLIMIT_AS) and files in its size-capped tmpfs mounts
+# (POSIX shared memory, shm_open, lives in /dev/shm, one of them). ENOMEM: to the submission
+# this memory is used up, and the harness judges it as such (memory_limit).
+UNCOUNTED_MEMORY: tuple[Rule, ...] = (
+    Rule("memfd_create", _UNCOUNTED, error=errno.ENOMEM),
+    Rule("memfd_secret", _UNCOUNTED, error=errno.ENOMEM),
+    Rule("shmget", _UNCOUNTED, error=errno.ENOMEM),
+)
 
 # Call numbers, from the kernel's tables (arch/x86/entry/syscalls/syscall_64.tbl and the
 # generic table aarch64 uses). Calls absent from a table do not exist on that machine.
@@ -184,6 +215,7 @@ X86_64: Mapping[str, int] = {
     "pidfd_send_signal": 424, "sched_setaffinity": 203, "sched_setscheduler": 144,
     "sched_setparam": 142, "sched_setattr": 314, "setpriority": 141, "prlimit64": 302,
     "migrate_pages": 256, "move_pages": 279, "setpgid": 109, "setsid": 112,
+    "ioprio_set": 251, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
 }  # fmt: skip
 AARCH64: Mapping[str, int] = {
     "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
@@ -203,6 +235,7 @@ AARCH64: Mapping[str, int] = {
     "pidfd_send_signal": 424, "sched_setaffinity": 122, "sched_setscheduler": 119,
     "sched_setparam": 118, "sched_setattr": 274, "setpriority": 140, "prlimit64": 261,
     "migrate_pages": 238, "move_pages": 239, "setpgid": 154, "setsid": 157,
+    "ioprio_set": 30, "memfd_create": 279, "memfd_secret": 447, "shmget": 194,
 }  # fmt: skip
 
 
@@ -298,10 +331,11 @@ def state() -> str:
 
 
 @functools.cache
-def shared_fd() -> int | None:
-    """This process's filter in a sealed memfd (closed on exec), made once; None where there
-    is no filter. Each tree gets its own description of it (`reopen`)."""
-    code = program()
+def shared_fd(memory_cgroup: bool = True) -> int | None:
+    """This process's filter in a sealed memfd (closed on exec), made once per kind; None
+    where there is no filter. Each tree gets its own description of it (`reopen`).
+    `memory_cgroup`: a cgroup holds the trees' memory; without one, `UNCOUNTED_MEMORY` too."""
+    code = program(rules=RULES if memory_cgroup else (*RULES, *UNCOUNTED_MEMORY))
     if code is None:
         return None
     fd = os.memfd_create("cm-seccomp", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
