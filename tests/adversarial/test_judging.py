@@ -87,8 +87,8 @@ def custom_kernel(data):
     "the 2 ms the calls take (root and ordinary user)",
 )
 @pytest.mark.parametrize("plain_user", [False, True], ids=["root", "user"])
-def test_slowing_the_trusted_side_gains_nothing(identity, plain_user, record_property):
-    result = judged(identity, SLOW_THE_CONTROLS, plain_user=plain_user)
+def test_slowing_the_trusted_side_gains_nothing(timed_identity, plain_user, record_property):
+    result = judged(timed_identity, SLOW_THE_CONTROLS, plain_user=plain_user)
     reniced = {line for line in stdout_of(result).splitlines() if line.startswith("RENICED")}
     record_property("observed", f"{result.verdict.value}: score {result.score}; {reniced}")
     assert reniced and all(line.startswith("RENICED 0 OF") for line in reniced), reniced
@@ -133,8 +133,8 @@ def custom_kernel(data):
     "in, the rest the truth (a median and a sign count stay quiet)",
     "ranked at the 2 ms the calls take: no report is scored",
 )
-def test_a_balanced_forgery_gains_nothing(identity, record_property):
-    result = attack(identity, BALANCED_FORGERY)
+def test_a_balanced_forgery_gains_nothing(timed_identity, record_property):
+    result = attack(timed_identity, BALANCED_FORGERY)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * WORK_S), (result.message, result.score)
     assert result.passed, result.message
@@ -225,8 +225,8 @@ def custom_kernel(data):
     "its data, inside the timed windows; ranked at the 2 ms (root and ordinary user)",
 )
 @pytest.mark.parametrize("plain_user", [False, True], ids=["root", "user"])
-def test_helpers_do_not_run_between_calls(identity, plain_user, record_property):
-    result = judged(identity, HELPER_BETWEEN_CALLS, plain_user=plain_user)
+def test_helpers_do_not_run_between_calls(timed_identity, plain_user, record_property):
+    result = judged(timed_identity, HELPER_BETWEEN_CALLS, plain_user=plain_user)
     ratios = [
         float(line.split()[1])
         for line in stdout_of(result).splitlines()
@@ -274,8 +274,8 @@ def custom_kernel(data):
     "worker's timer starts",
     "ranked at the 2 ms: the window opens before the inputs leave the harness",
 )
-def test_work_in_the_workers_pipe_hooks_is_timed(identity, record_property):
-    result = attack(identity, PIPE_HOOKS)
+def test_work_in_the_workers_pipe_hooks_is_timed(timed_identity, record_property):
+    result = attack(timed_identity, PIPE_HOOKS)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * WORK_S), (result.message, result.score)
     assert result.passed, result.message

@@ -328,11 +328,11 @@ def test_shaving_a_quarter_off_every_call(slow_identity, record_property):
     "replacing the worker's timed step: report 2 ms of work honestly, work 1 ms more after it",
     "ranked at the 3 ms: the window closes when the output arrives",
 )
-def test_moving_a_third_of_the_work_after_the_reply(identity, record_property):
+def test_moving_a_third_of_the_work_after_the_reply(timed_identity, record_property):
     """Attack: work 2 ms and report exactly that, then work 1 ms more before sending the
     output, hoping load explains it. Expected: the window closes when the output arrives:
     ranked at the 3 ms, however loaded the machine."""
     code = take_over_the_timed_step(0.002, 0.001, report_honestly=True)
-    result = attack(identity, code)
+    result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * 0.003), (result.message, result.score)

@@ -39,7 +39,7 @@ def ranked_honestly(result, floor_s: float) -> bool:
     "are made, off the clock, and only look it up in the timed call",
     "the worker never makes inputs (the harness sends them): ranked at the kernel's real time",
 )
-def test_hooking_the_input_generator_moves_no_work_off_the_clock(identity, record_property):
+def test_hooking_the_input_generator_moves_no_work_off_the_clock(timed_identity, record_property):
     """Attack: the worker used to make each timed iteration's inputs itself with the task's
     `generate_input`; wrap it so it also computes the answer (5 ms) and keeps it by data
     pointer, and let the timed call only look it up. Expected: inputs are made in the harness
@@ -66,7 +66,7 @@ def test_hooking_the_input_generator_moves_no_work_off_the_clock(identity, recor
         time.sleep({SLEEPY})
         return data.clone()
     """
-    result = attack(identity, code)
+    result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_honestly(result, 0.8 * SLEEPY), (result.message, result.score)
     assert result.passed, result.message
@@ -107,14 +107,14 @@ def custom_kernel(data):
     "the signals are refused (syscall filter of the worker): ranked at the 5 ms by the "
     "harness's clock",
 )
-def test_stopping_the_stand_in_does_not_hide_a_forged_timer(identity, record_property):
+def test_stopping_the_stand_in_does_not_hide_a_forged_timer(timed_identity, record_property):
     """Attack: report 1 ns for every 5 ms call, and SIGSTOP every other process (the old echo,
     now the stand-in) for 50 ms so its replays take longer than the real calls. Expected: the
     worker may not signal the harness's processes: the stand-in's overhead is what moving
     the data takes, and the score is the 5 ms."""
     forged = "from cluster_manager.harness import timing\ntiming.CpuTimer.stop = lambda self: 1.0\n"
     code = forged + STOP_THE_OTHERS
-    result = attack(identity, code)
+    result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_honestly(result, 0.9 * SLEEPY), (result.message, result.score)
 
@@ -169,7 +169,7 @@ def test_the_harness_processes_cannot_be_traced_or_robbed(identity, record_prope
     "reporting 1 ns for every call of a 100 µs kernel, inside the old allowance (20-200 µs)",
     "ranked at the 100 µs by the harness's clock",
 )
-def test_a_forged_timer_on_a_short_kernel_gains_nothing(identity, record_property):
+def test_a_forged_timer_on_a_short_kernel_gains_nothing(timed_identity, record_property):
     """Attack: a kernel of 100 µs whose timer reports 1 ns: the old witness held ranked
     means to its clock only beyond an allowance of 20-200 µs, so the kernel ranked near zero.
     Expected: the score is the harness's clock: the 100 µs."""
@@ -186,7 +186,7 @@ def test_a_forged_timer_on_a_short_kernel_gains_nothing(identity, record_propert
             pass
         return data.clone()
     """
-    result = attack(identity, code)
+    result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_honestly(result, 90e-6), (result.message, result.score)
 
@@ -369,7 +369,7 @@ def test_memoising_by_identity_on_a_task_without_seeds(seedless, record_property
     )
 
 
-def test_an_honest_kernel_ranks_at_its_benchmark_time(identity):
+def test_an_honest_kernel_ranks_at_its_benchmark_time(timed_identity):
     """The defences cost an honest kernel nothing: its ranked mean is its benchmark mean."""
     code = f"""
     import time
@@ -378,6 +378,6 @@ def test_an_honest_kernel_ranks_at_its_benchmark_time(identity):
         time.sleep({SLEEPY})
         return data.clone()
     """
-    result = attack(identity, code)
+    result = attack(timed_identity, code)
     assert result.passed, result.message
     assert result.score is not None and SLEEPY <= result.score <= 1.5 * SLEEPY

@@ -52,10 +52,10 @@ def paired_case(case: CaseRun, outputs: list[Any], rule: timing.StopRule) -> Out
         # harness's own time slice running out, caches) weighs on both alike.
         early = overhead(inputs) if secrets.randbits(1) else None
         call = case.timed_call(inputs, with_output=True)
-        late = overhead(inputs) if early is None else early
+        moving = overhead(inputs) if early is None else early
         trusted = clock.add(
             window_ns=call.window_ns + call.output_ns,
-            overhead_ns=late,
+            overhead_ns=moving,
             reported_ns=call.reported_ns,
             report_window_ns=call.window_ns,
         )
