@@ -24,7 +24,8 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 if str(BENCHMARKS) not in sys.path:
     sys.path.insert(0, str(BENCHMARKS))
 
-import run  # noqa: E402  (a script beside the benchmarks, found through the path above)
+# A script beside the benchmarks, found through the path above (not a package to import).
+run = importlib.import_module("run")
 
 # Every script and helper beside run.py, those it does not run included.
 ALL = sorted(path.stem for path in BENCHMARKS.glob("*.py"))

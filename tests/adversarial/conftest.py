@@ -21,7 +21,7 @@ def identity(tmp_path: Path) -> Task:
 @pytest.fixture
 def timed_identity(tmp_path: Path) -> Task:
     """The identity task with a ranked phase long enough for a few hundred pairs of a kernel
-    of milliseconds: the clock's trimmed mean then moves by well under a tenth even on a
+    of milliseconds: the clock's median then moves by well under a tenth even on a
     loaded machine (with 4 s, a few dozen pairs at a load of 10 missed it by 1 %)."""
     return small_task(tmp_path / "identity", ranked_timeout=10)
 
@@ -29,7 +29,7 @@ def timed_identity(tmp_path: Path) -> Task:
 @pytest.fixture
 def slow_identity(tmp_path: Path) -> Task:
     """The identity task with ranked time for ten pairs of a 50 ms kernel and the stand-in's
-    replays even on a loaded machine (with fewer, the clock's mean trims nothing)."""
+    replays even on a loaded machine (with fewer, one preempted call moves the clock's median)."""
     return small_task(tmp_path / "identity", ranked_timeout=15)
 
 

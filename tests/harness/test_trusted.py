@@ -1,11 +1,11 @@
-"""The score of a timed case: never below the harness's clock (trimmed); a report is held to
-its window, and is the figure only where it is the higher."""
+"""The score of a timed case: never below the harness's clock (its median); a report is held
+to its window, and is the figure only where it is the higher."""
 
 from __future__ import annotations
 
 import pytest
 
-from cluster_manager.harness.trusted import TRIM_SHARE, TrustedClock, trimmed
+from cluster_manager.harness.trusted import TrustedClock
 
 
 def _clock(windows: list[float], overhead: float = 100.0, reported: float = 1.0) -> TrustedClock:
@@ -23,7 +23,7 @@ def test_a_calls_duration_is_its_window_less_what_moving_its_data_took():
         window_ns=5_000.0, overhead_ns=1_200.0, reported_ns=3_700.0, report_window_ns=4_000.0
     )
     assert trusted == 3_800.0
-    assert clock.last_ns == 3_800.0
+    assert clock.durations == [3_800.0] and clock.reported == [3_700.0]
 
 
 def test_no_report_below_the_clock_changes_the_score():
@@ -51,9 +51,18 @@ def test_honest_reports_above_the_clock_are_the_figures():
     assert clock.clock_ns == pytest.approx(18_000.0)
 
 
-def test_noise_at_either_end_is_left_out_and_every_call_counted():
+def test_reports_below_the_clock_are_raised_to_it_as_a_whole():
+    clock = TrustedClock()
+    for reported in (1_000.0, 2_000.0, 3_000.0):
+        clock.add(window_ns=12e3, overhead_ns=2e3, reported_ns=reported, report_window_ns=12e3)
+    stats = clock.stats()
+    assert stats.mean == pytest.approx(10_000.0)
+    assert (stats.best, stats.worst) == (pytest.approx(9_000.0), pytest.approx(11_000.0))
+
+
+def test_noise_at_either_end_moves_nothing_and_every_call_is_counted():
     """A preempted call (a window 5 ms long) and a preempted replay (its overhead that long,
-    the call's duration clamped at zero) move nothing: both ends are trimmed."""
+    the call's duration clamped at zero) do not move the clock's median."""
     clock = TrustedClock()
     for i in range(100):
         window = 5_000_000.0 if i == 3 else 20_000.0
@@ -61,17 +70,15 @@ def test_noise_at_either_end_is_left_out_and_every_call_counted():
         clock.add(window_ns=window, overhead_ns=overhead, reported_ns=1.0, report_window_ns=window)
     stats = clock.stats()
     assert stats.runs == 100
-    assert stats.mean == pytest.approx(10_000.0)
-    assert stats.best == stats.worst == 10_000.0
+    assert clock.clock_ns == stats.mean == pytest.approx(10_000.0)
 
 
-def test_trimming_takes_the_same_share_from_each_end():
-    values = [float(v) for v in range(20)]
-    kept = trimmed(values)
-    cut = int(20 * TRIM_SHARE)
-    assert kept == values[cut : 20 - cut]
-    assert trimmed([3.0, 1.0, 2.0]) == [2.0]  # one at each end at least: a median of three
-    assert trimmed([2.0, 1.0]) == [1.0, 2.0]  # too few to trim: all, in order
+def test_the_stand_in_waits_as_long_as_calls_typically_report():
+    clock = TrustedClock()
+    assert clock.typical_report_ns == 0.0
+    for reported in (100.0, 5_000.0, 120.0, 110.0):
+        clock.add(window_ns=9e3, overhead_ns=1.0, reported_ns=reported, report_window_ns=9e3)
+    assert clock.typical_report_ns == pytest.approx(115.0)  # one slow call does not move it
 
 
 def test_a_report_longer_than_its_window_is_the_only_verdict():

@@ -51,7 +51,7 @@ from cluster_manager.sandbox.lifecycle import make_undumpable
 
 MAX_BENCHMARK_BUDGET_S = 3.0
 # Ranked runs take enough calls, budget permitting, that the few whose windows a preempted
-# process stretched are left out of the score by its trim (`trusted.TRIM_SHARE`).
+# process stretched do not move the clock's median (`trusted.TrustedClock.clock_ns`).
 RANKED_MIN_RUNS = 100
 # Quick calls get their minimum of pairs even where starting up on a loaded machine spent the
 # phase's budget: within the fifth of the time limit the budget leaves free (the shortest

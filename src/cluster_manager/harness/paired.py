@@ -35,10 +35,10 @@ def paired_case(case: CaseRun, outputs: list[Any], rule: timing.StopRule) -> Out
     def overhead(inputs: list[wire.Encoded]) -> float:
         """What moving the call's data takes the stand-in, rank by rank as the harness moves
         the ranks' data, with the submission stopped. It waits (the first rank's replay) as
-        long as the last call took by this clock, so this process waits on it alike."""
+        long as the calls typically report, so this process waits on it alike."""
         total = 0.0
         for r, data in enumerate(inputs):
-            wait_ns = clock.last_ns if r == 0 else 0.0
+            wait_ns = clock.typical_report_ns if r == 0 else 0.0
             replay = time_call([stand_in], [data], with_output=True, wait_ns=wait_ns, rank=r)
             stand_in.message(replay.outputs[0])
             total += replay.window_ns - replay.reported_ns + replay.output_ns

@@ -73,7 +73,7 @@ class StopRule:
     """Stop when the standard error of the mean is small enough, within count and time bounds.
     `floor_runs` calls are taken even past the wall budget, up to `floor_budget_ns`, or past
     that too while the whole floor takes no more than `floor_grace_ns` at the pace so far:
-    a score trimmed of its noisiest calls needs that many (`trusted.MIN_PAIRS`), and quick
+    the clock's median needs that many (`trusted.MIN_PAIRS`), and quick
     calls cost next to nothing."""
 
     target_rel_err: float = 0.001

@@ -7,16 +7,17 @@ every process of the submission is stopped, the trusted stand-in takes the same 
 sends an output of the same size the same way, with no kernel to run: what moving the call's
 data takes now (its *overhead*). A call's trusted duration is its window less that overhead.
 
-A case's figures are those of the reports or of the trusted durations (trimmed: `TRIM_SHARE`),
-whichever mean is higher. A forged report cannot beat the clock: the clock's mean is a floor
-under every score. An honest report is the precise figure (the worker's clock sits right
+A case's figures are the reports', raised as a whole to the trusted durations' median where
+that is higher. A forged report cannot beat the clock: the clock's median is a floor under
+every score. An honest report is the precise figure (the worker's clock sits right
 around the call; the window also holds two processes' wake-ups), and where noise pushes the
-clock above it, the clock's mean counts: a disagreement costs precision, never a verdict.
+clock above it, the clock's median counts: a disagreement costs precision, never a verdict.
 
 Why the clock cannot be bent: the window is measured here, around everything the submission
 does for the call (its processes are stopped before and after it, so no work moves outside
 it), and the overhead is measured while none of them runs, by processes they cannot slow,
-signal or reschedule (`guard.py`). Neither depends on anything the submission says.
+signal or reschedule (`guard.py`). The one thing the reports set is how long the stand-in
+waits (`typical_report_ns`), which its own clock takes back out of the overhead.
 
 A report is held against its window only to catch what cannot happen honestly: a call
 reported longer than the window that contains it.
@@ -24,18 +25,17 @@ reported longer than the window that contains it.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field, replace
 
 from cluster_manager.harness import timing
 
-# A preempted harness, worker or stand-in stretches one call's window or one replay by up to a
-# time slice (milliseconds on a loaded machine), up or down: the clock's mean leaves out this
-# share of the calls at each end. Nothing the submission controls decides which calls are left
-# out but its real time per call (inputs are fresh each call: slow calls cannot speed others).
-TRIM_SHARE = 0.1
-# Pairs a case takes even past its budget where the phase has time to spare: with fewer, the
-# trim leaves nothing out, and one preempted call moves the score by its whole delay.
+# Pairs a case takes even past its budget where the phase has time to spare: with fewer, one
+# preempted call moves the clock's median by its whole delay.
 MIN_PAIRS = 10
+# The stand-in's wait follows this many recent reports: enough that one odd call does not move
+# it, few enough to follow a kernel that changes pace.
+WAIT_CALLS = 31
 # A report may not exceed the window that contains it; a GPU's event clock and the host's
 # differ by a little (events resolve about half a microsecond).
 REPORT_TOLERANCE = 1.01
@@ -64,8 +64,13 @@ class TrustedClock:
         return trusted
 
     @property
-    def last_ns(self) -> float:
-        return self.durations[-1] if self.durations else 0.0
+    def typical_report_ns(self) -> float:
+        """The median of the last `WAIT_CALLS` reports: how long the stand-in waits in its
+        replays, so the harness waits on it as on a call. A report forged low shortens the
+        replay's wait, and so the overhead, and raises the clock; one forged high raises the
+        reports' own mean, which is a floor of the score too."""
+        recent = self.reported[-WAIT_CALLS:]
+        return statistics.median(recent) if recent else 0.0
 
     def problem(self) -> str | None:
         if not self.impossible:
@@ -77,20 +82,22 @@ class TrustedClock:
 
     @property
     def clock_ns(self) -> float:
-        """The trimmed mean of the trusted durations."""
-        return timing.calculate_stats(trimmed(self.durations)).mean
+        """The median of the trusted durations. A preempted harness, worker or stand-in moves
+        one call by up to a time slice, up or down, and moving data varies with two
+        processes' wake-ups: the median follows the body of the calls, where a mean would
+        follow the tail. No submission can lower it: each call's output needs that call's own
+        work (its inputs are fresh and unforeseeable), so most calls cannot be quicker than
+        that work."""
+        return statistics.median(self.durations) if self.durations else 0.0
 
     def stats(self) -> timing.Stats:
-        """The case's figures: the reports', or the trusted durations' (over the calls kept
-        by the trim) where their mean is higher; every call counted in `runs`."""
+        """The case's figures: the reports', raised as a whole to the clock's median where
+        that is higher; every call counted in `runs`."""
         reported = timing.calculate_stats(self.reported)
-        clock = timing.calculate_stats(trimmed(self.durations))
-        return replace(clock if clock.mean > reported.mean else reported, runs=len(self.reported))
-
-
-def trimmed(values: list[float], share: float = TRIM_SHARE) -> list[float]:
-    """`values` without the `share` of them at each end (in order of size), and without one
-    at each end at least where there are three or more (a median of three)."""
-    cut = max(int(len(values) * share), 1 if len(values) >= 3 else 0)
-    ordered = sorted(values)
-    return ordered[cut : len(ordered) - cut] if cut else ordered
+        lift = max(0.0, self.clock_ns - reported.mean)
+        return replace(
+            reported,
+            mean=reported.mean + lift,
+            best=reported.best + lift,
+            worst=reported.worst + lift,
+        )
