@@ -115,3 +115,10 @@ def processes_of(uid: int) -> list[int]:
 def not_ranked(result: RunResult) -> bool:
     """The run neither passed nor got a score."""
     return not result.passed and result.score is None
+
+
+def ranked_at_least(result: RunResult, floor_s: float) -> bool:
+    """Ranked no faster than `floor_s` (the work the kernel really does), or not ranked."""
+    if not result.passed:
+        return not_ranked(result)
+    return result.score is not None and result.score >= floor_s

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core.models import Task
-from tests.adversarial.helpers import attack, failed_in, not_ranked, small_task
+from tests.adversarial.helpers import attack, failed_in, not_ranked, ranked_at_least, small_task
 
 torch = pytest.importorskip("torch")
 pytestmark = [
@@ -54,12 +54,6 @@ def cuda_identity(tmp_path: Path) -> Task:
     return small_task(tmp_path / "cuda", reference=CUDA_REFERENCE)
 
 
-def ranked_honestly(result, floor_s: float) -> bool:
-    if not result.passed:
-        return not_ranked(result)
-    return result.score is not None and result.score >= floor_s
-
-
 @pytest.mark.reliability(
     "Anti-cheat",
     "GPU: patching torch.cuda.Event.elapsed_time to report 1 µs for a slow kernel",
@@ -79,7 +73,7 @@ def custom_kernel(data):
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
     assert honest.passed, honest.message
-    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
+    assert ranked_at_least(result, 0.9 * honest.score), (result.message, result.score)
 
 
 @pytest.mark.reliability(
@@ -104,7 +98,7 @@ def custom_kernel(data):
     record_property("observed", f"{result.verdict.value}: {result.message}")
     honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
     assert honest.passed, honest.message
-    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
+    assert ranked_at_least(result, 0.9 * honest.score), (result.message, result.score)
 
 
 @pytest.mark.reliability(
@@ -182,7 +176,7 @@ def custom_kernel(data):
     honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert honest.passed, honest.message
-    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
+    assert ranked_at_least(result, 0.9 * honest.score), (result.message, result.score)
 
 
 @pytest.mark.reliability(
@@ -230,4 +224,4 @@ def custom_kernel(data):
     honest = attack(cuda_identity, SLOW + "\ndef custom_kernel(data):\n    return work(data)\n")
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert honest.passed, honest.message
-    assert ranked_honestly(result, 0.9 * honest.score), (result.message, result.score)
+    assert ranked_at_least(result, 0.9 * honest.score), (result.message, result.score)

@@ -15,7 +15,7 @@ import pytest
 
 from cluster_manager.core.models import Mode, RunResult, Task
 from cluster_manager.core.task import load_task
-from tests.adversarial.helpers import attack, not_ranked, request_for, stdout_of
+from tests.adversarial.helpers import attack, ranked_at_least, request_for, stdout_of
 from tests.conftest import EXAMPLES, FIXTURES
 from tests.security.runners import run_entrypoint
 
@@ -23,13 +23,6 @@ pytestmark = pytest.mark.adversarial
 
 WORK_S = 0.002  # what every kernel here really does per call
 PROBLEMSET = FIXTURES / "problemset" / "vectorsum_py"  # judged by its own eval.py
-
-
-def ranked_at_least(result: RunResult, floor_s: float) -> bool:
-    """Ranked no faster than `floor_s`, or not ranked at all."""
-    if not result.passed:
-        return not_ranked(result)
-    return result.score is not None and result.score >= floor_s
 
 
 def judged(task: Task, code: str, *, plain_user: bool) -> RunResult:

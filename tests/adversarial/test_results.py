@@ -13,6 +13,7 @@ from tests.adversarial.helpers import (
     attack,
     failed_in,
     not_ranked,
+    ranked_at_least,
     small_task,
     stdout_of,
 )
@@ -213,13 +214,6 @@ def test_patching_the_timer_in_the_worker(slow_identity, record_property):
     result = attack(slow_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * 0.05), (result.message, result.score)
-
-
-def ranked_at_least(result, floor_s: float) -> bool:
-    """Ranked no faster than `floor_s` (the work the kernel really does), or not ranked."""
-    if not result.passed:
-        return not_ranked(result)
-    return result.score is not None and result.score >= floor_s
 
 
 def take_over_the_timed_step(

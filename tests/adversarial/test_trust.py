@@ -15,7 +15,7 @@ from tests.adversarial.helpers import (
     SECRET,
     attack,
     failed_in,
-    not_ranked,
+    ranked_at_least,
     stdout_of,
 )
 from tests.conftest import write_task
@@ -24,13 +24,6 @@ pytestmark = pytest.mark.adversarial
 
 # A kernel that takes 5 ms unless it finds the answer ready.
 SLEEPY = 0.005
-
-
-def ranked_honestly(result, floor_s: float) -> bool:
-    """Failed and unranked, or ranked at no less than `floor_s`."""
-    if not result.passed:
-        return not_ranked(result)
-    return result.score is not None and result.score >= floor_s
 
 
 @pytest.mark.reliability(
@@ -68,7 +61,7 @@ def test_hooking_the_input_generator_moves_no_work_off_the_clock(timed_identity,
     """
     result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert ranked_honestly(result, 0.8 * SLEEPY), (result.message, result.score)
+    assert ranked_at_least(result, 0.8 * SLEEPY), (result.message, result.score)
     assert result.passed, result.message
 
 
@@ -116,7 +109,7 @@ def test_stopping_the_stand_in_does_not_hide_a_forged_timer(timed_identity, reco
     code = forged + STOP_THE_OTHERS
     result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert ranked_honestly(result, 0.9 * SLEEPY), (result.message, result.score)
+    assert ranked_at_least(result, 0.9 * SLEEPY), (result.message, result.score)
 
 
 TAKE_THE_PIPE = """
@@ -188,7 +181,7 @@ def test_a_forged_timer_on_a_short_kernel_gains_nothing(timed_identity, record_p
     """
     result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert ranked_honestly(result, 90e-6), (result.message, result.score)
+    assert ranked_at_least(result, 90e-6), (result.message, result.score)
 
 
 def _public_seeds() -> str:
@@ -363,7 +356,7 @@ def test_memoising_by_identity_on_a_task_without_seeds(seedless, record_property
     """
     result = attack(seedless, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
-    assert failed_in(result, "leaderboard") or ranked_honestly(result, 0.8 * SLEEPY), (
+    assert failed_in(result, "leaderboard") or ranked_at_least(result, 0.8 * SLEEPY), (
         result.message,
         result.score,
     )
