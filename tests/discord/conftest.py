@@ -277,6 +277,10 @@ class DiscordHarness:
     ) -> Reply:
         """Presses the button (or picks `values` in the menu) called `label` on `message`."""
         custom_id = message.custom_ids()[label]
+        # The bot registers a view once Discord's reply to the send reaches it, a moment after
+        # the message exists here; a person cannot click sooner, and neither does the test.
+        views = self.bot._connection._view_store._views
+        await self.fake.wait_for(lambda: message.id in views)
         data: dict[str, Any] = {"custom_id": custom_id, "component_type": 2}
         if values is not None:
             data = {"custom_id": custom_id, "component_type": 3, "values": values}
