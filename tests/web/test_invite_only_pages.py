@@ -16,6 +16,7 @@ ROUTES = {
     "page": "/leaderboards/{}",
     "chart": "/leaderboards/{}/chart/CPU.svg",
     "file": "/leaderboards/{}/files/reference.py",
+    "teams": "/leaderboards/{}/teams",
 }
 
 

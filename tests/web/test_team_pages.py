@@ -1,6 +1,7 @@
 """Teams on the leaderboard page: a team ranks as one entry under its name, beside the member
-whose submission it is; the Teams section lists every team and its members; a signed-in user
-creates, invites, joins and leaves through its forms, under the submit form's rules."""
+whose submission it is; the Teams section counts the teams and shows the viewer's, and the
+teams page lists every team with its members; a signed-in user creates, invites, joins and
+leaves through the section's forms, under the submit form's rules."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import re
 
 import httpx
 import pytest
-from playwright.async_api import expect
+from playwright.async_api import Page, expect
 
 from cluster_manager.app import App
 from cluster_manager.core.teams import Team
@@ -20,6 +21,7 @@ from tests.web.test_after_deadline_pages import AFTER_TAB
 from tests.web.test_phone_browser import SIDEWAYS
 
 PAGE = f"/leaderboards/{BOARD}"
+TEAMS_PAGE = f"{PAGE}/teams"
 ALICE, BOB, CAROL = (Submitter(u, u) for u in ("alice", "bob", "carol"))
 FAST_ONES = '<span class="team">Fast Ones</span> <span class="member">{}</span>'
 TEAM_FORMS = ("/team/create", "/team/join", "/team/invite", "/team/leave")
@@ -43,8 +45,8 @@ def ranked_cells(html: str, gpu: str = "CPU") -> list[str]:
 
 
 def team_lines(html: str) -> list[str]:
-    """The Teams section's entries as text: name, size, members."""
-    items = re.findall(r"<li>(.*?)</li>", section(html, "teams"), re.S)
+    """The teams page's entries as text: name, size, members."""
+    items = re.findall(r"<li[^>]*>(.*?)</li>", section(html, "teams"), re.S)
     return [" ".join(re.sub(r"<[^>]+>", " ", item).split()) for item in items]
 
 
@@ -80,23 +82,37 @@ async def test_both_tabs_of_an_ended_board_show_the_team(app: App, client: httpx
     assert ranked_cells(await page(client, AFTER_TAB)) == [FAST_ONES.format("alice")]
 
 
-async def test_the_teams_section_lists_teams_and_members(app: App, client: httpx.AsyncClient):
+async def test_the_section_counts_teams_and_their_page_lists_them(
+    app: App, client: httpx.AsyncClient
+):
     assert "No teams yet." in section(await page(client), "teams")
+    assert "No teams yet." in section(await page(client, TEAMS_PAGE), "teams")
     await team_of_two(app)
     await app.service.create_team(BOARD, "Solo", CAROL)
     html = await page(client)
-    assert team_lines(html) == [
+    teams = section(html, "teams")
+    assert f'<a href="{TEAMS_PAGE}">2 teams</a>' in teams
+    assert "alice" not in teams  # members are on the teams page only
+    assert html.index('id="gpu-CPU2"') < html.index('id="teams"') < html.index('id="task"')
+    assert team_lines(await page(client, TEAMS_PAGE)) == [
         "Fast Ones 2 of 4 members alice, bob",
         "Solo 1 of 4 members carol",
     ]
-    assert "No teams yet." not in html
-    assert html.index('id="gpu-CPU2"') < html.index('id="teams"') < html.index('id="task"')
+
+
+async def test_a_member_sees_their_team_in_the_section(app: App, client: httpx.AsyncClient):
+    await team_of_two(app)
+    await sign_in(app, client, "bob")
+    teams = section(await page(client), "teams")
+    assert "You are in" in teams and "(2 of 4 members): " in teams and "alice, bob" in teams
+    listed = await page(client, TEAMS_PAGE)
+    assert '<li class="mine"><span class="team">Fast Ones</span>' in listed
 
 
 async def test_signed_out_users_see_no_forms_and_cannot_post(app: App, client: httpx.AsyncClient):
     await team_of_two(app)
     teams = section(await page(client), "teams")
-    assert "<form" not in teams and "Fast Ones" in teams
+    assert "<form" not in teams and "1 team</a>" in teams
     answer = await post(client, "create", name="Mine")
     assert answer.status_code == 303
     assert answer.headers["location"] == f"/login?next=/leaderboards/{BOARD}"
@@ -122,11 +138,11 @@ async def test_create_invite_join_and_leave_through_the_forms(app: App, client: 
     await sign_in(app, client, "bob")
     joined = await post(client, "join", code=code[0])
     assert joined.status_code == 303 and joined.headers["location"] == f"{PAGE}#teams"
-    assert team_lines(await page(client)) == ["Fast Ones 2 of 4 members alice, bob"]
+    assert team_lines(await page(client, TEAMS_PAGE)) == ["Fast Ones 2 of 4 members alice, bob"]
 
     left = await post(client, "leave")
     assert left.status_code == 303
-    assert team_lines(await page(client)) == ["Fast Ones 1 of 4 members alice"]
+    assert team_lines(await page(client, TEAMS_PAGE)) == ["Fast Ones 1 of 4 members alice"]
     assert await app.service.team_of(BOARD, BOB) is None
 
 
@@ -152,7 +168,7 @@ async def test_refusals_say_why_and_change_nothing(app: App, client: httpx.Async
     assert 400 <= used.status_code < 500 and "unknown or was used" in used.text
 
     assert await team_count(app) == 1
-    assert team_lines(await page(client)) == ["Fast Ones 2 of 2 members alice, bob"]
+    assert team_lines(await page(client, TEAMS_PAGE)) == ["Fast Ones 2 of 2 members alice, bob"]
 
 
 async def test_leaving_or_inviting_without_a_team_is_refused(app: App, client: httpx.AsyncClient):
@@ -194,11 +210,18 @@ async def test_teams_read_on_a_desktop_and_a_phone(app: App, live_url: str):
         await tab.goto(f"{live_url}{PAGE}")
         for viewport, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
             await tab.set_viewport_size(viewport)
-            await tab.reload()
+            await tab.goto(f"{live_url}{PAGE}")
             await expect(tab.locator("#gpu-CPU td.user .team")).to_have_text([LONG_TEAM])
-            await expect(tab.locator("#teams .teams li")).to_have_count(1)
             await expect(tab.get_by_role("button", name="Create team")).to_be_visible()
-            fits = await tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
-            assert fits, f"the page scrolls sideways on a {name}"
-            assert await tab.evaluate(SIDEWAYS) == []
+            await fits_without_scrolling_sideways(tab, name)
+            await tab.get_by_role("link", name="1 team").click()
+            await expect(tab.locator("#teams .teams li")).to_have_count(1)
+            await expect(tab.locator("#teams .teams .members")).to_have_text("alice, bob")
+            await fits_without_scrolling_sideways(tab, name)
             await tab.screenshot(path=screenshot_path(f"teams-{name}"), full_page=True)
+
+
+async def fits_without_scrolling_sideways(tab: Page, name: str) -> None:
+    fits = await tab.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert fits, f"{tab.url} scrolls sideways on a {name}"
+    assert await tab.evaluate(SIDEWAYS) == []

@@ -126,6 +126,13 @@ class Teams:
         board = await self._team_board(leaderboard, viewer, include_closed)
         return await team_store.teams_of_board(self.pool, board.id)
 
+    async def team_count(
+        self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
+    ) -> int:
+        """How many teams the leaderboard has (seen by whoever may see its teams)."""
+        board = await self._team_board(leaderboard, viewer, include_closed)
+        return await team_store.count_teams(self.pool, board.id)
+
     async def set_team_rules(
         self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None
     ) -> Leaderboard:

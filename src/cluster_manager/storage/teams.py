@@ -66,6 +66,13 @@ async def teams_of_board(db: Executor, leaderboard_id: int) -> list[Team]:
     return [_team(r) for r in rows]
 
 
+async def count_teams(db: Executor, leaderboard_id: int) -> int:
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM teams WHERE leaderboard_id = $1", leaderboard_id
+    )
+    return count
+
+
 async def name_taken(db: Executor, leaderboard_id: int, name: str) -> bool:
     """Team names are told apart without case: 'Fast' and 'fast' would read as one."""
     taken: bool = await db.fetchval(

@@ -104,7 +104,10 @@ async def leaderboard_page(
     ]
     viewer = await signed_in(request)
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
-    teams = await service.teams(name, user, include_closed=admin)
+    # The section counts the teams and shows the viewer's; all of them are on their own page
+    # (a season's hundreds would outweigh the rankings).
+    team_count = await service.team_count(name, user, include_closed=admin)
+    my_team = None if user is None or not team_count else await service.team_of(name, user)
     mine = []
     if viewer is not None and viewer.user is not None:
         mine = [
@@ -130,8 +133,8 @@ async def leaderboard_page(
         files=sorted(f.name for f in board.task.files if f.content is not None),
         mine=mine,
         modes=[m.value for m in Mode],
-        teams=[view_models.team_view(t, user) for t in teams],
-        my_team=view_models.team_of_viewer(teams, user),
+        team_count=team_count,
+        my_team=None if my_team is None else view_models.team_view(my_team, user),
         max_team_name=MAX_TEAM_NAME,
         invite_code=invite_code,
     )

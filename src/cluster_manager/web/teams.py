@@ -1,6 +1,7 @@
-"""The leaderboard page's team forms: create a team, make an invite code, join with one,
-leave. Each is the same service call as every front end, under the submit form's rules: our
-own pages' posts only, a signed-in user (not the admin), refusals as pages saying why."""
+"""The teams of a leaderboard on a page of their own, and the leaderboard page's team forms:
+create a team, make an invite code, join with one, leave. Each is the same service call as
+every front end, under the submit form's rules: our own pages' posts only, a signed-in user
+(not the admin), refusals as pages saying why."""
 
 from __future__ import annotations
 
@@ -12,7 +13,14 @@ from fastapi.responses import RedirectResponse
 from cluster_manager.api.auth import signed_in
 from cluster_manager.service import PermissionDeniedError, Submitter
 from cluster_manager.web.pages import leaderboard_page, page_of
-from cluster_manager.web.rendering import PageRoute, check_same_origin, service_of, visible_board
+from cluster_manager.web.rendering import (
+    PageRoute,
+    check_same_origin,
+    render,
+    service_of,
+    visible_board,
+)
+from cluster_manager.web.view_models import team_view
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
 TEAMS = "#teams"  # the page's Teams section
@@ -38,6 +46,22 @@ async def back_to_teams(request: Request, name: str) -> Response:
 async def form_field(request: Request, field: str) -> str:
     form = await request.form()
     return str(form.get(field, "")).strip()
+
+
+@router.get("/leaderboards/{name}/teams")
+async def teams_page(name: str, request: Request) -> Response:
+    """Every team of the leaderboard with its members, by name."""
+    board = await visible_board(request, name)
+    viewer = await signed_in(request)
+    user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
+    teams = await service_of(request).teams(board.name, user, include_closed=admin)
+    return await render(
+        request,
+        "teams.html",
+        board=board,
+        board_page=page_of(board),
+        teams=[team_view(t, user) for t in teams],
+    )
 
 
 @router.post("/leaderboards/{name}/team/create")

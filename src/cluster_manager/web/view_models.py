@@ -332,10 +332,3 @@ def team_view(team: Team, viewer: Submitter | None) -> TeamView:
         f"{count} of {team.size_limit} {noun}",
         viewer is not None and viewer.external_id in team.members,
     )
-
-
-def team_of_viewer(teams: list[Team], viewer: Submitter | None) -> TeamView | None:
-    """The signed-in user's team on the leaderboard (one at most), if they are in one."""
-    if viewer is None:
-        return None
-    return next((team_view(t, viewer) for t in teams if viewer.external_id in t.members), None)
