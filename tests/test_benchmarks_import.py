@@ -67,11 +67,15 @@ def test_the_streams_benchmark_holds_streams_of_several_users(
     assert figures[0].details["streams"] == 10
 
 
-def test_the_pipe_floor_runs_on_a_small_buffer(monkeypatch: pytest.MonkeyPatch):
+def test_the_transfer_and_the_pipe_floor_run_on_a_small_buffer(monkeypatch: pytest.MonkeyPatch):
     case_transfer = importlib.import_module("case_transfer")
     monkeypatch.setattr(case_transfer, "SIZE", 1 << 16)
+    monkeypatch.setattr(case_transfer, "SHAPE", (2, 8192))
     monkeypatch.setattr(case_transfer, "CALLS", 3)
+    monkeypatch.setattr(case_transfer, "WAIT_NS", 1e4)
     assert case_transfer.raw_pipe().value is not None
+    moved = case_transfer.case_transfer()
+    assert moved.error is None and moved.value is not None and moved.value > 0
 
 
 def test_the_fleet_plan_and_its_ideal_waits():

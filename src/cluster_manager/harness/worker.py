@@ -29,7 +29,7 @@ from cluster_manager.harness import frames, guard, output_types, timing, wire
 from cluster_manager.harness.ncu import NVTX_RANGE, PROFILER_ENV
 from cluster_manager.harness.tensors import clone, compact, not_plain, to_device_of
 from cluster_manager.harness.tracebacks import user_traceback
-from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable, precise_sleeps
+from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
 
 MAX_ERROR_CHARS = 4000
 # A timed call's reply: the nanoseconds and the request's token, so the harness's window holds
@@ -70,13 +70,14 @@ def failure(exc: BaseException) -> dict[str, Any]:
     return {"ok": False, "error": text, "verdict": verdict.value}
 
 
-def _sleep_for(ns: int) -> None:
-    """Sleeps `ns` (with the timer slack the stand-in sets: 1 ns, not 50 µs). A sleeper is
-    what the scheduler favours most on a busy machine: whatever a kernel does while it runs,
-    its process is never quicker to get a CPU back than the stand-in after this, so the
-    stand-in never takes longer than a call to move the same data for that reason."""
-    if ns > 0:
-        time.sleep(ns / 1e9)
+def _spin_for(ns: int) -> None:
+    """Keeps this process's CPU busy for `ns`, as a process waiting on its kernel does (a CPU
+    kernel computing, a CUDA or HIP synchronize spinning). Sleeping instead left the CPU idle
+    and made the stand-in's replays a few microseconds quicker than honest calls moving the
+    same data on a 2-core VM: every 100 µs call's clock read 3-12 % long."""
+    end = _clock() + ns
+    while _clock() < end:
+        pass
 
 
 class Worker:
@@ -143,7 +144,7 @@ class Worker:
 
     def stand_in(self, outputs: list[Any]) -> dict[str, Any]:
         """Makes this worker the harness's stand-in for an honest submission: each timed call
-        reads its inputs, sleeps as long as it is told and returns a copy of the output
+        reads its inputs, waits as long as it is told and returns a copy of the output
         of the rank it stands in for (`outputs`: an honest output of the case per rank)."""
         self._held = list(outputs)
         self._kernel = self._wait_then_hold
@@ -173,14 +174,14 @@ class Worker:
 
     def _wait_then_hold(self, argument: Any) -> Any:
         """Reads the inputs and writes a fresh output, as a kernel would (what it leaves in the
-        caches and the allocator weighs on the reply after it), then sleeps out the call. The
+        caches and the allocator weighs on the reply after it), then waits out the call. The
         output lives where the inputs do, so it leaves the way a kernel's does (a GPU's
         output is copied to the host first); it is moved there once."""
         began = _clock()
         clone(argument)
         held = self._held[self._holding] = to_device_of(self._held[self._holding], argument)
         output = clone(held)
-        _sleep_for(int(self._wait_ns) - (_clock() - began))
+        _spin_for(int(self._wait_ns) - (_clock() - began))
         return output
 
     def profile(self) -> dict[str, Any]:
@@ -287,7 +288,6 @@ def serve_stand_in(connection: Connection) -> None:
     processes (the same user) can neither trace it nor take its end of the pipe."""
     die_with_parent()
     make_undumpable()
-    precise_sleeps()
     worker = Worker()
     steps: Steps = {  # no "open": it would import the submission
         "stand_in": worker.stand_in,

@@ -20,7 +20,6 @@ from cluster_manager.sandbox.namespaces import Isolation, libc
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-PR_SET_TIMERSLACK = 29
 PR_SET_CHILD_SUBREAPER = 36
 _subreaper = False
 # Process groups of the trees running now, with their isolation, so a termination request
@@ -43,12 +42,6 @@ def die_with_parent() -> None:
     """SIGKILL this process when its parent dies: a killed runner takes its tree along."""
     with contextlib.suppress(AttributeError):
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
-def precise_sleeps() -> None:
-    """This process's sleeps end when asked, not up to 50 µs later (the default timer slack)."""
-    with contextlib.suppress(AttributeError, OSError):
-        libc.prctl(PR_SET_TIMERSLACK, 1, 0, 0, 0)
 
 
 def make_undumpable() -> None:
