@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import asyncpg
 
@@ -32,6 +34,9 @@ from cluster_manager.storage.database import (
 from cluster_manager.storage.installation import installation_id
 from cluster_manager.storage.migrations import apply_migrations, pending_on
 from cluster_manager.storage.singletons import held_alone
+
+if TYPE_CHECKING:
+    from cluster_manager.storage.backup import Backup, Restored
 
 
 @dataclass
@@ -133,6 +138,32 @@ async def migrate_database(settings: Settings) -> list[str]:
     their names."""
     async with database_url(settings.database_url, settings.data_dir) as (url, _):
         return await asyncio.to_thread(apply_migrations, url)
+
+
+async def backup_database(settings: Settings, target: Path, *, pg_bin: Path | None) -> Backup:
+    """Writes the settings' database (or the embedded one) to the file `target`."""
+    from cluster_manager.storage.backup import back_up  # here: psycopg is slow to import
+
+    async with database_url(settings.database_url, settings.data_dir) as (url, _):
+        return await asyncio.to_thread(back_up, url, target, pg_bin=pg_bin)
+
+
+async def restore_database(
+    settings: Settings,
+    source: Path,
+    *,
+    replace: bool,
+    confirm: Callable[[str], bool],
+    pg_bin: Path | None,
+) -> Restored:
+    """Restores the backup `source` into the settings' database (or the embedded one) and
+    migrates it (storage.backup.restore)."""
+    from cluster_manager.storage.backup import restore
+
+    async with database_url(settings.database_url, settings.data_dir) as (url, _):
+        return await asyncio.to_thread(
+            restore, url, source, replace=replace, confirm=confirm, pg_bin=pg_bin
+        )
 
 
 @contextlib.asynccontextmanager
