@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from functools import partial
+from typing import Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Request, Response
@@ -17,7 +18,7 @@ from cluster_manager.core.records import Leaderboard
 from cluster_manager.core.teams import MAX_TEAM_NAME
 from cluster_manager.rendering.charts import ChartCache, Size
 from cluster_manager.rendering.reports import format_time_left
-from cluster_manager.service import NotFoundError
+from cluster_manager.service import NotFoundError, Submitter
 from cluster_manager.web import view_models
 from cluster_manager.web.markdown_text import render_markdown
 from cluster_manager.web.rendering import (
@@ -104,18 +105,10 @@ async def leaderboard_page(
     ]
     viewer = await signed_in(request)
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
-    # The section counts the teams and shows the viewer's; all of them are on their own page
-    # (a season's hundreds would outweigh the rankings).
-    team_count = await service.team_count(name, user, include_closed=admin)
-    my_team = None if user is None or not team_count else await service.team_of(name, user)
     mine = []
-    if viewer is not None and viewer.user is not None:
-        mine = [
-            view_models.submission_line(r)
-            for r in await service.user_submissions(
-                viewer.user, leaderboard=name, limit=MY_SUBMISSIONS
-            )
-        ]
+    if user is not None:
+        found = await service.user_submissions(user, leaderboard=name, limit=MY_SUBMISSIONS)
+        mine = [view_models.submission_line(r) for r in found]
     page = await render(
         request,
         "leaderboard.html",
@@ -133,14 +126,27 @@ async def leaderboard_page(
         files=sorted(f.name for f in board.task.files if f.content is not None),
         mine=mine,
         modes=[m.value for m in Mode],
-        team_count=team_count,
-        my_team=None if my_team is None else view_models.team_view(my_team, user),
+        **await teams_section(request, name, user, admin),
         max_team_name=MAX_TEAM_NAME,
         invite_code=invite_code,
     )
     if invite_code or viewer is not None:  # a code shown once; the viewer's own submissions
         keep_private(page)
     return page
+
+
+async def teams_section(
+    request: Request, name: str, user: Submitter | None, admin: bool
+) -> dict[str, Any]:
+    """How many teams there are and the viewer's own: all of them are on their own page (a
+    season's hundreds would outweigh the rankings)."""
+    service = service_of(request)
+    count = await service.team_count(name, user, include_closed=admin)
+    mine = None if user is None or not count else await service.team_of(name, user)
+    return {
+        "team_count": count,
+        "my_team": None if mine is None else view_models.team_view(mine, user),
+    }
 
 
 async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[view_models.RecordRow]:
