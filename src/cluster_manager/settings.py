@@ -68,6 +68,10 @@ class Settings:
     api_token: str | None = field(default=None, repr=False)
     admin_token: str | None = field(default=None, repr=False)
     api_rate_limit_per_minute: int = 120
+    # GET /metrics (Prometheus): served (open, for an internal network) or not (404); with a
+    # token, only to `Authorization: Bearer <token>` (kept out of repr).
+    metrics_enabled: bool = True
+    metrics_token: str | None = field(default=None, repr=False)
 
 
 def _int_or_none(raw: str | None, name: str, default: int | None) -> int | None:
@@ -145,6 +149,17 @@ def _flag(raw: str | None, name: str) -> bool:
     if text in {"1", "true", "yes", "on"}:
         return True
     raise ClusterManagerError(f"{name} must be 1 or 0, got {raw!r}")
+
+
+def _on_off(raw: str | None, name: str, default: bool) -> bool:
+    text = (raw or "").strip().lower()
+    if not text:
+        return default
+    if text in {"on", "1", "true", "yes"}:
+        return True
+    if text in {"off", "0", "false", "no"}:
+        return False
+    raise ClusterManagerError(f"{name} must be on or off, got {raw!r}")
 
 
 def _values(environ: Mapping[str, str] | None, dotenv_path: Path | None) -> dict[str, str | None]:
@@ -225,7 +240,8 @@ def load_settings(
 
 
 def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
-    """The HTTP API's settings: the server's URL and token a client uses, the admin token."""
+    """The HTTP API's settings: the server's URL and token a client uses, the admin token,
+    whether and to whom it serves /metrics."""
     return {
         "api_url": (values.get("CLUSTER_MANAGER_API_URL") or "").rstrip("/") or None,
         "api_token": values.get("CLUSTER_MANAGER_TOKEN") or None,
@@ -236,6 +252,12 @@ def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[
             defaults.api_rate_limit_per_minute,
         )
         or defaults.api_rate_limit_per_minute,
+        "metrics_enabled": _on_off(
+            values.get("CLUSTER_MANAGER_METRICS"),
+            "CLUSTER_MANAGER_METRICS",
+            defaults.metrics_enabled,
+        ),
+        "metrics_token": (values.get("CLUSTER_MANAGER_METRICS_TOKEN") or "").strip() or None,
     }
 
 

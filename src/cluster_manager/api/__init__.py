@@ -8,5 +8,8 @@
     json_shapes.py     JSON shapes popcorn-cli parses (leaderboards, submissions, runs), and
                        ours (jobs, receipts) that our CLI reads records back from
     streams.py         server-sent events: live progress of a submission, then its result
+    metrics.py         GET /metrics (Prometheus): who may read it, one scrape's exposition
+    job_metrics.py     the queue and the jobs as metric families, from the database's figures
+    request_timing.py  each request's latency by route template, method and status class
     routes/            the endpoints, by audience: popcorn-cli's, our own (native), admin's
 """

@@ -1,11 +1,13 @@
-"""The ASGI app over an open `App`: routes, error answers, body limits, the token limiter."""
+"""The ASGI app over an open `App`: routes, error answers, body limits, the token limiter,
+request timing for /metrics."""
 
 from __future__ import annotations
 
 from fastapi import FastAPI
 
-from cluster_manager.api import error_handlers
+from cluster_manager.api import error_handlers, metrics
 from cluster_manager.api.auth import RequestLimiter
+from cluster_manager.api.request_timing import RequestTiming
 from cluster_manager.api.routes import admin, native, popcorn
 from cluster_manager.api.routes import teams as team_routes
 from cluster_manager.api.streams import STATUS_INTERVAL_S, OpenStreams
@@ -41,7 +43,9 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     api.state.status_interval_s = STATUS_INTERVAL_S
     api.state.streams = OpenStreams()
     api.state.charts = ChartCache()
+    api.state.metrics = metrics.MetricsEndpoint(settings.metrics_enabled, settings.metrics_token)
     error_handlers.install(api)
+    api.include_router(metrics.router)
     # Pages and the native routes before popcorn's catch-all `/{lb}/{gpu}/{mode}`; a browser's
     # request for `/leaderboards/{name}` gets the page, any other client the JSON ranking.
     api.include_router(pages.router)
@@ -60,4 +64,6 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
         "/admin/leaderboards": admin.MAX_TASK_UPLOAD,
     }
     api.add_middleware(BodyLimit, max_bytes=MAX_BODY_BYTES, larger=larger)
+    # Added last, so outermost: a body refused as too large is timed too.
+    api.add_middleware(RequestTiming, times=api.state.metrics.requests)
     return api

@@ -26,6 +26,7 @@ the scheduler's business.
     sync.py          a problem set's leaderboards created or updated at once
     announcements.py new leaders, announced once
     reruns.py        ranked submissions run again after a task fix
+    monitoring.py    what /metrics watches: the queue, live schedulers, ended jobs
     facade.py        Service: the halves above composed
     port.py          ServicePort: what the CLI calls, which Service and the CLI's API client
                      both satisfy

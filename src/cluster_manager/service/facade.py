@@ -20,6 +20,7 @@ from cluster_manager.service.follows import Follows
 from cluster_manager.service.history import History
 from cluster_manager.service.invites import Invites
 from cluster_manager.service.leaderboards import Leaderboards
+from cluster_manager.service.monitoring import Monitoring
 from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
@@ -49,6 +50,7 @@ class Service(
     Teams,
     Announcements,
     Follows,
+    Monitoring,
 ):
     def __init__(
         self,
