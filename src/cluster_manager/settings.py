@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -68,6 +69,14 @@ class Settings:
     api_token: str | None = field(default=None, repr=False)
     admin_token: str | None = field(default=None, repr=False)
     api_rate_limit_per_minute: int = 120
+    # What long-running commands (serve, bot, worker) log, and how: `text` lines or one JSON
+    # object per line.
+    log_level: int = logging.INFO
+    log_format: str = "text"
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 
 
 def _int_or_none(raw: str | None, name: str, default: int | None) -> int | None:
@@ -147,6 +156,24 @@ def _flag(raw: str | None, name: str) -> bool:
     raise ClusterManagerError(f"{name} must be 1 or 0, got {raw!r}")
 
 
+def _log_level(raw: str | None, name: str) -> int:
+    text = (raw or "").strip().upper()
+    if not text:
+        return logging.INFO
+    if text not in LOG_LEVELS:
+        raise ClusterManagerError(f"{name} must be one of {', '.join(LOG_LEVELS)}, got {raw!r}")
+    return int(getattr(logging, text))
+
+
+def _log_format(raw: str | None, name: str) -> str:
+    text = (raw or "").strip().lower()
+    if not text:
+        return "text"
+    if text not in LOG_FORMATS:
+        raise ClusterManagerError(f"{name} must be one of {', '.join(LOG_FORMATS)}, got {raw!r}")
+    return text
+
+
 def _values(environ: Mapping[str, str] | None, dotenv_path: Path | None) -> dict[str, str | None]:
     values: dict[str, str | None] = {}
     if dotenv_path is not None and dotenv_path.is_file():
@@ -221,6 +248,7 @@ def load_settings(
             defaults.throttle_threshold,
         ),
         **_api_settings(values, defaults),
+        **_operation_settings(values, defaults),
     )
 
 
@@ -236,6 +264,18 @@ def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[
             defaults.api_rate_limit_per_minute,
         )
         or defaults.api_rate_limit_per_minute,
+    }
+
+
+def _operation_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
+    """How a long-running process logs."""
+    return {
+        "log_level": _log_level(
+            values.get("CLUSTER_MANAGER_LOG_LEVEL"), "CLUSTER_MANAGER_LOG_LEVEL"
+        ),
+        "log_format": _log_format(
+            values.get("CLUSTER_MANAGER_LOG_FORMAT"), "CLUSTER_MANAGER_LOG_FORMAT"
+        ),
     }
 
 
