@@ -52,8 +52,13 @@ def test_the_log_settings_are_read_and_a_bad_one_is_named():
     assert (settings.log_level, settings.log_format) == (logging.DEBUG, "json")
     defaults = load_settings({}, dotenv_path=None)
     assert (defaults.log_level, defaults.log_format) == (logging.INFO, "text")
+    assert defaults.keep_run_folders_hours == 0
+    kept = load_settings({"CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS": "12"}, dotenv_path=None)
+    assert kept.keep_run_folders_hours == 12
     with pytest.raises(ClusterManagerError, match="CLUSTER_MANAGER_LOG_FORMAT must be one of"):
         load_settings({"CLUSTER_MANAGER_LOG_FORMAT": "xml"}, dotenv_path=None)
+    with pytest.raises(ClusterManagerError, match="CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS"):
+        load_settings({"CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS": "-1"}, dotenv_path=None)
 
 
 @pytest.mark.reliability(

@@ -73,6 +73,8 @@ class Settings:
     # object per line.
     log_level: int = logging.INFO
     log_format: str = "text"
+    # Hours a local run's folder stays after its result is stored (0: removed at once).
+    keep_run_folders_hours: float = 0.0
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
@@ -174,6 +176,19 @@ def _log_format(raw: str | None, name: str) -> str:
     return text
 
 
+def _hours(raw: str | None, name: str, default: float) -> float:
+    """A number of hours, 0 or more."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value < float("inf"):
+        raise ClusterManagerError(f"{name} must be a number of hours (0 or more), got {raw!r}")
+    return value
+
+
 def _values(environ: Mapping[str, str] | None, dotenv_path: Path | None) -> dict[str, str | None]:
     values: dict[str, str | None] = {}
     if dotenv_path is not None and dotenv_path.is_file():
@@ -268,13 +283,18 @@ def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[
 
 
 def _operation_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
-    """How a long-running process logs."""
+    """How a long-running process logs and how long it keeps what its runs leave."""
     return {
         "log_level": _log_level(
             values.get("CLUSTER_MANAGER_LOG_LEVEL"), "CLUSTER_MANAGER_LOG_LEVEL"
         ),
         "log_format": _log_format(
             values.get("CLUSTER_MANAGER_LOG_FORMAT"), "CLUSTER_MANAGER_LOG_FORMAT"
+        ),
+        "keep_run_folders_hours": _hours(
+            values.get("CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS"),
+            "CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS",
+            defaults.keep_run_folders_hours,
         ),
     }
 
