@@ -37,6 +37,7 @@ class FakeLauncher(Launcher):
     outcome: Callable[[RunRequest], RunResult] = passing
     submit_failures: int = 0  # the next N submits raise LauncherError
     lose_runs: bool = False  # runs vanish instead of finishing
+    unreadable_results: bool = False  # runs finish, but reading their result fails
     poll_interval: float = 0.01
     runs: dict[str, FakeRun] = field(default_factory=dict)
     submits: Counter[str] = field(default_factory=Counter)
@@ -71,6 +72,8 @@ class FakeLauncher(Launcher):
         run = self.runs.get(handle.external_id)
         if run is None or run.state is not RunState.FINISHED:
             raise LauncherError(f"no result for {handle.external_id}")
+        if self.unreadable_results:
+            raise LauncherError(f"the result of {handle.external_id} is unreadable")
         return self.outcome(run.request)
 
     async def release(self, handle: RunHandle) -> None:

@@ -252,7 +252,7 @@ def test_bad_input_gets_one_line_and_exit_2(cm, tmp_path: Path, record_property)
     assert "board" in listed and "b2" not in listed and "b3" not in listed
 
 
-def test_demo_runs_on_the_database(cm):
+def test_demo_runs_on_the_database(cm, tmp_path):
     done = cm("demo", "--examples", str(EXAMPLES))
     assert "Every verdict was as expected." in done.stdout, done.stdout[-3000:] + done.stderr
     assert "demo-identity on CPU" in done.stdout and "demo-softmax on CPU" in done.stdout
@@ -261,6 +261,9 @@ def test_demo_runs_on_the_database(cm):
     said = ahead.findall(done.stdout)
     assert said == ["identity_py", "softmax_py"], done.stdout[-3000:]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    # Every job ran here and ended: no run's folder is left behind.
+    runs = tmp_path / "data" / "runs"
+    assert runs.is_dir() and sorted(p.name for p in runs.iterdir()) == []
 
 
 def _job_state(db_url: str, user: str) -> str | None:

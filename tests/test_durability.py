@@ -34,6 +34,8 @@ def start_worker(db_url: str, data_dir: Path, log: Path) -> subprocess.Popen[byt
         "DATABASE_URL": db_url,
         "CLUSTER_MANAGER_DATA_DIR": str(data_dir),
         "CLUSTER_MANAGER_LOCAL_CONCURRENCY": "5",
+        # Released folders stay (marked): their count says how many runners were started.
+        "CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS": "1",
     }
     return subprocess.Popen(
         [sys.executable, "-m", "cluster_manager", "worker", "--lease", "2", "--poll", "0.2"],
@@ -99,7 +101,10 @@ async def test_sigkill_with_five_jobs_in_flight_loses_nothing(
     assert len(rows) == 5
     assert all(r["runs"] == 1 and r["passed"] for r in rows), log.read_text()[-3000:]
     assert all(r["attempts"] == 1 for r in rows)  # adopted, not dispatched again
-    # One run directory per job: the local launcher never started a second runner.
-    assert len(list((data_dir / "runs").iterdir())) == 5
+    # One run directory per job: the local launcher never started a second runner; each
+    # was released by the worker that recorded its result.
+    folders = list((data_dir / "runs").iterdir())
+    assert len(folders) == 5
+    assert all((folder / "released").is_file() for folder in folders)
     for receipt in receipts:
         assert (await service.report(receipt.submission_id)).done

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from datetime import timedelta
 
 import pytest
@@ -151,6 +152,21 @@ async def test_lost_runs_are_dispatched_again_under_a_new_key(
     assert job.state is JobState.FAILED
     assert "lost" in (job.error or "")
     assert len(launcher.submits) == FAST.max_attempts  # one key per attempt
+    # Whatever a lost run left on the launcher's side goes too: nothing of it runs any more.
+    assert sorted(launcher.released) == sorted(launcher.submits)
+
+
+async def test_a_run_given_up_on_an_error_is_released_once_it_has_ended(pool, board, fake_registry):
+    launcher = FakeLauncher(unreadable_results=True)
+    config = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.01, follow_attempts=1)
+    receipt = await submit(board, "alice", Mode.TEST)
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=config)
+    await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
+    (job,) = (await board.report(receipt.submission_id)).jobs
+    assert job.state is JobState.FAILED and "unreadable" in (job.error or "")
+    # Each attempt's run had finished: what it left goes, as a stored result's would.
+    assert sorted(launcher.released) == sorted(launcher.submits)
+    assert len(launcher.released) == config.max_attempts
 
 
 @pytest.mark.reliability(
@@ -181,6 +197,7 @@ async def test_a_run_that_never_finishes_ends_as_a_timeout(
     )
     assert report.runs[0].verdict is Verdict.TIMEOUT
     assert launcher.cancelled == list(launcher.runs)
+    assert launcher.released == list(launcher.runs)
 
 
 @pytest.mark.reliability(
@@ -189,8 +206,9 @@ async def test_a_run_that_never_finishes_ends_as_a_timeout(
     "a successor adopts the job, re-attaches to the same run, and records it once",
 )
 async def test_orphaned_jobs_are_taken_over_and_recorded_once(
-    pool, board, fake_registry, record_property
+    pool, board, fake_registry, record_property, caplog
 ):
+    caplog.set_level(logging.INFO, logger="cluster_manager.scheduling")
     # A scheduler claims and dispatches, then "dies" (stops without finishing).
     launcher = FakeLauncher(polls=10**9)
     receipt = await submit(board, "alice", Mode.TEST)
@@ -219,6 +237,10 @@ async def test_orphaned_jobs_are_taken_over_and_recorded_once(
     assert job.state is JobState.FINISHED
     assert sum(launcher.submits.values()) == 1  # never dispatched twice
     assert runs == 1
+    # The log follows the job through its owners, by its id.
+    assert f"job {job.id}: taken over from scheduler dead," in caplog.text
+    assert f"job {job.id}: re-attached to fake run {job.external_id}" in caplog.text
+    assert f"job {job.id}: finished, passed," in caplog.text
 
 
 async def _until_dispatched(pool, submission_id: int, timeout: float = 30) -> Job:

@@ -106,7 +106,10 @@ def load_settings_registry(settings: Settings) -> GpuRegistry:
 
 def build_launchers(settings: Settings) -> dict[str, Launcher]:
     """The launchers this process can drive: local always, the others when configured."""
-    launchers: dict[str, Launcher] = {"local": LocalLauncher(settings.data_dir / "runs")}
+    keep_s = settings.keep_run_folders_hours * 3600
+    launchers: dict[str, Launcher] = {
+        "local": LocalLauncher(settings.data_dir / "runs", keep_s=keep_s)
+    }
     if settings.github_repo and settings.github_tokens:
         from cluster_manager.launchers.github import GitHubLauncher
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -72,6 +73,16 @@ class Settings:
     # token, only to `Authorization: Bearer <token>` (kept out of repr).
     metrics_enabled: bool = True
     metrics_token: str | None = field(default=None, repr=False)
+    # What long-running commands (serve, bot, worker) log, and how: `text` lines or one JSON
+    # object per line.
+    log_level: int = logging.INFO
+    log_format: str = "text"
+    # Hours a local run's folder stays after its result is stored (0: removed at once).
+    keep_run_folders_hours: float = 0.0
+
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_FORMATS = ("text", "json")
 
 
 def _int_or_none(raw: str | None, name: str, default: int | None) -> int | None:
@@ -162,6 +173,37 @@ def _on_off(raw: str | None, name: str, default: bool) -> bool:
     raise ClusterManagerError(f"{name} must be on or off, got {raw!r}")
 
 
+def _log_level(raw: str | None, name: str) -> int:
+    text = (raw or "").strip().upper()
+    if not text:
+        return logging.INFO
+    if text not in LOG_LEVELS:
+        raise ClusterManagerError(f"{name} must be one of {', '.join(LOG_LEVELS)}, got {raw!r}")
+    return int(getattr(logging, text))
+
+
+def _log_format(raw: str | None, name: str) -> str:
+    text = (raw or "").strip().lower()
+    if not text:
+        return "text"
+    if text not in LOG_FORMATS:
+        raise ClusterManagerError(f"{name} must be one of {', '.join(LOG_FORMATS)}, got {raw!r}")
+    return text
+
+
+def _hours(raw: str | None, name: str, default: float) -> float:
+    """A number of hours, 0 or more."""
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1
+    if not 0 <= value < float("inf"):
+        raise ClusterManagerError(f"{name} must be a number of hours (0 or more), got {raw!r}")
+    return value
+
+
 def _values(environ: Mapping[str, str] | None, dotenv_path: Path | None) -> dict[str, str | None]:
     values: dict[str, str | None] = {}
     if dotenv_path is not None and dotenv_path.is_file():
@@ -236,6 +278,7 @@ def load_settings(
             defaults.throttle_threshold,
         ),
         **_api_settings(values, defaults),
+        **_operation_settings(values, defaults),
     )
 
 
@@ -258,6 +301,23 @@ def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[
             defaults.metrics_enabled,
         ),
         "metrics_token": (values.get("CLUSTER_MANAGER_METRICS_TOKEN") or "").strip() or None,
+    }
+
+
+def _operation_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
+    """How a long-running process logs and how long it keeps what its runs leave."""
+    return {
+        "log_level": _log_level(
+            values.get("CLUSTER_MANAGER_LOG_LEVEL"), "CLUSTER_MANAGER_LOG_LEVEL"
+        ),
+        "log_format": _log_format(
+            values.get("CLUSTER_MANAGER_LOG_FORMAT"), "CLUSTER_MANAGER_LOG_FORMAT"
+        ),
+        "keep_run_folders_hours": _hours(
+            values.get("CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS"),
+            "CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS",
+            defaults.keep_run_folders_hours,
+        ),
     }
 
 

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cluster_manager.discord.logs import RedactingFilter
+from cluster_manager.cli.logs import RedactingFilter
 from cluster_manager.service import Submitter, UnauthorizedError
 from tests.discord.conftest import ALICE
 

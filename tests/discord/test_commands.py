@@ -13,8 +13,7 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from cluster_manager.cli import cli
-from cluster_manager.discord import logs
+from cluster_manager.cli import cli, logs
 from cluster_manager.discord.bot import ClusterBot
 from cluster_manager.storage.singletons import lock_key
 
@@ -176,7 +175,7 @@ def test_the_bot_command_opens_the_app_and_starts_the_bot(db_url, tmp_path, monk
         )
 
     monkeypatch.setattr(ClusterBot, "start", start)
-    monkeypatch.setattr(logs, "setup_logging", lambda **kwargs: None)
+    monkeypatch.setattr(logs, "configure_logging", lambda *args, **kwargs: None)
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".env").write_text("DISCORD_GUILD_ID=123\nDISCORD_TOKEN=from-dotenv\n")
     env = {"DISCORD_TOKEN": "from-env", "DATABASE_URL": db_url, "DISCORD_DEBUG_TOKEN": None}
@@ -200,7 +199,7 @@ def test_a_second_bot_on_the_same_token_is_refused_naming_the_first(db_url, tmp_
     """Discord hands each interaction to one connection: a second process on the token would
     leave commands unanswered. It stops before connecting, saying which process runs."""
     monkeypatch.setattr(ClusterBot, "start", lambda *a, **k: pytest.fail("the bot started"))
-    monkeypatch.setattr(logs, "setup_logging", lambda **kwargs: None)
+    monkeypatch.setattr(logs, "configure_logging", lambda *args, **kwargs: None)
     monkeypatch.chdir(tmp_path)
     env = {"DISCORD_TOKEN": "same-token", "DATABASE_URL": db_url, "DISCORD_DEBUG_TOKEN": None}
     with psycopg.connect(db_url, autocommit=True) as first:

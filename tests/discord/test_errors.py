@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from cluster_manager.discord.logs import RedactingFilter
+from cluster_manager.cli.logs import RedactingFilter
 from cluster_manager.service import Submitter
 from tests.conftest import CORRECT
 from tests.discord.conftest import BOB, CREATOR, SOLUTION, create_board, task_zip

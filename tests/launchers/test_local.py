@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -13,7 +15,7 @@ import pytest
 from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.task import load_task
-from cluster_manager.launchers.base import RunState, RunTimedOutError
+from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError
 from cluster_manager.launchers.local import LocalLauncher, runner_env
 from tests.conftest import CORRECT, make_request, processes_with, write_task
 
@@ -177,3 +179,88 @@ def test_each_slot_gets_its_share_of_the_cores_for_the_tasks_threads():
     # The operator's choice stands; without a GPU type nothing is added.
     assert runner_env({"OMP_NUM_THREADS": "7"}, two_slots)["OMP_NUM_THREADS"] == "7"
     assert runner_env({"PATH": "/bin"}, None) == {"PATH": "/bin"}
+
+
+def _age(path: Path, hours: float) -> None:
+    """Dates a directory (and what is in it) `hours` back."""
+    then = time.time() - hours * 3600
+    for item in [*path.iterdir(), path]:
+        os.utime(item, (then, then))
+
+
+def _old_folder(runs: Path, name: str, hours: float, *, released: bool) -> Path:
+    folder = runs / name
+    folder.mkdir(parents=True)
+    (folder / "result.json").write_text("{}")
+    if released:
+        (folder / "released").touch()
+    _age(folder, hours)
+    return folder
+
+
+def test_a_released_runs_folder_goes_at_once(tmp_path: Path):
+    task = load_task(write_task(tmp_path / "t"))
+    launcher = LocalLauncher(tmp_path / "runs")
+
+    async def go():
+        handle = await launcher.submit(make_request(task, CORRECT), "job-1-1")
+        result = await launcher.follow(handle, timeout=120)
+        kept = (tmp_path / "runs" / "job-1-1" / "result.json").is_file()
+        await launcher.release(handle)
+        return result, kept
+
+    result, kept_until_released = asyncio.run(go())
+    assert result is not None and result.passed
+    assert kept_until_released
+    assert list((tmp_path / "runs").iterdir()) == []
+
+
+def test_released_folders_stay_for_the_hours_asked_then_go(tmp_path: Path):
+    runs = tmp_path / "runs"
+    stale = _old_folder(runs, "released-2h-ago", 2, released=True)
+    recent = _old_folder(runs, "released-just-now", 0, released=True)
+    # Never released (its server died before it stored the result): kept a day for a
+    # restarted server to take its job over, then swept.
+    orphan = _old_folder(runs, "never-released-2d", 48, released=False)
+    pending = _old_folder(runs, "never-released-2h", 2, released=False)
+
+    LocalLauncher(runs, keep_s=3600)  # prunes on start
+
+    assert not stale.exists() and not orphan.exists()
+    assert recent.is_dir() and pending.is_dir()
+
+    # A later release prunes too (the hour of `recent` has passed meanwhile); the folder it
+    # releases is marked and stays its hour.
+    _age(recent, 1.5)
+    folder = _old_folder(runs, "job-2-1", 0, released=False)
+    asyncio.run(LocalLauncher(runs, keep_s=3600).release(RunHandle("local", "job-2-1")))
+    assert (folder / "released").is_file()
+    assert sorted(p.name for p in runs.iterdir()) == ["job-2-1", "never-released-2h"]
+
+
+def test_a_running_runs_folder_is_never_removed(tmp_path: Path):
+    """However old, and even when released: a run taken over after a restart is found again
+    by its folder while its runner still works in it."""
+    runs = tmp_path / "runs"
+    folder = _old_folder(runs, "job-3-1", 72, released=True)
+    (folder / "result.json").unlink()
+    # A process whose command line names the folder's result file, as the runner's does.
+    runner = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", str(folder / "result.json")]
+    )
+    try:
+        cmdline = Path(f"/proc/{runner.pid}/cmdline")
+        while str(folder / "result.json").encode() not in cmdline.read_bytes():
+            time.sleep(0.01)  # until it runs as itself (its command line empty before that)
+        (folder / "pid").write_text(str(runner.pid))
+        _age(folder, 72)
+        launcher = LocalLauncher(runs)  # prunes on start
+        asyncio.run(launcher.release(RunHandle("local", "job-3-1")))
+        assert folder.is_dir()
+        # Once it has written its result it is done, even while it is still exiting.
+        (folder / "result.json").write_text("{}")
+        asyncio.run(launcher.release(RunHandle("local", "job-3-1")))
+        assert not folder.exists()
+    finally:
+        runner.kill()
+        runner.wait()

@@ -30,9 +30,11 @@ async def claim(pool, gpu="CPU", *, owner=OWNER, max_active=10, limit=10, lease_
 
 
 async def take_over(pool, *gpus, owner=OTHER_OWNER, lease_s=60.0):
-    return await job_store.take_over_expired(
+    """The jobs adopted (without their previous owners)."""
+    adopted = await job_store.take_over_expired(
         pool, owner=owner, lease_s=lease_s, gpus=list(gpus or ("CPU",))
     )
+    return [a.job for a in adopted]
 
 
 async def queue_test_jobs(service, n, *, gpus=("CPU",), user=ALICE):
@@ -229,9 +231,10 @@ async def test_expired_lease_is_taken_over_by_another_owner(service, pool, board
     )
     # Only the GPUs asked for, and only expired leases.
     assert await take_over(pool, "H100") == []
-    [adopted] = await job_store.take_over_expired(
+    [(adopted, previous_owner)] = await job_store.take_over_expired(
         pool, owner=OTHER_OWNER, lease_s=60, gpus=["CPU", "H100"]
     )
+    assert previous_owner == OWNER  # what the scheduler's log line names
     record_property(
         "observed",
         f"taken over by {adopted.lease_owner}: {adopted.state.value}, external id "

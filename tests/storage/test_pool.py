@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 
 import asyncpg
 import pytest
@@ -85,3 +86,57 @@ async def test_no_server_is_a_clear_error_at_start():
         port = probe.getsockname()[1]
     with pytest.raises(DatabaseError, match="cannot connect to the database"):
         await create_pool(f"postgresql://postgres@127.0.0.1:{port}/postgres")
+
+
+async def _slow_transaction(pool: asyncpg.Pool) -> None:
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SELECT pg_sleep(5)")
+
+
+async def _cancelled_twice(pool: asyncpg.Pool) -> None:
+    task = asyncio.create_task(_slow_transaction(pool))
+    await asyncio.sleep(0.3)
+    task.cancel()
+    await asyncio.sleep(0)  # the ROLLBACK is under way
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def _cancelled_at_every_await(pool: asyncpg.Pool) -> None:
+    """As anyio cancels a stopping server's event streams: again at every await, until the
+    task ends."""
+    task = asyncio.create_task(_slow_transaction(pool))
+    await asyncio.sleep(0.3)
+    while not task.done():
+        task.cancel()
+        await asyncio.sleep(0)
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.mark.reliability(
+    "Faults",
+    "a task cancelled again while its transaction rolls back (a stopping server's jobs, its "
+    "event streams under anyio's repeated cancellation)",
+    "the ROLLBACK completes before the connection returns to the pool: no 'Resetting "
+    "connection with an active transaction'",
+)
+@pytest.mark.parametrize("cancel", [_cancelled_twice, _cancelled_at_every_await])
+async def test_a_transaction_cancelled_again_still_ends_before_its_connection_is_released(
+    db_url: str, cancel: Callable[[asyncpg.Pool], object], record_property
+):
+    loop = asyncio.get_running_loop()
+    reported: list[str] = []
+    loop.set_exception_handler(lambda _loop, context: reported.append(context["message"]))
+    pool = await create_pool(db_url, min_size=1, max_size=1)
+    try:
+        await cancel(pool)
+        async with pool.acquire() as conn:
+            assert not conn.is_in_transaction()
+            assert await conn.fetchval("SELECT 1") == 1
+    finally:
+        await pool.close()
+        loop.set_exception_handler(None)
+    record_property("observed", f"loop errors reported: {reported}")
+    assert reported == []

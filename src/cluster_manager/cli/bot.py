@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import signal
 from pathlib import Path
@@ -80,10 +81,10 @@ def bot_command(
 
     import discord
 
+    from cluster_manager.cli.logs import configure_logging
     from cluster_manager.discord.bot import BotConfig, ClusterBot
-    from cluster_manager.discord.logs import setup_logging
 
-    setup_logging(debug=debug, secrets=[token, *settings.github_tokens])
+    configure_logging(settings, secrets=[token], level=logging.DEBUG if debug else None)
     config = BotConfig(
         guild_id=guild_id,
         sync_commands=sync,

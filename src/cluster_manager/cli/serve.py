@@ -12,6 +12,7 @@ import uvicorn
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import cli, with_app
+from cluster_manager.cli.logs import configure_logging
 from cluster_manager.settings import Settings
 
 
@@ -46,10 +47,15 @@ def serve_command(settings: Settings, host: str, port: int, no_scheduler: bool) 
     from cluster_manager.api.app import create_api
     from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 
+    configure_logging(settings)
+
     async def body(app: App) -> None:
         api = create_api(app.service, settings)
-        # The app (database, launchers) is opened here, around the server: no lifespan.
-        config = uvicorn.Config(api, host=host, port=port, lifespan="off", log_level="info")
+        # The app (database, launchers) is opened here, around the server: no lifespan. No
+        # log config either: uvicorn's loggers go through ours (cli.logs), at our level.
+        config = uvicorn.Config(
+            api, host=host, port=port, lifespan="off", log_config=None, log_level=None
+        )
         server = _Server(config)
         stop = asyncio.Event()
         scheduling = (

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import signal
 
 import click
 
 from cluster_manager.app import App
 from cluster_manager.cli.common import cli, refuse_over_api, with_app
+from cluster_manager.cli.logs import configure_logging
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.settings import Settings, local_limits
+
+log = logging.getLogger(__name__)
 
 
 @cli.command("worker")
@@ -35,6 +39,7 @@ def worker_command(settings: Settings, lease: float, poll: float) -> None:
     On the database (DATABASE_URL, or the embedded one): with CLUSTER_MANAGER_API_URL set it
     needs DATABASE_URL too, else it is refused."""
     refuse_over_api(settings, "`worker` runs the queue of a database")
+    configure_logging(settings)
 
     async def body(app: App) -> None:
         config = SchedulerConfig(
@@ -50,7 +55,7 @@ def worker_command(settings: Settings, lease: float, poll: float) -> None:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(signum, stop.set)
-        click.echo(f"worker {scheduler.owner} serving {', '.join(scheduler.gpus)}", err=True)
+        log.info("worker %s serving %s", scheduler.owner, ", ".join(scheduler.gpus))
         await scheduler.run(stop)
 
     with_app(settings, body)

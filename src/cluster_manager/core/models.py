@@ -228,7 +228,7 @@ class RunRequest:
     submission_name: str
     submission_code: str
     mode: RunMode
-    secret_seed: int | None = None
+    secret_seed: int | None = field(default=None, repr=False)  # never in a log line
     limits: Limits = field(default_factory=Limits)
     gpu_count: int = 1
     # The GPU type's compiler target from the registry (sm_90a, gfx942); None: the toolchain's

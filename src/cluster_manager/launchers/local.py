@@ -4,6 +4,12 @@ Each run lives in its own directory (progress log, result), named by its externa
 started before a restart can be re-attached and its result read once it is written. The request
 (with its secret seed) reaches the runner on its stdin only: no copy on disk, none in a command
 line.
+
+Once the run's result is stored (`release`), its directory goes: at once, or after `keep_s` for
+debugging (a `released` mark dates it; older ones go on the launcher's start and at every later
+release). A directory never released (its job given up, its server killed before it stored
+the result) stays a day, as Slurm's do, for a restarted server to take its job over. A run
+whose runner is still at work keeps its directory whatever its age.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import os
 import shutil
 import signal
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,17 +34,30 @@ from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 RESULT_FILE = "result.json"
 PROGRESS_FILE = "progress.jsonl"
 PID_FILE = "pid"
+RELEASED_FILE = "released"
+# How long a directory whose result was never stored is kept (launchers.slurm's STALE_RUN_S).
+UNRELEASED_KEEP_S = 24 * 3600.0
 
 
 class LocalLauncher(Launcher):
     name = "local"
 
-    def __init__(self, runs_dir: Path, *, poll_interval: float = 0.1, sandbox: bool = True) -> None:
+    def __init__(
+        self,
+        runs_dir: Path,
+        *,
+        poll_interval: float = 0.1,
+        sandbox: bool = True,
+        keep_s: float = 0.0,
+    ) -> None:
         self.runs_dir = runs_dir
         self.poll_interval = poll_interval
         # Off only for a developer's own code (`cluster-manager eval`): it then runs as them.
         self.sandbox = sandbox
+        # How long a released run's directory stays (0: removed on release).
+        self.keep_s = keep_s
         self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self.prune()
 
     def _dir(self, external_id: str) -> Path:
         if not external_id or "/" in external_id or external_id.startswith("."):
@@ -133,6 +153,57 @@ class LocalLauncher(Launcher):
         if proc is not None:
             await proc.wait()
 
+    async def release(self, handle: RunHandle) -> None:
+        """The result is stored: the directory goes now, or is marked released to go after
+        `keep_s`; a runner still at work keeps it (it is not this run's end)."""
+        external_id = handle.external_id
+        if self._running(external_id):
+            return
+        self._procs.pop(external_id, None)
+        run_dir = self._dir(external_id)
+        if self.keep_s <= 0:
+            await asyncio.to_thread(_remove, run_dir)
+        elif run_dir.is_dir():
+            (run_dir / RELEASED_FILE).touch()
+        await asyncio.to_thread(self.prune)
+
+    def prune(self) -> list[str]:
+        """Removes the directories released over `keep_s` ago and those never released and
+        untouched for `UNRELEASED_KEEP_S` (or `keep_s`, if longer), except where a runner is
+        at work; returns their names. A directory that cannot be read is left as it is."""
+        now = time.time()
+        removed = []
+        try:
+            entries = [e for e in self.runs_dir.iterdir() if e.is_dir()]
+        except OSError:
+            return []
+        for entry in entries:
+            if entry.name.startswith(".") or self._running(entry.name):
+                continue
+            released = _mtime(entry / RELEASED_FILE)
+            if released is not None:
+                expired = now - released >= self.keep_s
+            else:
+                touched = _last_touched(entry)
+                keep = max(self.keep_s, UNRELEASED_KEEP_S)
+                expired = touched is not None and now - touched >= keep
+            if expired:
+                _remove(entry)
+                removed.append(entry.name)
+        return removed
+
+    def _running(self, external_id: str) -> bool:
+        """Whether the runner still works on the run: alive, its result not yet written. (It
+        writes the result last, so one still exiting, as a re-attached runner often is when
+        its result is stored, is done.)"""
+        run_dir = self._dir(external_id)
+        if (run_dir / RESULT_FILE).is_file():
+            return False
+        proc = self._procs.get(external_id)
+        if proc is not None:
+            return proc.returncode is None
+        return _alive(run_dir)
+
     async def wait(self, handle: RunHandle) -> None:
         """Waits for a run started by this process to exit (cheaper than polling)."""
         proc = self._procs.get(handle.external_id)
@@ -166,6 +237,26 @@ def runner_env(environ: Mapping[str, str], gpu: GpuType | None) -> dict[str, str
         cores = len(os.sched_getaffinity(0))
         env["OMP_NUM_THREADS"] = str(max(1, cores // max(gpu.max_concurrent, 1)))
     return env
+
+
+def _remove(run_dir: Path) -> None:
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+def _last_touched(run_dir: Path) -> float | None:
+    """When the directory or a file in it last changed (None: it cannot be read)."""
+    try:
+        paths = [run_dir, *run_dir.iterdir()]
+    except OSError:
+        return None
+    return max((t for t in map(_mtime, paths) if t is not None), default=None)
 
 
 def _alive(run_dir: Path) -> bool:

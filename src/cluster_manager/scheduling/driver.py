@@ -72,12 +72,16 @@ class JobDriver:
         resumable: Job | None = job
         while resumable is not None:
             job = resumable
+            launcher: Launcher | None = None
+            handle: RunHandle | None = None
             try:
                 request = await self._request(job)
                 launcher = self.launchers[self.registry.get(job.gpu).launcher]
                 handle = await self._dispatch(job, launcher, request)
+                # A job taken over keeps its first dispatch's time: its run started then.
+                dispatched_at = job.dispatched_at or datetime.now(UTC)
                 await self._publish(job, EventState.DISPATCHED, detail=launcher.name)
-                await self._follow_and_record(job, launcher, handle, request)
+                await self._follow_and_record(job, launcher, handle, request, dispatched_at)
                 return
             except asyncio.CancelledError:
                 raise
@@ -88,9 +92,12 @@ class JobDriver:
                 resumable = await self._resume_point(job)
             except Exception as exc:  # one job's failure must never stop the scheduler
                 log.exception("job %s failed", job.id)
+                given_up: JobState | None = None
                 # If the database is gone too, the lease runs out and the job is adopted.
                 with contextlib.suppress(DatabaseUnavailableError):
-                    await self._give_up(job, f"{type(exc).__name__}: {exc}")
+                    given_up = await self._give_up(job, f"{type(exc).__name__}: {exc}")
+                if given_up is not None and launcher is not None and handle is not None:
+                    await self._release_ended(launcher, handle)
                 return
 
     async def _request(self, job: Job) -> RunRequest:
@@ -148,12 +155,18 @@ class JobDriver:
         if job.external_id is not None:
             handle = launcher.attach(job.external_id)
             if job.state is JobState.DISPATCHED:
+                log.info(
+                    "job %s: re-attached to %s run %s", job.id, launcher.name, handle.external_id
+                )
                 return handle
             # Claimed with a key but maybe never dispatched: the same key is idempotent.
             states = await launcher.states([handle])
             if states.get(handle.external_id) is not RunState.LOST:
                 await job_store.mark_dispatched(
                     self.pool, job_id=job.id, owner=self.owner, external_id=handle.external_id
+                )
+                log.info(
+                    "job %s: re-attached to %s run %s", job.id, launcher.name, handle.external_id
                 )
                 return handle
         key = job.external_id or await self._dispatch_key(job)
@@ -172,6 +185,14 @@ class JobDriver:
         await job_store.mark_dispatched(
             self.pool, job_id=job.id, owner=self.owner, external_id=handle.external_id
         )
+        log.info(
+            "job %s: dispatched to %s run %s on %s (attempt %d)",
+            job.id,
+            launcher.name,
+            handle.external_id,
+            job.gpu,
+            job.attempts,
+        )
         return handle
 
     async def _dispatch_key(self, job: Job) -> str:
@@ -180,11 +201,14 @@ class JobDriver:
         return dispatch_key(self.installation, f"job-{job.id}-attempt-{job.attempts}")
 
     async def _follow_and_record(
-        self, job: Job, launcher: Launcher, handle: RunHandle, request: RunRequest
+        self,
+        job: Job,
+        launcher: Launcher,
+        handle: RunHandle,
+        request: RunRequest,
+        dispatched_at: datetime,
     ) -> None:
-        limit = run_timeout(request)
-        if job.dispatched_at is not None:
-            limit -= (datetime.now(UTC) - job.dispatched_at).total_seconds()
+        limit = run_timeout(request) - (datetime.now(UTC) - dispatched_at).total_seconds()
 
         def on_progress(event: ProgressEvent) -> None:
             if detail := phase_started(event):
@@ -202,10 +226,15 @@ class JobDriver:
                 passed=False, verdict=Verdict.TIMEOUT, mode=request.mode, message=str(exc)
             )
         if result is None:
-            await self._give_up(job, "the run was lost before it reported a result")
+            lost = "the run was lost before it reported a result"
+            if await self._give_up(job, lost) is not None:
+                await self._release(launcher, handle)  # lost: nothing of it runs any more
             return
-        await self._record(job, result)
-        await self._release(launcher, handle)
+        seconds = (datetime.now(UTC) - dispatched_at).total_seconds()
+        # Released only when this scheduler wrote the result: a job that another scheduler
+        # took over meanwhile is still followed there, through what the run left.
+        if await self._record(job, result, seconds):
+            await self._release(launcher, handle)
 
     async def _release(self, launcher: Launcher, handle: RunHandle) -> None:
         """What the run left on the launcher's side (its request included) goes once the
@@ -214,6 +243,17 @@ class JobDriver:
             await launcher.release(handle)
         except LauncherError as exc:
             log.warning("could not release run %s: %s", handle.external_id, exc)
+
+    async def _release_ended(self, launcher: Launcher, handle: RunHandle) -> None:
+        """Releases a run given up on an error, once the launcher says it no longer runs
+        (a run still going is left to the launcher's sweep)."""
+        try:
+            state = (await launcher.states([handle])).get(handle.external_id, RunState.LOST)
+        except LauncherError as exc:
+            log.warning("could not ask about run %s: %s", handle.external_id, exc)
+            return
+        if state not in (RunState.QUEUED, RunState.RUNNING):
+            await self._release(launcher, handle)
 
     async def _follow(
         self,
@@ -236,7 +276,8 @@ class JobDriver:
                 return await launcher.follow(handle, timeout=timeout, on_progress=on_progress)
         return None  # not reached: the last attempt returns or raises
 
-    async def _record(self, job: Job, result: RunResult) -> None:
+    async def _record(self, job: Job, result: RunResult, seconds: float) -> bool:
+        """Stores the result; False when this scheduler no longer holds the job."""
         async with self.pool.acquire() as conn:
             written = await run_store.record_run(
                 conn,
@@ -246,14 +287,24 @@ class JobDriver:
                 allow_unsandboxed=self.config.allow_unsandboxed_ranking,
                 throttle_threshold=self.config.throttle_threshold,
             )
-        if written:
-            # A secret run's message may quote its seed's inputs: subscribers get the verdict.
-            detail = "" if job.secret else result.message
-            await self._publish(
-                job, EventState.FINISHED, verdict=result.verdict.value, detail=detail
-            )
+        if not written:
+            log.info("job %s: its result was not recorded here: no longer its owner", job.id)
+            return False
+        log.info(
+            "job %s: finished, %s, %.1f s after dispatch%s",
+            job.id,
+            result.verdict.value,
+            seconds,
+            " (secret run)" if job.secret else "",
+        )
+        # A secret run's message may quote its seed's inputs: subscribers get the verdict.
+        detail = "" if job.secret else result.message
+        await self._publish(job, EventState.FINISHED, verdict=result.verdict.value, detail=detail)
+        return True
 
-    async def _give_up(self, job: Job, error: str) -> None:
+    async def _give_up(self, job: Job, error: str) -> JobState | None:
+        """Queues the job again, or fails it after its last attempt: its new state, or None
+        where this scheduler no longer holds it (the run is then its new owner's)."""
         fresh = await job_store.get_job(self.pool, job.id)
         attempts = fresh.attempts if fresh else job.attempts
         retry = attempts < self.config.max_attempts
@@ -261,5 +312,16 @@ class JobDriver:
             self.pool, job_id=job.id, owner=self.owner, error=error, retry=retry
         )
         if state is None:
-            return
+            log.info("job %s: given up (%s), but no longer its owner", job.id, error)
+            return None
+        outcome = "queued again" if state is JobState.QUEUED else "failed"
+        log.warning(
+            "job %s: attempt %d of %d %s: %s",
+            job.id,
+            attempts,
+            self.config.max_attempts,
+            outcome,
+            error,
+        )
         await self._publish(job, EventState.of(state), detail=error)
+        return state

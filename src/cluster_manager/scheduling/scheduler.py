@@ -103,6 +103,13 @@ class Scheduler:
                         )
             finally:
                 heartbeat.cancel()
+                if self._tasks:
+                    log.info(
+                        "scheduler %s stopping with jobs %s in flight: their leases run out "
+                        "and the next scheduler takes them over",
+                        self.owner,
+                        ", ".join(map(str, sorted(self._tasks))),
+                    )
                 for task in self._tasks.values():
                     task.cancel()
                 await asyncio.gather(*self._tasks.values(), return_exceptions=True)
@@ -136,8 +143,12 @@ class Scheduler:
         adopted = await job_store.take_over_expired(
             self.pool, owner=self.owner, lease_s=self.config.lease_s, gpus=self.gpus
         )
-        for job in adopted:
-            log.info("job %s: taken over from a scheduler that stopped renewing", job.id)
+        for job, previous_owner in adopted:
+            log.info(
+                "job %s: taken over from scheduler %s, which stopped renewing its lease",
+                job.id,
+                previous_owner,
+            )
             self._taken_over.add(job.id)
             self._start(job)
         for gpu in self.gpus:

@@ -3,6 +3,7 @@ transaction) and reading it back (its report, its placements, its code)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
@@ -42,6 +43,8 @@ from cluster_manager.storage import served as served_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.database import round_trip_ms
 from cluster_manager.storage.submissions import StoredSubmission
+
+log = logging.getLogger(__name__)
 
 
 def check_takes_submissions(board: Leaderboard, now: datetime) -> None:
@@ -125,6 +128,15 @@ class Submissions:
         """Publishes each new job with its place in the queue, once it is committed."""
         for job in jobs:
             position = await job_store.queue_position(self.pool, job.id)
+            log.info(
+                "job %s: queued on %s, submission %s in %s mode%s, place %s in line",
+                job.id,
+                job.gpu,
+                job.submission_id,
+                job.mode.value,
+                " (secret run)" if job.secret else "",
+                position,
+            )
             await job_store.publish(self.pool, JobEvent.of_job(job, position=position))
 
     async def queue_status(self, gpu: str) -> QueueStatus:

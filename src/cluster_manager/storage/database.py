@@ -193,6 +193,25 @@ class _Transaction(asyncpg.transaction.Transaction):
             await super().__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> None:
+        # The COMMIT or ROLLBACK runs to its end even when the task is cancelled again
+        # meanwhile: a stopping server cancels its scheduler's jobs and its event streams,
+        # and anyio cancels a stream at every await. Cut short, it would leave the connection
+        # inside the transaction on its way back to the pool ("Resetting connection with an
+        # active transaction").
+        ending = asyncio.ensure_future(self._end(*exc_info))
+        cancelled = False
+        while True:
+            try:
+                await asyncio.shield(ending)
+                break
+            except asyncio.CancelledError:
+                if ending.done():
+                    raise  # the end itself was cancelled (the event loop is closing)
+                cancelled = True
+        if cancelled:
+            raise asyncio.CancelledError
+
+    async def _end(self, *exc_info: Any) -> None:
         with _translated():
             await super().__aexit__(*exc_info)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Collection, Sequence
+from typing import NamedTuple
 
 import asyncpg
 
@@ -185,26 +186,33 @@ async def claim(
     return sorted((_job(r) for r in rows), key=lambda j: j.id)
 
 
+class Adopted(NamedTuple):
+    job: Job
+    previous_owner: str | None  # the scheduler that stopped renewing its lease
+
+
 async def take_over_expired(
     pool: asyncpg.Pool, *, owner: str, lease_s: float, gpus: Sequence[str]
-) -> list[Job]:
+) -> list[Adopted]:
     """Adopts in-flight jobs whose owner stopped renewing its lease (it died)."""
     rows = await pool.fetch(
         f"""
-        UPDATE jobs SET lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
-            heartbeat_at = now()
-        WHERE id IN (
-            SELECT id FROM jobs
+        WITH expired AS (
+            SELECT id AS expired_id, lease_owner AS previous_owner FROM jobs
             WHERE state IN ('claimed', 'dispatched') AND lease_expires_at < now()
               AND gpu = ANY($3::text[])
             FOR UPDATE SKIP LOCKED)
-        RETURNING {_JOB_COLUMNS}
+        UPDATE jobs SET lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
+            heartbeat_at = now()
+        FROM expired WHERE id = expired_id
+        RETURNING {_JOB_COLUMNS}, previous_owner
         """,
         owner,
         lease_s,
         list(gpus),
     )
-    return sorted((_job(r) for r in rows), key=lambda j: j.id)
+    adopted = (Adopted(_job(r), r["previous_owner"]) for r in rows)
+    return sorted(adopted, key=lambda a: a.job.id)
 
 
 async def renew_leases(
