@@ -47,12 +47,14 @@ def create_api(service: Service, settings: Settings) -> FastAPI:
     error_handlers.install(api)
     api.include_router(metrics.router)
     # Pages and the native routes before popcorn's catch-all `/{lb}/{gpu}/{mode}`; a browser's
-    # request for `/leaderboards/{name}` gets the page, any other client the JSON ranking.
+    # request for `/leaderboards/{name}` (or `.../teams`) gets the page, any other client the
+    # JSON.
     api.include_router(pages.router)
     api.include_router(pages.browser_router)
     api.include_router(sessions.router)
     api.include_router(submissions.router)
     api.include_router(team_forms.router)
+    api.include_router(team_forms.browser_router)
     api.include_router(api_docs.router)
     api.include_router(admin.router)
     api.include_router(native.router)

@@ -14,6 +14,7 @@ from cluster_manager.api.auth import signed_in
 from cluster_manager.service import PermissionDeniedError, Submitter
 from cluster_manager.web.pages import leaderboard_page, page_of
 from cluster_manager.web.rendering import (
+    BrowserRoute,
     PageRoute,
     check_same_origin,
     render,
@@ -23,6 +24,8 @@ from cluster_manager.web.rendering import (
 from cluster_manager.web.view_models import team_view
 
 router = APIRouter(include_in_schema=False, route_class=PageRoute)
+# Shares `/leaderboards/{name}/teams` with the JSON list: answers browsers only.
+browser_router = APIRouter(include_in_schema=False, route_class=BrowserRoute)
 TEAMS = "#teams"  # the page's Teams section
 
 
@@ -48,7 +51,7 @@ async def form_field(request: Request, field: str) -> str:
     return str(form.get(field, "")).strip()
 
 
-@router.get("/leaderboards/{name}/teams")
+@browser_router.get("/leaderboards/{name}/teams")
 async def teams_page(name: str, request: Request) -> Response:
     """Every team of the leaderboard with its members, by name."""
     board = await visible_board(request, name)
