@@ -58,6 +58,8 @@ LOCAL_PG := postgresql://postgres@127.0.0.1:5432/postgres
 SLURM_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/slurm/setup.sh || [ -z "$$CI" ]; fi
 # The browser tests drive Debian's chromium (installed here as root when missing).
 BROWSER_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/web/install-browser.sh || [ -z "$$CI" ]; fi
+# The deployment checks run docker-compose (Debian's; no Docker daemon needed).
+COMPOSE_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/ops/install-compose.sh || [ -z "$$CI" ]; fi
 # One test at a time per process (--maxschedchunk 1): xdist's default first hands each process a
 # quarter of the suite in collection order, which would give one of them every heavy test.
 PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
@@ -69,12 +71,14 @@ test: setup
 	$(BIN)/mypy
 	$(SLURM_UP)
 	$(BROWSER_UP)
+	$(COMPOSE_UP)
 	$(PYTEST) --cov --cov-report=
 
 # tests/durations.json: which tests are heavy, so that they are scheduled first.
 durations: setup
 	$(SLURM_UP)
 	$(BROWSER_UP)
+	$(COMPOSE_UP)
 	$(PYTEST) --store-durations
 
 # docs/RELIABILITY.md: every attack, bad input and fault the suite tries, and its outcome.

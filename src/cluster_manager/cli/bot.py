@@ -28,7 +28,7 @@ def discord_environment(dotenv_path: Path = Path(".env")) -> dict[str, str]:
 
 
 def _discord_id(raw: str | None, name: str) -> int | None:
-    if raw is None:
+    if not raw:  # unset, or left empty in an environment file
         return None
     try:
         return int(raw)
