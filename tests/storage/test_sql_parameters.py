@@ -61,7 +61,30 @@ def _static(node: ast.expr) -> bool:
         )
     if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         return _static(node.left) and _static(node.right)
-    return False
+    return _quoted_names(node)
+
+
+def _quoted_names(node: ast.expr) -> bool:
+    """`sql.SQL("... {} ...").format(sql.Identifier(name))`: psycopg's composition for what
+    cannot be a parameter (a schema's name), each name quoted as an identifier."""
+    if not (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "format"
+        and isinstance(node.func.value, ast.Call)
+    ):
+        return False
+    template = node.func.value
+    return (
+        ast.unparse(template.func) == "sql.SQL"
+        and len(template.args) == 1
+        and _static(template.args[0])
+        and not node.keywords
+        and all(
+            isinstance(arg, ast.Call) and ast.unparse(arg.func) == "sql.Identifier"
+            for arg in node.args
+        )
+    )
 
 
 def _forwarded(call: ast.Call) -> bool:
@@ -78,7 +101,8 @@ def _forwarded(call: ast.Call) -> bool:
 @pytest.mark.reliability(
     "Access",
     "a query in src whose SQL text is built from a value (f-string, concatenation, format)",
-    "none: every query text is a literal or built from constants; values go as $n parameters",
+    "none: every query text is a literal or built from constants; values go as $n parameters, "
+    "names (a schema) as psycopg identifiers",
 )
 def test_every_query_text_in_src_is_constant(record_property):
     queries, built = 0, []
