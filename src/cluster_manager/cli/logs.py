@@ -32,6 +32,10 @@ QUIET_LOGGERS = (
     "discord.webhook",
     "websockets",
     "python_multipart",
+    # The embedded Postgres logs each command line it runs, over several lines; yoyo each
+    # step of each migration (`db migrate` says which it applied).
+    "pgserver",
+    "yoyo",
 )
 
 # Interaction and webhook tokens travel in URLs; discord.py logs routes at debug level.
