@@ -134,7 +134,7 @@ def submit(cm: Cm, user: str, source: Path, mode: str = "leaderboard") -> None:
 def test_migrating_under_a_running_old_worker_loses_and_repeats_nothing(
     pg_server: str, tmp_path: Path
 ):
-    old_code = previous_release(tmp_path / "previous")
+    old_code = previous_release(tmp_path / "previous-release")  # out of coverage: pyproject
     new_code = REPO / "src"
     name, url = new_database(pg_server)
     env = {
