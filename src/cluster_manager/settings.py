@@ -173,22 +173,15 @@ def _on_off(raw: str | None, name: str, default: bool) -> bool:
     raise ClusterManagerError(f"{name} must be on or off, got {raw!r}")
 
 
-def _log_level(raw: str | None, name: str) -> int:
-    text = (raw or "").strip().upper()
+def _one_of(raw: str | None, name: str, choices: tuple[str, ...], default: str) -> str:
+    """One of `choices`, in any case, as the choice is written; unset: `default`."""
+    text = (raw or "").strip()
     if not text:
-        return logging.INFO
-    if text not in LOG_LEVELS:
-        raise ClusterManagerError(f"{name} must be one of {', '.join(LOG_LEVELS)}, got {raw!r}")
-    return int(getattr(logging, text))
-
-
-def _log_format(raw: str | None, name: str) -> str:
-    text = (raw or "").strip().lower()
-    if not text:
-        return "text"
-    if text not in LOG_FORMATS:
-        raise ClusterManagerError(f"{name} must be one of {', '.join(LOG_FORMATS)}, got {raw!r}")
-    return text
+        return default
+    found = next((choice for choice in choices if choice.lower() == text.lower()), None)
+    if found is None:
+        raise ClusterManagerError(f"{name} must be one of {', '.join(choices)}, got {raw!r}")
+    return found
 
 
 def _hours(raw: str | None, name: str, default: float) -> float:
@@ -307,11 +300,20 @@ def _api_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[
 def _operation_settings(values: Mapping[str, str | None], defaults: Settings) -> dict[str, Any]:
     """How a long-running process logs and how long it keeps what its runs leave."""
     return {
-        "log_level": _log_level(
-            values.get("CLUSTER_MANAGER_LOG_LEVEL"), "CLUSTER_MANAGER_LOG_LEVEL"
+        "log_level": getattr(
+            logging,
+            _one_of(
+                values.get("CLUSTER_MANAGER_LOG_LEVEL"),
+                "CLUSTER_MANAGER_LOG_LEVEL",
+                LOG_LEVELS,
+                "INFO",
+            ),
         ),
-        "log_format": _log_format(
-            values.get("CLUSTER_MANAGER_LOG_FORMAT"), "CLUSTER_MANAGER_LOG_FORMAT"
+        "log_format": _one_of(
+            values.get("CLUSTER_MANAGER_LOG_FORMAT"),
+            "CLUSTER_MANAGER_LOG_FORMAT",
+            LOG_FORMATS,
+            "text",
         ),
         "keep_run_folders_hours": _hours(
             values.get("CLUSTER_MANAGER_KEEP_RUN_FOLDERS_HOURS"),
