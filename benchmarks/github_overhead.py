@@ -1,6 +1,6 @@
 """github_overhead_s_p50: what the platform adds to a GitHub run, submit to stored result.
 
-The fake GitHub API (tests/fake_github) answers on loopback; its runner hands back a canned
+The fake GitHub API (tests/support/fake_github) answers on loopback; its runner hands back a canned
 result at once, so the runner's own time is zero and everything measured is ours: the service
 storing the submission and enqueueing, the scheduler waking on NOTIFY and claiming, the
 dispatch (a runs list to check the key, then the dispatch itself), polling at the launcher's
@@ -32,7 +32,7 @@ from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.database import create_pool
-from tests.fake_github import FakeGitHub
+from tests.support.fake_github import FakeGitHub
 
 SUBMISSIONS = 12
 GAP_S = 1.2

@@ -20,7 +20,7 @@ from benchlib import Figure, log, report
 
 from cluster_manager.launchers.base import RunHandle
 from cluster_manager.launchers.github import GitHubLauncher
-from tests.fake_github import FakeGitHub
+from tests.support.fake_github import FakeGitHub
 
 LOADS = (1, 10, 100)
 SETTLE_S = 3.0

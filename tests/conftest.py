@@ -20,9 +20,14 @@ from cluster_manager.harness import runner
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
 from cluster_manager.telemetry.probes import ProbeFactory
-from tests import database
+from tests.support import database
 
-pytest_plugins = ["pytester", "tests.reliability", "tests.fake_ncu", "tests.scheduling"]
+pytest_plugins = [
+    "pytester",
+    "tests.support.reliability",
+    "tests.support.fake_ncu",
+    "tests.support.scheduling",
+]
 
 # Each benchmark case is timed for at most this long in the suite's runs, CLI processes
 # included (`CLUSTER_MANAGER_BENCHMARK_CASE_S`): what is tested is the platform, not the

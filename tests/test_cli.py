@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, write_task
-from tests.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
+from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
 
 IDENTITY = EXAMPLES / "identity_py"
 

@@ -17,8 +17,8 @@ from cluster_manager.settings import load_settings
 from cluster_manager.storage.database import embedded_postgres
 from cluster_manager.storage.migrations import migration_ids
 from cluster_manager.storage.pg_tools import tool_folders, tools_for_server
-from tests import database
-from tests.fast_task import FAST_SUBMISSION, FAST_TASK
+from tests.support import database
+from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK
 
 FUTURE = "2099-01-01T00:00:00+00:00"
 Cm = Callable[..., subprocess.CompletedProcess[str]]

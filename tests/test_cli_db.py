@@ -16,9 +16,9 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests import database
 from tests.conftest import EXAMPLES, write_task
-from tests.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
+from tests.support import database
+from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
 from tests.telemetry.fakes import HOT_ONCE_ENV
 
 IDENTITY = EXAMPLES / "identity_py"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.fast_task import FAST_SUBMISSION, FAST_TEMPLATE
+from tests.support.fast_task import FAST_SUBMISSION, FAST_TEMPLATE
 from tests.test_cli_db import cm as cli_on_database  # noqa: F401 (a fixture)
 from tests.test_cli_db import create_quick
 

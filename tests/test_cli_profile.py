@@ -12,7 +12,7 @@ import pytest
 
 from cluster_manager.core.models import RunResult
 from tests.conftest import EXAMPLES
-from tests.fake_ncu import option_values, recorded_argv
+from tests.support.fake_ncu import option_values, recorded_argv
 from tests.test_cli_db import cm as cli_on_database  # noqa: F401 (a fixture)
 from tests.test_cli_db import create_identity
 

@@ -19,9 +19,9 @@ from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from cluster_manager.storage.database import create_pool
 from cluster_manager.storage.installation import installation_id
-from tests import database
 from tests.conftest import CORRECT, load_task, write_task
-from tests.fake_github import FakeGitHub
+from tests.support import database
+from tests.support.fake_github import FakeGitHub
 
 REGISTRY = GpuRegistry(
     {

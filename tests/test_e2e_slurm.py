@@ -15,8 +15,8 @@ from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from tests.conftest import CORRECT, load_task, write_task
-from tests.slurm_cluster import slurm_cluster  # noqa: F401 - the fixture
-from tests.slurm_lock import slurm_shared  # noqa: F401 - the fixture
+from tests.support.slurm_cluster import slurm_cluster  # noqa: F401 - the fixture
+from tests.support.slurm_lock import slurm_shared  # noqa: F401 - the fixture
 
 REGISTRY = GpuRegistry(
     {"LAB": GpuType("LAB", "slurm", max_concurrent=2, params={"cpus_per_task": 1})}

@@ -20,7 +20,7 @@ from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter
 from tests.conftest import CORRECT, load_task, write_task
-from tests.fakes import FakeLauncher
+from tests.support.fakes import FakeLauncher
 
 FAST = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05, max_attempts=2)
 SLURM = GpuRegistry({"LAB": GpuType("LAB", "slurm", max_concurrent=2)})

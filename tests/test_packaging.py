@@ -23,8 +23,8 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests import database
 from tests.conftest import ROOT
+from tests.support import database
 
 pytestmark = pytest.mark.slow
 

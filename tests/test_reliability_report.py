@@ -40,7 +40,9 @@ def pytester(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_each_marked_test_becomes_a_row_with_its_real_outcome(pytester: pytest.Pytester):
     pytester.makepyfile(test_marked=MARKED_TESTS)
     report = pytester.path / "RELIABILITY.md"
-    result = pytester.runpytest("-p", "tests.reliability", "--reliability-report", str(report))
+    result = pytester.runpytest(
+        "-p", "tests.support.reliability", "--reliability-report", str(report)
+    )
     result.assert_outcomes(passed=4, failed=1, xfailed=1)
     page = report.read_text()
     assert "5 rows, 3 as expected, 1 known gap, 1 FAILED" in page
@@ -65,6 +67,6 @@ def test_x():
     pass
 """
     )
-    result = pytester.runpytest("-p", "tests.reliability")
+    result = pytester.runpytest("-p", "tests.support.reliability")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown reliability category 'Speed'*"])

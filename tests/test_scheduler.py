@@ -18,7 +18,7 @@ from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.installation import installation_id
 from tests.conftest import CORRECT, load_task, write_task
-from tests.fakes import SANDBOXED, FakeLauncher, passing
+from tests.support.fakes import SANDBOXED, FakeLauncher, passing
 
 FAST = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05, max_attempts=3)
 

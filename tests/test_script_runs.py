@@ -18,7 +18,7 @@ from cluster_manager.settings import load_settings
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.installation import installation_id
 from tests.conftest import CORRECT, load_task, write_task
-from tests.fakes import FakeLauncher
+from tests.support.fakes import FakeLauncher
 
 REGISTRY = GpuRegistry(
     {"CPU": GpuType("CPU", "local"), "H100": GpuType("H100", "modal", params={"modal_gpu": "H100"})}

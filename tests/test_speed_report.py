@@ -9,7 +9,7 @@ from cluster_manager.core.speed_of_light import floor_ns
 from cluster_manager.core.task import load_task
 from cluster_manager.rendering.reports import format_report
 from cluster_manager.rendering.speed import si_text, speed_summary
-from tests.speed_helpers import H100, VECTORADD, ranked_result
+from tests.support.speed_helpers import H100, VECTORADD, ranked_result
 
 
 def test_the_report_has_a_speed_of_light_table_under_the_timings():

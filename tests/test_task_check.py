@@ -28,7 +28,7 @@ from cluster_manager.core.task import load_task
 from cluster_manager.service import Service
 from cluster_manager.service.task_check import first_error, gpu_missing
 from tests.conftest import EXAMPLES, FIXTURES, IDENTITY_REFERENCE, write_task
-from tests.fast_task import FAST_TASK
+from tests.support.fast_task import FAST_TASK
 
 COMPAT = FIXTURES / "compat"
 

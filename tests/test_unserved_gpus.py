@@ -26,7 +26,7 @@ from cluster_manager.settings import Settings
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import served as served_store
 from tests.conftest import CORRECT, EXAMPLES, load_task, write_task
-from tests.fakes import FakeLauncher
+from tests.support.fakes import FakeLauncher
 
 NO_MODAL = "H100 runs on the modal launcher, which this deployment has not configured: set "
 NO_MODAL += "CLUSTER_MANAGER_MODAL_APP"

@@ -20,8 +20,8 @@ import psycopg
 import pytest
 
 from cluster_manager.storage.migrations import migration_ids
-from tests import database
-from tests.fast_task import FAST_SUBMISSION, FAST_TASK
+from tests.support import database
+from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK
 
 REPO = Path(__file__).resolve().parents[1]
 MIGRATIONS = "src/cluster_manager/data/migrations"

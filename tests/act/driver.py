@@ -25,7 +25,7 @@ from cluster_manager.core.records import dispatch_key
 from cluster_manager.core.sealed import KEY_ENV, as_key, generate_key
 from cluster_manager.core.task import load_task
 from cluster_manager.launchers.github.payloads import dispatch_inputs
-from tests.fast_task import FAST_SUBMISSION, FAST_TASK
+from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK
 
 REPO = Path(__file__).resolve().parents[2]
 UPLOAD_ACTION = Path(__file__).resolve().parent / "upload_artifact"

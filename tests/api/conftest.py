@@ -1,7 +1,7 @@
 """The real ASGI app over a real Postgres and the local launcher, reached through httpx:
 in process (ASGITransport) for requests and answers, through a uvicorn on 127.0.0.1 where a
 stream must be read as it arrives (or dropped half-way). Runs are replayed from recordings
-(tests/replay.py) unless a test is marked `real_runs`."""
+(tests/support/replay.py) unless a test is marked `real_runs`."""
 
 from __future__ import annotations
 
@@ -26,8 +26,8 @@ from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
-from tests import replay
 from tests.conftest import BENCHMARK_CASE_S, EXAMPLES
+from tests.support import replay
 
 # Runs on the "local" GPU types are replayed unless a test is marked `real_runs`.
 local_launcher = replay.local_launcher

@@ -25,7 +25,7 @@ from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.settings import Settings, load_settings
 from tests.api.conftest import FAST, popcorn_headers, token_of
 from tests.api.test_submissions import submit, wait_done
-from tests.fakes import FakeLauncher
+from tests.support.fakes import FakeLauncher
 
 METRICS_TOKEN = "metrics-token-for-tests"
 

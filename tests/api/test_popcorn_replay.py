@@ -21,7 +21,7 @@ from cluster_manager.app import App
 from cluster_manager.core.protocol import format_case
 from cluster_manager.core.task import load_task
 from tests.api.conftest import BOARD, IDENTITY, source, token_of
-from tests.replay import ReplayLauncher
+from tests.support.replay import ReplayLauncher
 
 POLL_S = 0.2  # popcorn-cli waits 5 s between polls; the protocol is the same
 

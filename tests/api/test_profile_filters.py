@@ -20,7 +20,7 @@ from cluster_manager.core.profiling import ProfileOptions, form_fields
 from tests.api.conftest import BOARD, source, token_of
 from tests.api.test_popcorn_replay import Popcorn, result_event, stream_profile
 from tests.api.test_remote_cli import run_cli
-from tests.fake_ncu import option_values, recorded_argv
+from tests.support.fake_ncu import option_values, recorded_argv
 
 FILTER = {
     "ncu_kernel_name": "custom_.*",

@@ -1,4 +1,4 @@
-"""The replaying launcher the front-end tests run on (tests/replay.py): what its key counts,
+"""The replaying launcher the front-end tests run on (tests/support/replay.py): what its key counts,
 how a replayed run unfolds, holding runs in flight, and recording a run it has not seen."""
 
 from __future__ import annotations
@@ -12,7 +12,13 @@ from cluster_manager.core.progress import ProgressEvent
 from cluster_manager.core.task import load_task
 from cluster_manager.launchers.base import RunState
 from tests.api.conftest import IDENTITY, source
-from tests.replay import FORMAT_VERSION, RECORDINGS, Recording, ReplayLauncher, recording_key
+from tests.support.replay import (
+    FORMAT_VERSION,
+    RECORDINGS,
+    Recording,
+    ReplayLauncher,
+    recording_key,
+)
 
 EVENTS: tuple[ProgressEvent, ...] = (
     {"event": "phase", "phase": "test", "cases": 3},

@@ -14,7 +14,7 @@ from cluster_manager.app import App
 from cluster_manager.scheduling.hosted import keep_scheduling, stop_scheduling
 from cluster_manager.settings import Settings
 from tests.api.conftest import BOARD, FAST, popcorn_headers, source, token_of
-from tests.replay import ReplayLauncher
+from tests.support.replay import ReplayLauncher
 
 
 def client_of(app: App, settings: Settings) -> httpx.AsyncClient:

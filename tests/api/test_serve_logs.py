@@ -18,7 +18,7 @@ import psycopg
 import pytest
 
 from tests.api.test_serve import cli, free_port
-from tests.fast_task import FAST_TASK
+from tests.support.fast_task import FAST_TASK
 
 ADMIN_TOKEN = "admin-secret-for-the-log-test"
 # The first call sleeps: the runs are surely under way when the server is killed.

@@ -15,7 +15,13 @@ from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import RunResult
 from cluster_manager.core.speed_of_light import floor_ns
 from tests.api.conftest import BOARD, IDENTITY, popcorn_headers, token_of
-from tests.speed_helpers import H100, SPEED_BOARD, rank_with_figures, speed_board, speed_registry
+from tests.support.speed_helpers import (
+    H100,
+    SPEED_BOARD,
+    rank_with_figures,
+    speed_board,
+    speed_registry,
+)
 
 
 @pytest.fixture

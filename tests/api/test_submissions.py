@@ -12,7 +12,7 @@ import pytest
 from cluster_manager.app import App
 from cluster_manager.core.task import load_task
 from tests.api.conftest import ADMIN_TOKEN, BOARD, IDENTITY, popcorn_headers, source, token_of
-from tests.replay import ReplayLauncher
+from tests.support.replay import ReplayLauncher
 
 DONE_STATES = {"succeeded", "failed", "timed_out"}
 

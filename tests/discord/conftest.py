@@ -29,10 +29,10 @@ from cluster_manager.launchers.base import Launcher
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.service import Service, Submitter
 from cluster_manager.settings import Settings
-from tests import replay
 from tests.conftest import BENCHMARK_CASE_S, EXAMPLES, Clock
 from tests.discord.fake_discord import APP_ID, FakeDiscord, Message
-from tests.fakes import FakeLauncher
+from tests.support import replay
+from tests.support.fakes import FakeLauncher
 
 # Runs on the "local" GPU types are replayed unless a test is marked `real_runs`.
 local_launcher = replay.local_launcher
@@ -325,7 +325,7 @@ def fake_launcher() -> FakeLauncher:
 @pytest.fixture
 def launchers(local_launcher: Launcher, fake_launcher: FakeLauncher) -> dict[str, Launcher]:
     """Runs on "local" GPU types are replayed from recordings unless a test is marked
-    `real_runs` (tests/replay.py)."""
+    `real_runs` (tests/support/replay.py)."""
     return {"local": local_launcher, "fake": fake_launcher}
 
 

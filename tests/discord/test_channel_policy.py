@@ -11,7 +11,7 @@ from cluster_manager.core.records import ChannelPolicy
 from cluster_manager.service import Submitter
 from tests.discord.conftest import ADMIN, ALICE, SOLUTION, create_board
 from tests.discord.test_errors import assert_private_error
-from tests.fakes import SANDBOXED, passing
+from tests.support.fakes import SANDBOXED, passing
 
 HEAD = "**Alice**'s {mode} submission #{id} to **identity**"
 # What each policy shows the channel of: a passing test run (#1), a passing ranked one (#2)

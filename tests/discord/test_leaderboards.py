@@ -15,7 +15,7 @@ from cluster_manager.service import Submitter
 from tests.conftest import CORRECT
 from tests.discord.conftest import ALICE, BOB, FAST, IDENTITY, Member, create_board
 from tests.discord.test_errors import SOLUTION, assert_private_error, stored
-from tests.fakes import SANDBOXED
+from tests.support.fakes import SANDBOXED
 
 
 async def test_autocomplete_suggests_leaderboards_by_prefix(harness, app, clock):

@@ -37,8 +37,8 @@ from cluster_manager.service.health import DatabaseCheck
 from tests.discord.conftest import ADMIN, ALICE, IDENTITY, SOLUTION, create_board
 from tests.discord.test_commands import command_payload, walk
 from tests.discord.test_errors import assert_private_error
-from tests.fakes import passing
 from tests.storage.helpers import finish_submission
+from tests.support.fakes import passing
 
 # Discord takes up to 6,000 characters in a string option.
 LONGEST_OPTION = 6000

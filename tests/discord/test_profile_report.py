@@ -11,7 +11,7 @@ from cluster_manager.core.profiling import NCU, ProfilerOutcome
 from cluster_manager.discord import profile_files
 from tests.discord.conftest import SOLUTION, create_board
 from tests.discord.test_submit import status_and_report
-from tests.fakes import passing
+from tests.support.fakes import passing
 
 REPORT = b"NVIDIA Nsight Compute report\x00\x01\x02" * 1000
 

@@ -9,8 +9,8 @@ from cluster_manager.core.models import RunResult
 from cluster_manager.launchers.base import RunRequest
 from cluster_manager.service.rules import HELD_RERUN
 from tests.discord.conftest import SOLUTION, create_board
-from tests.fakes import passing
 from tests.storage.helpers import SECRET_TELLS, telling_result
+from tests.support.fakes import passing
 
 
 @pytest.mark.reliability(

@@ -7,7 +7,7 @@ import dataclasses
 from cluster_manager.core.speed_of_light import floor_ns
 from cluster_manager.core.task import load_task
 from cluster_manager.discord import render
-from tests.speed_helpers import H100, VECTORADD, ranked_result
+from tests.support.speed_helpers import H100, VECTORADD, ranked_result
 
 
 def test_a_case_line_shows_bandwidth_flops_and_share_of_peak():

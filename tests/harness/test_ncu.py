@@ -1,7 +1,7 @@
 """Profile mode with Nsight Compute: the command that wraps the harness, the report it leaves,
 and the torch profiler where the machine has no ncu. The real capture needs an NVIDIA GPU; a
-fake `ncu` (tests/fake_ncu.py) stands in for it so the plumbing runs end to end, in the sandbox
-too."""
+fake `ncu` (tests/support/fake_ncu.py) stands in for it so the plumbing runs end to end, in the
+sandbox too."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.harness import ncu, runner
 from cluster_manager.rendering.reports import format_report
 from tests.conftest import CORRECT, make_request
-from tests.fake_ncu import first_line, recorded_argv
+from tests.support.fake_ncu import first_line, recorded_argv
 
 HARNESS = [sys.executable, "-m", "cluster_manager.harness.evaluate", "profile", ".cases.txt"]
 

@@ -33,8 +33,8 @@ from cluster_manager.core.task import load_task
 from cluster_manager.launchers.base import RunState, RunTimedOutError
 from cluster_manager.launchers.github import RESULT_ARTIFACT, RUN_NAME, GitHubLauncher
 from tests.conftest import CORRECT, ROOT, make_request, write_task
-from tests.fake_github import FakeGitHub
-from tests.fake_github.server import REQUIRED_INPUTS, FakeRun, zip_bytes
+from tests.support.fake_github import FakeGitHub
+from tests.support.fake_github.server import REQUIRED_INPUTS, FakeRun, zip_bytes
 
 NVIDIA = GpuType(
     "H100",

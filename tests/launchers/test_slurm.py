@@ -28,11 +28,11 @@ from cluster_manager.launchers.slurm import (
     slurm_state,
 )
 from tests.conftest import CORRECT, make_request, processes_with, write_task
-from tests.slurm_cluster import jobs_named, slurm_cluster, squeue_active  # noqa: F401
-from tests.slurm_lock import slurm_alone, slurm_shared  # noqa: F401
+from tests.support.slurm_cluster import jobs_named, slurm_cluster, squeue_active  # noqa: F401
+from tests.support.slurm_lock import slurm_alone, slurm_shared  # noqa: F401
 
 # Every test here shares one cluster of two CPUs, on both test processes at once:
-# tests.slurm_lock keeps the node-down test apart from the others.
+# tests.support.slurm_lock keeps the node-down test apart from the others.
 needs_cluster = pytest.mark.usefixtures("slurm_shared")
 
 WRONG = "def custom_kernel(d):\n    return d * 2\n"

@@ -23,7 +23,7 @@ from cluster_manager.service import Service, SubmissionReceipt, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
 from tests.conftest import EXAMPLES
-from tests.fakes import SANDBOXED
+from tests.support.fakes import SANDBOXED
 
 # Later than the test clock (2030-01-01 12:00 UTC) and than the wall clock.
 DEADLINE = datetime(2031, 1, 1, tzinfo=UTC)

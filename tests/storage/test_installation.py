@@ -6,7 +6,7 @@ import re
 
 from cluster_manager.storage.database import create_pool
 from cluster_manager.storage.installation import installation_id
-from tests import database
+from tests.support import database
 
 
 async def test_the_installation_id_is_made_once_and_differs_per_database(pool, pg_server):

@@ -25,8 +25,8 @@ from cluster_manager.service import Service, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.database import DatabaseUnavailableError, create_pool
 from cluster_manager.storage.migrations import apply_migrations
-from tests.fakes import FakeLauncher
 from tests.storage.helpers import kernel_code, make_board
+from tests.support.fakes import FakeLauncher
 
 pgserver = pytest.importorskip("pgserver")
 
@@ -43,7 +43,7 @@ def private_postgres() -> Iterator[Any]:
 
     Not under pytest's tmp_path: as root, pgserver runs Postgres as the `pgserver` user, which
     must traverse the parents of the data dir, and every pytest session that starts resets
-    /tmp/pytest-of-root to 0700 (tests/database.py keeps its server out of there too)."""
+    /tmp/pytest-of-root to 0700 (tests/support/database.py keeps its server out of there too)."""
     with tempfile.TemporaryDirectory(prefix="cm-test-pg-restart-") as tmp:
         server = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
         try:

@@ -16,8 +16,8 @@ from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service
 from cluster_manager.storage import submissions as sub_store
-from tests.fakes import FakeLauncher
 from tests.storage.helpers import ALICE, count_rows, kernel_code, make_board
+from tests.support.fakes import FakeLauncher
 
 FAST = SchedulerConfig(lease_s=5, heartbeat_s=0.5, poll_s=0.05)
 NARROW = ProfileOptions(

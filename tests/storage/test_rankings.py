@@ -12,7 +12,6 @@ from cluster_manager.service import GpuNotAllowedError, NotFoundError, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
-from tests.fakes import SANDBOXED
 from tests.storage.helpers import (
     ALICE,
     BOB,
@@ -28,6 +27,7 @@ from tests.storage.helpers import (
     run_result,
     submit,
 )
+from tests.support.fakes import SANDBOXED
 
 
 def public_job(receipt, gpu="CPU"):

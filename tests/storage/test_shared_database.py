@@ -1,5 +1,6 @@
-"""The shared test database (tests/database.py): a reset brings back exactly what migrating made
-(tables, seed rows, sequences), ends what a test left connected, and a changed schema is caught."""
+"""The shared test database (tests/support/database.py): a reset brings back exactly what
+migrating made (tables, seed rows, sequences), ends what a test left connected, and a changed
+schema is caught."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ import pytest
 from cluster_manager.service import Service
 from cluster_manager.storage.database import create_pool
 from cluster_manager.storage.installation import installation_id
-from tests import database
 from tests.storage.helpers import board_with_submission, finish_submission
+from tests.support import database
 
 _TABLES = """
 SELECT format('%I.%I', n.nspname, c.relname) FROM pg_class c

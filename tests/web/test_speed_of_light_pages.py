@@ -16,7 +16,13 @@ from playwright.async_api import expect
 from cluster_manager.app import App
 from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.speed_of_light import floor_ns
-from tests.speed_helpers import H100, SPEED_BOARD, rank_with_figures, speed_board, speed_registry
+from tests.support.speed_helpers import (
+    H100,
+    SPEED_BOARD,
+    rank_with_figures,
+    speed_board,
+    speed_registry,
+)
 from tests.web.browser import DESKTOP, PHONE, chromium, screenshot_path
 from tests.web.helpers import HTML, sign_in, sign_in_page
 from tests.web.test_phone_browser import SIDEWAYS

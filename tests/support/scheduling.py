@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-DURATIONS_FILE = Path(__file__).resolve().parent / "durations.json"
+DURATIONS_FILE = Path(__file__).resolve().parents[1] / "durations.json"
 # Tests at least this long (setup, call and teardown together) are scheduled first.
 HEAVY_S = 4.0
 

@@ -1,5 +1,5 @@
 """A fake GitHub REST server whose workflow runs really execute the runner entrypoint."""
 
-from tests.fake_github.server import FakeGitHub, FakeRun
+from tests.support.fake_github.server import FakeGitHub, FakeRun
 
 __all__ = ["FakeGitHub", "FakeRun"]

@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 # Part of every key: bump it when what the runner reports changes in a way the front ends
 # show, and every recording is made again on its next use.
 FORMAT_VERSION = 1
-RECORDINGS = Path(__file__).resolve().parent / "fixtures" / "recorded_runs"
+RECORDINGS = Path(__file__).resolve().parents[1] / "fixtures" / "recorded_runs"
 # Verdicts that say more about the machine's load than about the code: never frozen into a
 # recording, so a run that timed out on a busy machine is run again next time.
 NOT_RECORDED = frozenset({Verdict.TIMEOUT, Verdict.INTERNAL_ERROR})

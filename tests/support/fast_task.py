@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-FAST_TASK = Path(__file__).resolve().parent / "fixtures" / "fast_task"
+FAST_TASK = Path(__file__).resolve().parents[1] / "fixtures" / "fast_task"
 # A correct kernel, the task's starter (also correct) and one that drops the last element.
 FAST_SUBMISSION = FAST_TASK / "submission.py"
 FAST_TEMPLATE = FAST_TASK / "template.py"

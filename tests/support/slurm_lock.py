@@ -2,7 +2,7 @@
 to itself, or it kills the jobs of the tests running beside it.
 
 The Slurm tests run on both test processes at once (`--dist load`: the heavy tests are spread
-over both, tests/scheduling.py), and another pytest session may use the cluster as well. So
+over both, tests/support/scheduling.py), and another pytest session may use the cluster as well. So
 every Slurm test holds a lock file, shared, and the node-down test holds it exclusively.
 """
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SETUP_SCRIPT = ROOT / "scripts" / "slurm" / "setup.sh"
 # A first run installs packages; later runs only check that the daemons answer.
 SETUP_TIMEOUT_S = 900

@@ -25,8 +25,8 @@ from cluster_manager.core.task import load_task
 from cluster_manager.service import SubmissionReceipt, Submitter
 from cluster_manager.storage import runs as run_store
 from tests.conftest import EXAMPLES
-from tests.fakes import SANDBOXED
 from tests.storage.helpers import OWNER, claim_submission, dispatch
+from tests.support.fakes import SANDBOXED
 
 H100 = Peaks(
     3350.0,
