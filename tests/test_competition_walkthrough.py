@@ -1,5 +1,6 @@
-"""README's "Running a competition", run as written: every command of its walk-through, in
-order, as an organiser types them from a fresh clone, on a database of this test's own."""
+"""docs/OPERATING.md's "Running a competition", run as written: every command of its
+walk-through, in order, as an organiser types them from a fresh clone, on a database of this
+test's own."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def walk_through() -> str:
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Running a competition", 1)[1]
+    page = (ROOT / "docs" / "OPERATING.md").read_text(encoding="utf-8")
+    section = page.split("\n## Running a competition\n", 1)[1]
     match = re.search(r"```bash\n(.*?)```", section, re.DOTALL)
     assert match, "the section has no bash block"
     return match.group(1)
