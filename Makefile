@@ -1,11 +1,12 @@
-# Two commands matter: `make demo` and `make test`. Both install into .venv first.
+# Two commands matter: `make demo` and `make test`. Both install into .venv first. After adding
+# a migration, `make schema` writes schema.sql anew (the test suite checks it).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down lock \
-	gpu-check gpu-carry
+	gpu-check gpu-carry schema
 
 setup: $(STAMP)
 
@@ -62,8 +63,8 @@ BROWSER_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/web/install-browser.sh |
 COMPOSE_UP := if [ "$$(id -u)" = 0 ]; then bash scripts/ops/install-compose.sh || [ -z "$$CI" ]; fi
 # One test at a time per process (--maxschedchunk 1): xdist's default first hands each process a
 # quarter of the suite in collection order, which would give one of them every heavy test.
-PYTEST := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}" \
-	$(BIN)/pytest -n 2 --dist load --maxschedchunk 1
+TEST_DATABASE := DATABASE_URL="$${DATABASE_URL:-$$(pg_isready -q -h 127.0.0.1 -p 5432 2>/dev/null && echo $(LOCAL_PG))}"
+PYTEST := $(TEST_DATABASE) $(BIN)/pytest -n 2 --dist load --maxschedchunk 1
 
 test: setup
 	$(BIN)/ruff check src tests benchmarks scripts
@@ -73,6 +74,12 @@ test: setup
 	$(BROWSER_UP)
 	$(COMPOSE_UP)
 	$(PYTEST) --cov --cov-report=
+
+# schema.sql: the schema the migrations make, dumped by pg_dump from a database migrated on the
+# tests' server and dropped after (tests/support/schema.py); tests/storage/test_schema.py holds
+# the file to the migrations.
+schema: setup
+	$(TEST_DATABASE) $(BIN)/python -m tests.support.schema
 
 # tests/durations.json: which tests are heavy, so that they are scheduled first.
 durations: setup

@@ -172,7 +172,7 @@ async def test_invite_only_leaderboards_over_http(app: App, client: httpx.AsyncC
     reused = await client.post(
         "/user/join", headers=popcorn_headers(tokens["bob"]), json={"code": first}
     )
-    assert reused.status_code == 400 and "used as often as it may be" in reused.json()["detail"]
+    assert reused.status_code == 404 and "used as often as it may be" in reused.json()["detail"]
     assert (await submit_as(client, tokens["alice"])).status_code == 202
     assert [
         b["name"]

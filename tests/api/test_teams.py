@@ -137,7 +137,7 @@ async def test_a_code_is_good_once(app: App, client: httpx.AsyncClient):
 
 async def test_an_invite_without_a_team_or_a_token_is_refused(app: App, client: httpx.AsyncClient):
     lone = await client.post(f"{MINE}/invites", headers=await headers(app, "alice"))
-    assert lone.status_code == 400 and "in no team" in lone.json()["detail"]
+    assert lone.status_code == 409 and "in no team" in lone.json()["detail"]
     assert (await client.post(TEAMS, json={"name": "red"})).status_code == 401
     nobody = await create(client, ADMIN, "red")  # the admin token is nobody's
     assert nobody.status_code == 403
@@ -254,7 +254,7 @@ async def test_a_members_codes_go_when_they_leave_and_are_bounded(
     for _ in range(10):  # her first two were used: 10 unused ones, the most one member may
         await code_of(client, alice)
     over = await client.post(f"{MINE}/invites", headers=alice)
-    assert over.status_code == 400
+    assert over.status_code == 409
     assert over.json()["detail"] == (
         f"you hold 10 unused team codes on {BOARD!r}, as many as one member may: "
         "each stays good until used or you leave the team"

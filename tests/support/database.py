@@ -129,9 +129,9 @@ _SEQUENCES = """SELECT string_agg(format('%I.%I %s', schemaname, sequencename, l
                   ORDER BY schemaname, sequencename) FROM pg_sequences"""
 
 # What a test may not change in the shared database, since a reset does not restore it: schemas,
-# relations, columns, constraints, indexes, triggers, functions, types and database settings.
-_SCHEMA_FINGERPRINT = f"""
-SELECT md5(string_agg(item, E'\\n' ORDER BY item)) FROM (
+# relations, columns, constraints, indexes, triggers, functions, types and database settings,
+# one line each (a column's place in its table left out: a migration's rollback cannot keep it).
+_SCHEMA_ITEMS = f"""
     SELECT 'schema ' || n.nspname FROM pg_namespace n WHERE {_USER_SCHEMAS}
     UNION ALL
     SELECT format('relation %s.%s %s', n.nspname, c.relname, c.relkind)
@@ -168,7 +168,9 @@ SELECT md5(string_agg(item, E'\\n' ORDER BY item)) FROM (
     SELECT 'setting ' || array_to_string(s.setconfig, ',')
     FROM pg_db_role_setting s JOIN pg_database db ON db.oid = s.setdatabase
     WHERE db.datname = current_database()
-) AS schema(item)
+"""
+_SCHEMA_FINGERPRINT = f"""
+SELECT md5(string_agg(item, E'\\n' ORDER BY item)) FROM ({_SCHEMA_ITEMS}) AS schema(item)
 """
 
 
@@ -277,6 +279,13 @@ def _sequence_states(conn: psycopg.Connection) -> list[sql.Composable]:
             )
         )
     return statements
+
+
+def schema_items(conn: psycopg.Connection, *, bookkeeping: bool = True) -> list[str]:
+    """What the fingerprint is made of, sorted: to compare two schemas and show the difference.
+    `bookkeeping=False` leaves out yoyo's tables (they stay when every migration is undone)."""
+    items = sorted(str(row[0]) for row in conn.execute(_SCHEMA_ITEMS))
+    return [item for item in items if bookkeeping or not re.search(r"_yoyo_|yoyo_lock", item)]
 
 
 def schema_fingerprint(conn: psycopg.Connection) -> str:

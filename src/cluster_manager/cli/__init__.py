@@ -1,6 +1,7 @@
 """The `cluster-manager` command. Settings are built here and passed down to each command.
 
-Exit codes: 0 the submission passed, 1 it did not, 2 bad input (a one-line error).
+Exit codes: 0 the submission passed, 1 it did not, 2 bad input (a one-line error, written by
+`errors.error_line`).
 
 A command's body is written once against `service.port.ServicePort`; `common.with_port` hands
 it the database's `Service`, or `remote_service.RemoteService` (the HTTP API, read back into

@@ -18,6 +18,8 @@ TIMEOUT_S = 60.0
 
 
 class ApiError(ClusterManagerError):
+    """The server refused a request (`status`; 0: it could not be reached), with its reason."""
+
     def __init__(self, status: int, detail: str) -> None:
         super().__init__(detail)
         self.status = status

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import re
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
 
+from cluster_manager.cli.errors import error_line
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode
 from cluster_manager.settings import Settings, load_settings
@@ -117,7 +117,7 @@ def with_app(settings: Settings, body: Callable[[App], Awaitable[T]]) -> T:
     try:
         return asyncio.run(run())
     except ClusterManagerError as exc:
-        fail(database_error_text(settings, exc))
+        fail(error_line(settings, exc))
 
 
 def refuse_over_api(settings: Settings, what: str) -> None:
@@ -132,34 +132,6 @@ def refuse_over_api(settings: Settings, what: str) -> None:
             "database to act on, or unset CLUSTER_MANAGER_API_URL to use the embedded one in "
             f"{settings.data_dir / 'postgres'}"
         )
-
-
-def database_error_text(settings: Settings, exc: ClusterManagerError) -> str:
-    """The error's one line; for a database that cannot be reached at all: which one was
-    tried (without its password), why not, and how to point at another."""
-    from cluster_manager.service.errors import DatabaseUnreachableError
-
-    if not isinstance(exc, DatabaseUnreachableError):
-        return str(exc)
-    embedded = settings.data_dir / "postgres"
-    if settings.database_url:
-        return (
-            f"cannot reach the database at {without_password(settings.database_url)} "
-            f"(DATABASE_URL): {without_password(exc.reason)}. Start that server, or set "
-            "DATABASE_URL (in the environment or .env) to a Postgres that runs; unset, "
-            f"an embedded one in {embedded} is used"
-        )
-    return (
-        f"cannot reach the embedded database in {embedded} (DATABASE_URL is unset): "
-        f"{exc.reason}. Set DATABASE_URL (in the environment or .env) to a Postgres that "
-        "runs, or CLUSTER_MANAGER_DATA_DIR to another place for the embedded one"
-    )
-
-
-def without_password(text: str) -> str:
-    """A database URL or DSN, or a message quoting one, with its passwords masked."""
-    text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
-    return re.sub(r"(password=)[^&\s]*", r"\1***", text)
 
 
 # Whose token a command sends to a server: a user's, or the organisers' admin token.
@@ -208,7 +180,7 @@ def with_port_and_jobs(
         found = asyncio.run(run())
     except ClusterManagerError as exc:
         note = "".join(f"; {new_database_note(d, empty=True)}" for d in made_here)
-        fail(database_error_text(settings, exc) + note)
+        fail(error_line(settings, exc) + note)
     for folder in made_here:
         click.echo(f"note: {new_database_note(folder, empty=False)}", err=True)
     return found

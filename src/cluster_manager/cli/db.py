@@ -8,13 +8,8 @@ from pathlib import Path
 import click
 
 from cluster_manager.app import backup_database, migrate_database, restore_database
-from cluster_manager.cli.common import (
-    cli,
-    database_error_text,
-    fail,
-    refuse_over_api,
-    without_password,
-)
+from cluster_manager.cli.common import cli, fail, refuse_over_api
+from cluster_manager.cli.errors import error_line, without_password
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.settings import Settings
 
@@ -41,7 +36,7 @@ def migrate_command(settings: Settings) -> None:
     try:
         applied = asyncio.run(migrate_database(settings))
     except ClusterManagerError as exc:
-        fail(database_error_text(settings, exc))
+        fail(error_line(settings, exc))
     click.echo("applied: " + ", ".join(applied) if applied else "the schema is up to date")
 
 
@@ -58,7 +53,7 @@ def backup_command(settings: Settings, file: Path, pg_bin: Path | None) -> None:
     try:
         backup = asyncio.run(backup_database(settings, file, pg_bin=pg_bin))
     except ClusterManagerError as exc:
-        fail(without_password(database_error_text(settings, exc)))
+        fail(without_password(error_line(settings, exc)))
     click.echo(
         f"backed up {_which_database(settings)} to {backup.path}: {backup.tables} tables, "
         f"schema at {backup.migrations[-1]}, PostgreSQL {backup.server_version}"
@@ -99,7 +94,7 @@ def restore_command(
             restore_database(settings, file, replace=replace, confirm=confirm, pg_bin=pg_bin)
         )
     except ClusterManagerError as exc:
-        fail(without_password(database_error_text(settings, exc)))
+        fail(without_password(error_line(settings, exc)))
     backup = restored.backup
     replaced = restored.replaced_tables
     instead = f", replacing its {replaced} tables" if replaced else ""

@@ -51,11 +51,11 @@ LIMIT_KEYS = {
 
 
 class UnknownGpuError(ClusterManagerError):
-    pass
+    """A GPU type name that the registry does not know; the text names those it does."""
 
 
 class InvalidRegistryError(ClusterManagerError):
-    pass
+    """A GPU registry (`gpus.yml`) that cannot be used: names the file, the key and why."""
 
 
 # The longest run each launcher lets finish: the workflows' `timeout-minutes` (GitHub cancels

@@ -16,7 +16,7 @@ MAX_NAME_LENGTH = 64
 
 
 class InvalidNameError(ClusterManagerError):
-    pass
+    """A leaderboard or team name too long or with characters a name may not hold."""
 
 
 def check_leaderboard_name(name: str) -> str:

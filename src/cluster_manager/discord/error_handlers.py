@@ -22,6 +22,7 @@ from cluster_manager.core.errors import (
     LauncherError,
 )
 from cluster_manager.core.gpus import UnknownGpuError
+from cluster_manager.core.profiling import InvalidProfileOptions
 from cluster_manager.core.records import InvalidNameError
 from cluster_manager.discord.replies import send_error
 from cluster_manager.service import (
@@ -31,12 +32,18 @@ from cluster_manager.service import (
     DeadlinePassedError,
     GpuBusyError,
     GpuNotAllowedError,
+    GpuNotServedError,
+    InvalidChannelPolicyError,
     InvalidDeadlineError,
     InvalidInviteError,
+    InvalidMintError,
+    InvalidQuotaError,
+    InvalidTeamSizeError,
     MissingReasonError,
     NotFoundError,
     PermissionDeniedError,
     RateLimitedError,
+    StillRunningError,
     SubmissionsPausedError,
     TeamError,
     TeamFullError,
@@ -51,11 +58,11 @@ class AttachmentError(ClusterManagerError):
 
 
 class FileTooLargeError(AttachmentError):
-    pass
+    """An attachment over the size limit for what it is (a submission, a task archive)."""
 
 
 class WrongFileTypeError(AttachmentError):
-    pass
+    """An attachment whose extension is not one the command takes for it."""
 
 
 class UsageError(ClusterManagerError):
@@ -81,28 +88,37 @@ def _cooldown(error: app_commands.CommandOnCooldown) -> str:
 
 
 # Title and detail per error type; the most specific type in an error's MRO wins.
+# tests/test_error_tables.py holds every error class of ours to a row here, to UNEXPECTED or to
+# a line of AS_THEIR_BASE.
 USER_ERRORS: dict[type[BaseException], tuple[str, Callable[[Any], str]]] = {
     NotFoundError: ("Not found", str),
     DeadlinePassedError: ("Deadline passed", str),
     GpuNotAllowedError: ("GPU not allowed", str),
+    GpuNotServedError: ("GPU not available", str),
     UnknownGpuError: ("Unknown GPU", str),
     FileTooLargeError: ("File too large", str),
     WrongFileTypeError: ("Wrong file type", str),
     AttachmentError: ("File refused", str),
     InvalidSubmissionError: ("Invalid submission", str),
+    InvalidProfileOptions: ("Invalid profile options", str),
     InvalidTaskError: ("Invalid task", str),
     InvalidDeadlineError: ("Invalid deadline", str),
     InvalidNameError: ("Invalid name", str),
+    InvalidQuotaError: ("Invalid quota", str),
+    InvalidChannelPolicyError: ("Invalid channel policy", str),
     AlreadyExistsError: ("Already exists", str),
     AlreadyInTeamError: ("Already in a team", str),
     TeamFullError: ("Team full", str),
     TeamError: ("Team", str),
+    InvalidTeamSizeError: ("Invalid team size", str),
     PermissionDeniedError: ("Not allowed", str),
+    StillRunningError: ("Still running", str),
     RateLimitedError: ("Rate limited", _rate_limited),
     GpuBusyError: ("GPU busy", str),
     SubmissionsPausedError: ("Submissions paused", str),
     BannedError: ("Banned", str),
     InvalidInviteError: ("Invite refused", str),
+    InvalidMintError: ("Invalid invite codes", str),
     MissingReasonError: ("Reason needed", str),
     LauncherError: ("Runner unavailable", str),
     UsageError: ("Cannot do that", str),
@@ -119,6 +135,41 @@ USER_ERRORS: dict[type[BaseException], tuple[str, Callable[[Any], str]]] = {
 }
 # Ours, but not the user's to fix, and their text may describe the deployment.
 UNEXPECTED: tuple[type[BaseException], ...] = (DatabaseError,)
+# Ours answered as their nearest base (a row above, or UNEXPECTED), by why they need no row of
+# their own: by name, since some belong to parts this one may not import.
+AS_THEIR_BASE: dict[str, tuple[str, ...]] = {
+    "the database's: logged with an id for the organisers, as any DatabaseError": (
+        "DatabaseUnreachableError",
+        "DatabaseUnavailableError",
+        "PgToolError",
+        "BackupError",
+    ),
+    "a launcher's own failure (GitHub's answers, a run past its time), as any launcher's": (
+        "RunTimedOutError",
+        "GitHubRateLimitedError",
+        "HttpError",
+        "TransientError",
+        "RateLimitError",
+    ),
+    "its text says what it is, under its base's title": (
+        "InvalidCompetitionError",  # 'Invalid task': "invalid competition file: ..."
+        "UnknownUserError",  # 'Not found': "there is no user ..."
+        "UnknownTeamCodeError",  # 'Invite refused', as any code is
+    ),
+    "never raised by a command: a process's start (its GPU registry, its role)": (
+        "InvalidRegistryError",
+        "AlreadyRunningError",
+    ),
+    "never raised by a command: the bot knows its members without API tokens": (
+        "UnauthorizedError",
+    ),
+    "the HTTP API's and the CLI's own, never raised in the bot": (
+        "UploadTooLargeError",
+        "BadRequestError",
+        "ApiError",
+        "NotOverTheApiError",
+    ),
+}
 
 
 def unwrap(error: BaseException) -> BaseException:

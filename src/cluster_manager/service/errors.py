@@ -15,7 +15,7 @@ from cluster_manager.storage.database import DatabaseUnreachableError as Databas
 
 
 class NotFoundError(ClusterManagerError):
-    pass
+    """What was asked for does not exist, or is hidden from the one who asked (the same answer)."""
 
 
 class UnknownUserError(NotFoundError):
@@ -23,15 +23,15 @@ class UnknownUserError(NotFoundError):
 
 
 class AlreadyExistsError(ClusterManagerError):
-    pass
+    """What would be created is there already (a leaderboard, a team of that name)."""
 
 
 class DeadlinePassedError(ClusterManagerError):
-    pass
+    """The leaderboard's deadline passed and it takes nothing more of the kind asked."""
 
 
 class GpuNotAllowedError(ClusterManagerError):
-    pass
+    """A GPU type the leaderboard does not run on; the text lists those it does."""
 
 
 class GpuNotServedError(GpuNotAllowedError):
@@ -39,7 +39,7 @@ class GpuNotServedError(GpuNotAllowedError):
 
 
 class PermissionDeniedError(ClusterManagerError):
-    pass
+    """Who asked may not do this (another user's submission, an organiser's action)."""
 
 
 class StillRunningError(ClusterManagerError):
@@ -51,10 +51,12 @@ class UnauthorizedError(ClusterManagerError):
 
 
 class InvalidDeadlineError(ClusterManagerError):
-    pass
+    """A deadline that cannot be read, or lies in the past or too far ahead."""
 
 
 class RateLimitedError(ClusterManagerError):
+    """Over a quota of submissions or script runs; `retry_after` says when one is free."""
+
     def __init__(self, message: str, retry_after: timedelta) -> None:
         super().__init__(message)
         self.retry_after = retry_after
@@ -80,6 +82,10 @@ class InvalidInviteError(ClusterManagerError):
     """An invite code that is unknown, revoked or used up."""
 
 
+class InvalidMintError(ClusterManagerError):
+    """A request for invite codes out of range: how many at once, or how many uses each."""
+
+
 class UnknownTeamCodeError(InvalidInviteError, NotFoundError):
     """A team code that is unknown, used, gone with its minter, or of a board the user may
     not see: not found, the same answer for each."""
@@ -94,7 +100,12 @@ class InvalidChannelPolicyError(ClusterManagerError):
 
 
 class TeamError(ClusterManagerError):
-    """A team action that cannot be done as asked (not in a team, a code for another board)."""
+    """A team action that the user's standing does not allow (in no team, holding every code
+    a member may)."""
+
+
+class InvalidTeamSizeError(TeamError):
+    """A largest team size out of the range a leaderboard may set."""
 
 
 class AlreadyInTeamError(AlreadyExistsError):

@@ -11,7 +11,7 @@ from datetime import datetime
 import asyncpg
 
 from cluster_manager.core.records import Leaderboard
-from cluster_manager.service.errors import InvalidInviteError
+from cluster_manager.service.errors import InvalidInviteError, InvalidMintError
 from cluster_manager.service.leaderboards import find_leaderboard, missing
 from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import invites as invite_store
@@ -50,9 +50,9 @@ class Invites:
     async def mint_invites(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
         """`count` new codes for the leaderboard, each good for `max_uses` users."""
         if not 1 <= count <= MAX_MINTED:
-            raise InvalidInviteError(f"mint 1 to {MAX_MINTED} codes at a time, not {count}")
+            raise InvalidMintError(f"mint 1 to {MAX_MINTED} codes at a time, not {count}")
         if not 1 <= max_uses <= MAX_USES:
-            raise InvalidInviteError(f"a code may be used 1 to {MAX_USES} times, not {max_uses}")
+            raise InvalidMintError(f"a code may be used 1 to {MAX_USES} times, not {max_uses}")
         board = await find_leaderboard(self.pool, name)
         codes = ["inv_" + secrets.token_urlsafe(CODE_BYTES) for _ in range(count)]
         async with self.pool.acquire() as conn, conn.transaction():

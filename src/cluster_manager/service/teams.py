@@ -16,6 +16,7 @@ from cluster_manager.service.controls import check_not_banned
 from cluster_manager.service.errors import (
     AlreadyExistsError,
     AlreadyInTeamError,
+    InvalidTeamSizeError,
     NotFoundError,
     TeamError,
     TeamFullError,
@@ -139,7 +140,7 @@ class Teams:
         """The leaderboard's largest team, and whether its hourly quota counts a team's
         submissions together; teams already larger keep their members and take no more."""
         if size is not None and not 1 <= size <= MAX_TEAM_SIZE:
-            raise TeamError(f"a team has 1 to {MAX_TEAM_SIZE} members, not {size}")
+            raise InvalidTeamSizeError(f"a team has 1 to {MAX_TEAM_SIZE} members, not {size}")
         board = await find_leaderboard(self.pool, leaderboard)
         await team_store.set_team_rules(self.pool, board.id, size=size, quotas=quotas)
         return await find_leaderboard(self.pool, board.name)

@@ -48,7 +48,7 @@ else:
 
 
 class DatabaseError(ClusterManagerError):
-    pass
+    """The database failed us: not the user's to fix, and its text may describe the host."""
 
 
 class DatabaseUnreachableError(DatabaseError):

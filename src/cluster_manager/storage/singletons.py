@@ -17,7 +17,7 @@ from cluster_manager.storage.database import Executor
 
 
 class AlreadyRunningError(ClusterManagerError):
-    pass
+    """Another process holds the role this one would take; the text says which process."""
 
 
 def lock_key(role: str, key: str) -> int:

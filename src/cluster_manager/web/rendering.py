@@ -17,7 +17,7 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from cluster_manager.api.auth import signed_in
-from cluster_manager.api.error_handlers import status_of
+from cluster_manager.api.error_handlers import answer_of
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.service import PermissionDeniedError, Service, UnauthorizedError
@@ -108,7 +108,7 @@ class PageRoute(APIRoute):
             except UnauthorizedError:
                 response = login_redirect(request)
             except ClusterManagerError as exc:
-                response = await error_page(request, status_of(exc), str(exc))
+                response = await error_page(request, *answer_of(request, exc))
             except RequestValidationError:
                 response = await error_page(request, 404, "there is no such page")
             response.headers.update(SECURITY_HEADERS)

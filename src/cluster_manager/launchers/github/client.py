@@ -42,6 +42,8 @@ class GitHubRateLimitedError(LauncherError):
 
 
 class HttpError(LauncherError):
+    """A 4xx answer from GitHub other than a rate limit: `status` says which."""
+
     def __init__(self, message: str, status: int) -> None:
         super().__init__(message)
         self.status = status
@@ -52,6 +54,8 @@ class TransientError(LauncherError):
 
 
 class RateLimitError(LauncherError):
+    """One token is rate-limited by GitHub; `delay` is how long until it may ask again."""
+
     def __init__(self, message: str, delay: float) -> None:
         super().__init__(message)
         self.delay = delay
