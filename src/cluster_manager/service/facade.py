@@ -59,8 +59,9 @@ PARTS = (
 
 
 class Service:
-    """The parts, and the context they share (`pool`, `registry`, `clock`: for the composition
-    root and the tests; a front end calls the parts)."""
+    """The parts, and what they share: `pool` (for the composition root and the tests),
+    `registry` and `clock` (what a front end reads beside the parts: GPU types, the time a
+    page is drawn at)."""
 
     def __init__(
         self,
