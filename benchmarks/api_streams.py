@@ -44,13 +44,15 @@ async def queue_submissions(url: str, streams: int = STREAMS) -> list[tuple[int,
         service = Service(pool, REGISTRY)
         task = load_task(EXAMPLES_DIR / "identity_py")
         deadline = datetime.now(UTC) + timedelta(days=30)
-        await service.create_leaderboard(BOARD, task, deadline, ["CPU"])
+        await service.leaderboards.create(BOARD, task, deadline, ["CPU"])
         code = (EXAMPLES_DIR / "identity_py" / "submission.py").read_bytes()
         queued = []
         for i in range(streams):
             user = Submitter(f"streamer{i}", f"streamer{i}")
-            receipt = await service.submit(BOARD, user, "submission.py", code, mode=Mode.TEST)
-            queued.append((receipt.submission_id, await service.issue_token(user)))
+            receipt = await service.submissions.submit(
+                BOARD, user, "submission.py", code, mode=Mode.TEST
+            )
+            queued.append((receipt.submission_id, await service.accounts.issue_token(user)))
         return queued
     finally:
         await pool.close()

@@ -167,7 +167,7 @@ async def measure(url: str) -> list[Figure]:
     try:
         service = Service(pool, REGISTRY)
         deadline = datetime.now(UTC) + timedelta(days=1)
-        await service.create_leaderboard("bench", load_task(TASK), deadline, ["HOLD"])
+        await service.leaderboards.create("bench", load_task(TASK), deadline, ["HOLD"])
         measured = await run_bot(url, pool, fake)
     finally:
         await fake.stop()

@@ -8,11 +8,11 @@ Four GPU types share 40 GPUs (H100 16, A100 10, B200 8, MI300X 6), asked for in 
 proportion. Runs take what they take on real runners: test 25 s, benchmark 45 s, each ranked
 run 70 s, each drawn around that (log-normal, sigma 0.3).
 
-Everything but the GPUs is real: `Service.submit` stores each submission, three `Scheduler`s
-(three workers) claim, dispatch, follow and record on one Postgres, with fake launchers whose
-runs sleep their time. The clock runs `SPEEDUP` times faster than a real one: run times,
-arrivals and the figures are in simulated seconds; what the database costs is not sped up, so
-a fleet that keeps up here keeps up for real with room to spare.
+Everything but the GPUs is real: `Service.submissions.submit` stores each submission, three
+`Scheduler`s (three workers) claim, dispatch, follow and record on one Postgres, with fake
+launchers whose runs sleep their time. The clock runs `SPEEDUP` times faster than a real one:
+run times, arrivals and the figures are in simulated seconds; what the database costs is not
+sped up, so a fleet that keeps up here keeps up for real with room to spare.
 
     fleet_throughput_per_min     submissions finished per simulated minute, over the whole run
                                  (arrivals average 27.8 a minute; informative)
@@ -142,7 +142,7 @@ async def submit_all(service: Service, submissions: list[Arrival]) -> None:
     for s in submissions:
         await asyncio.sleep(max(0.0, began + s.at_s / SPEEDUP - time.monotonic()))
         user = Submitter(s.user, s.user)
-        await service.submit("fleet", user, "s.py", code, gpus=[s.gpu], mode=s.mode)
+        await service.submissions.submit("fleet", user, "s.py", code, gpus=[s.gpu], mode=s.mode)
 
 
 def ideal_waits(submissions: list[Arrival], rng: random.Random) -> list[float]:
@@ -189,7 +189,7 @@ async def simulate(url: str) -> Outcome:
     try:
         service = Service(pool, REGISTRY)
         deadline = datetime.now(UTC) + timedelta(days=1)
-        await service.create_leaderboard(
+        await service.leaderboards.create(
             "fleet", ghlib.tiny_task(), deadline, list(GPUS), rate_limit_per_hour=100_000
         )
         workers = asyncio.create_task(serve(pool, launcher, stop))

@@ -58,11 +58,13 @@ class FinishedEvents:
 
 
 async def one_submission(service: Service, events: FinishedEvents, user: str) -> float:
-    """Seconds from `Service.submit` to the stored result of its one job."""
+    """Seconds from `Service.submissions.submit` to the stored result of its one job."""
     loop = asyncio.get_running_loop()
     began = loop.time()
     code = ghlib.CODE.encode()
-    receipt = await service.submit("bench", Submitter(user, user), "s.py", code, mode=Mode.TEST)
+    receipt = await service.submissions.submit(
+        "bench", Submitter(user, user), "s.py", code, mode=Mode.TEST
+    )
     job_id = receipt.jobs[0].id
     state = await asyncio.wait_for(events.expect(job_id), 60)
     elapsed = loop.time() - began
@@ -93,7 +95,7 @@ async def serve_and_measure(pool: asyncpg.Pool, github: FakeGitHub) -> list[floa
     )
     service = Service(pool, ghlib.REGISTRY)
     deadline = datetime.now(UTC) + timedelta(days=1)
-    await service.create_leaderboard("bench", ghlib.tiny_task(), deadline, [ghlib.GPU.name])
+    await service.leaderboards.create("bench", ghlib.tiny_task(), deadline, [ghlib.GPU.name])
     scheduler = Scheduler(pool, ghlib.REGISTRY, {"github": launcher}, config=SchedulerConfig())
     stop = asyncio.Event()
     serving = asyncio.create_task(scheduler.run(stop))

@@ -1,8 +1,8 @@
 """queue_overhead_ms_per_job: what the durable queue costs per job on the real Postgres.
 
-500 test-mode submissions (one job each) are stored with `Service.submit`, then one scheduler
-drains them with `run_until_idle` on a launcher whose runs take exactly 10 ms (an in-memory
-launcher: `follow` sleeps 10 ms after `submit`), at most 8 at a time.
+500 test-mode submissions (one job each) are stored with `Service.submissions.submit`, then one
+scheduler drains them with `run_until_idle` on a launcher whose runs take exactly 10 ms (an
+in-memory launcher: `follow` sleeps 10 ms after `submit`), at most 8 at a time.
 
     overhead per job = (drain time - 500 x 10 ms / 8) / 500
 
@@ -87,7 +87,9 @@ async def submit_all(service: Service) -> float:
     code = ghlib.CODE.encode()
     for i in range(JOBS):
         user = f"user{i % 50}"
-        await service.submit("bench", Submitter(user, user), "s.py", code, mode=Mode.TEST)
+        await service.submissions.submit(
+            "bench", Submitter(user, user), "s.py", code, mode=Mode.TEST
+        )
     return time.perf_counter() - began
 
 
@@ -111,7 +113,7 @@ async def run(url: str) -> Figure:
     try:
         service = Service(pool, REGISTRY)
         deadline = datetime.now(UTC) + timedelta(days=1)
-        await service.create_leaderboard(
+        await service.leaderboards.create(
             "bench", ghlib.tiny_task(), deadline, ["CPU"], rate_limit_per_hour=JOBS
         )
         log(f"storing {JOBS} submissions")

@@ -7,10 +7,11 @@ twentieth after the deadline, a fifth of each board's users in teams). The ranki
 charts draw (ranking_events: each improvement of a user's best, as `record_run` would have
 written it) is loaded too.
 
-Then `Service.ranking(name, gpu)` with its default limit (100) is timed over 300 calls after
-20 warm-up calls, as `leaderboard show NAME --gpu GPU` calls it; and `GET /leaderboards/NAME?
-gpu=GPU` (the same ranking as JSON, with the leaderboard) the same way, from a client in this
-process to a `cluster-manager serve` process over the same database, on loopback. Last, the
+Then `Service.leaderboards.ranking(name, gpu)` with its default limit (100) is timed over 300
+calls after 20 warm-up calls, as `leaderboard show NAME --gpu GPU` calls it; and
+`GET /leaderboards/NAME?gpu=GPU` (the same ranking as JSON, with the leaderboard) the same way,
+from a client in this process to a `cluster-manager serve` process over the same database, on
+loopback. Last, the
 leaderboard's web page (`GET /leaderboards/NAME` as a browser asks for it: both GPUs' top 100,
 their records tables, the task) with its charts drawn once before (they stay cached until the
 ranking changes): web_leaderboard_page_p95_ms.
@@ -108,7 +109,7 @@ async def run(url: str, scale: Scale = Scale()) -> list[Figure]:
         deadline = datetime.now(UTC) + timedelta(days=30)
         task = ghlib.tiny_task()
         board_ids = [
-            (await service.create_leaderboard(name, task, deadline, list(GPUS))).id
+            (await service.leaderboards.create(name, task, deadline, list(GPUS))).id
             for name in BOARDS
         ]
         log(f"loading {scale.users:,} users, {scale.submissions:,} submissions")
@@ -123,10 +124,12 @@ async def run(url: str, scale: Scale = Scale()) -> list[Figure]:
         log(f"loaded in {seconds['total']:.1f} s: {seconds}")
         counts = await season.check(pool)
         board, gpu = BOARDS[0], GPUS[0]
-        shown = len((await service.ranking(board, gpu))[gpu])
+        shown = len((await service.leaderboards.ranking(board, gpu))[gpu])
         log(f"timing {scale.calls} rankings of {board} on {gpu}")
-        times = await time_calls(lambda: service.ranking(board, gpu), scale)
-        late = await time_calls(lambda: service.ranking(board, gpu, after_deadline=True), scale)
+        times = await time_calls(lambda: service.leaderboards.ranking(board, gpu), scale)
+        late = await time_calls(
+            lambda: service.leaderboards.ranking(board, gpu, after_deadline=True), scale
+        )
         if scale.served:
             log(f"timing {scale.calls} GET /leaderboards/{board}?gpu={gpu} on a served API")
             api_times, page_times = await time_api(url, board, gpu, scale)

@@ -82,12 +82,12 @@ async def test_admin_after_deadline_turns_runs_after_it_off_and_on(
     off = cm(db_url, tmp_path, "admin", "after-deadline", BOARD, "off")
     assert off.returncode == 0, off.stderr
     assert off.stdout.strip() == f"{BOARD} takes no runs after its deadline"
-    assert not (await service.leaderboard(BOARD)).after_deadline_runs
+    assert not (await service.leaderboards.get(BOARD)).after_deadline_runs
     status = cm(db_url, tmp_path, "admin", "status")
     assert f"⏰ {BOARD} takes no runs after its deadline (" in status.stdout, status.stderr
     on = cm(db_url, tmp_path, "admin", "after-deadline", BOARD, "on")
     assert on.stdout.strip() == f"{BOARD} takes runs after its deadline"
-    assert (await service.leaderboard(BOARD)).after_deadline_runs
+    assert (await service.leaderboards.get(BOARD)).after_deadline_runs
     status = cm(db_url, tmp_path, "admin", "status")
     assert "takes no runs after its deadline" not in status.stdout
 

@@ -93,7 +93,7 @@ async def authenticate_and_run(env: dict[str, str], token: str, job_ids: set[int
     """Who `token` authenticates as on the database of `env`, once a scheduler there has run
     `job_ids` to their end."""
     async with open_app(load_settings({**os.environ, **env}, dotenv_path=None)) as app:
-        user = await app.service.authenticate(token)
+        user = await app.service.accounts.authenticate(token)
         await app.scheduler().run_until_idle(job_ids)
         return user.external_id
 

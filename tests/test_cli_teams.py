@@ -54,11 +54,11 @@ async def test_a_team_from_creation_to_leaving(service: Service, db_url: str, tm
     assert left.strip() == "left team red on board"
     alone = ok(db_url, tmp_path, "team", "show", BOARD, "--user", "alice")
     assert alone.strip() == "you are in no team on board"
-    assert [t.members for t in await service.teams(BOARD)] == [("carol",), ("bob",)]
+    assert [t.members for t in await service.teams.all(BOARD)] == [("carol",), ("bob",)]
 
 
 async def test_refusals_are_one_line(service: Service, db_url: str, tmp_path: Path):
-    await service.create_team(BOARD, "red", ALICE)
+    await service.teams.create(BOARD, "red", ALICE)
     second = cm(db_url, tmp_path, "team", "create", BOARD, "blue", "--user", "alice")
     assert second.returncode == 2
     assert second.stderr.strip() == "error: you are in team 'red' on 'board': leave it first"
@@ -66,14 +66,14 @@ async def test_refusals_are_one_line(service: Service, db_url: str, tmp_path: Pa
     assert bad.returncode == 2 and "may only hold" in bad.stderr
     used = cm(db_url, tmp_path, "team", "join", "team_nosuch", "--user", "bob")
     assert used.returncode == 2 and "unknown or was used already" in used.stderr
-    assert [t.name for t in await service.teams(BOARD)] == ["red"]
+    assert [t.name for t in await service.teams.all(BOARD)] == ["red"]
 
 
 async def test_a_teams_entry_shows_its_name_and_best_member(
     service: Service, pool: asyncpg.Pool, db_url: str, tmp_path: Path
 ):
-    await service.create_team(BOARD, "red", ALICE)
-    await service.join_team(await service.team_invite(BOARD, ALICE), BOB)
+    await service.teams.create(BOARD, "red", ALICE)
+    await service.teams.join(await service.teams.invite(BOARD, ALICE), BOB)
     for user, score in ((ALICE, 5.0), (BOB, 3.0), (CAROL, 4.0)):
         await finish_submission(pool, await submit(service, user=user), score)
 
@@ -89,7 +89,7 @@ async def test_admin_teams_sets_the_rules_and_prints_them(
     assert now.strip() == "board: teams of up to 4; the hourly quota is each member's own"
     set_ = ok(db_url, tmp_path, "admin", "teams", BOARD, "--size", "2", "--shared-quota")
     assert set_.strip() == "board: teams of up to 2; the hourly quota is shared by each team"
-    board = await service.leaderboard(BOARD)
+    board = await service.leaderboards.get(BOARD)
     assert (board.team_size, board.team_quotas) == (2, True)
     too_big = cm(db_url, tmp_path, "admin", "teams", BOARD, "--size", "101")
     assert too_big.returncode == 2 and "a team has 1 to 100 members, not 101" in too_big.stderr

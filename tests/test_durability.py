@@ -63,9 +63,9 @@ async def test_sigkill_with_five_jobs_in_flight_loses_nothing(
 ):
     service = Service(pool, default_registry(5))
     task = load_task(write_task(tmp_path / "task", tests=[{"size": 8, "seed": 1}]))
-    await service.create_leaderboard("durable", task, clock.now + timedelta(days=3650), ["CPU"])
+    await service.leaderboards.create("durable", task, clock.now + timedelta(days=3650), ["CPU"])
     receipts = [
-        await service.submit(
+        await service.submissions.submit(
             "durable", Submitter(f"u{i}", f"u{i}"), "s.py", SLOW_KERNEL.encode(), mode=Mode.TEST
         )
         for i in range(5)
@@ -107,4 +107,4 @@ async def test_sigkill_with_five_jobs_in_flight_loses_nothing(
     assert len(folders) == 5
     assert all((folder / "released").is_file() for folder in folders)
     for receipt in receipts:
-        assert (await service.report(receipt.submission_id)).done
+        assert (await service.submissions.report(receipt.submission_id)).done

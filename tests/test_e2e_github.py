@@ -69,7 +69,7 @@ async def other_pool(pg_server: str) -> AsyncIterator:
 async def _board(pool, clock, tmp_path, **task_options) -> Service:
     service = Service(pool, REGISTRY, clock=clock)
     task = load_task(write_task(tmp_path / "task", extra=task_options or None))
-    await service.create_leaderboard("gh", task, clock.now + timedelta(days=1), ["B200"])
+    await service.leaderboards.create("gh", task, clock.now + timedelta(days=1), ["B200"])
     return service
 
 
@@ -82,10 +82,12 @@ async def test_ranked_submission_through_github_lands_in_the_ranking(
     pool, clock, tmp_path, github, launcher
 ):
     service = await _board(pool, clock, tmp_path)
-    receipt = await service.submit("gh", Submitter("alice", "alice"), "s.py", CORRECT.encode())
+    receipt = await service.submissions.submit(
+        "gh", Submitter("alice", "alice"), "s.py", CORRECT.encode()
+    )
     await _serve(pool, launcher, {j.id for j in receipt.jobs})
 
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     assert [j.state for j in report.jobs] == [JobState.FINISHED, JobState.FINISHED]
     assert all(r.passed for r in report.runs)
     # The public run's score is shown; the secret re-run's never is.
@@ -93,7 +95,7 @@ async def test_ranked_submission_through_github_lands_in_the_ranking(
     # The stored external ids are GitHub's run ids, not the dispatch keys.
     assert all(j.external_id and j.external_id.isdigit() for j in report.jobs)
     assert len(github.runs) == 2  # public and secret: one run each, never twice
-    ranking = await service.ranking("gh")
+    ranking = await service.leaderboards.ranking("gh")
     assert [(e.rank, e.user) for e in ranking["B200"]] == [(1, "alice")]
 
 
@@ -108,7 +110,7 @@ async def test_faults_at_github_end_in_results_never_lost_jobs(
     service = await _board(pool, clock, tmp_path)
     github.canned = None
     receipts = [
-        await service.submit(
+        await service.submissions.submit(
             "gh", Submitter(f"u{i}", f"u{i}"), "s.py", CORRECT.encode(), mode=Mode.TEST
         )
         for i in range(3)
@@ -116,7 +118,7 @@ async def test_faults_at_github_end_in_results_never_lost_jobs(
     github.fail_next(3, status=502)  # a 5xx burst on whatever comes first
     github.rate_limit_for(5, token="t1")  # and one token rate-limited for a while
     await _serve(pool, launcher, {j.id for r in receipts for j in r.jobs})
-    reports = [await service.report(r.submission_id) for r in receipts]
+    reports = [await service.submissions.report(r.submission_id) for r in receipts]
     record_property(
         "observed",
         f"verdicts {[[r.verdict.value for r in report.runs] for report in reports]}; "
@@ -140,11 +142,11 @@ async def test_a_run_stuck_in_the_queue_ends_as_a_clear_timeout(
     monkeypatch.setattr(plan, "RUN_OVERHEAD_S", 0.0)
     service = await _board(pool, clock, tmp_path, test_timeout=2)
     github.stuck = True
-    receipt = await service.submit(
+    receipt = await service.submissions.submit(
         "gh", Submitter("a", "a"), "s.py", CORRECT.encode(), mode=Mode.TEST
     )
     await _serve(pool, launcher, {j.id for j in receipt.jobs}, timeout=60)
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     record_property(
         "observed",
         "; ".join(f"{r.verdict.value}: {r.result.get('message')}" for r in report.runs)
@@ -169,7 +171,7 @@ async def test_installations_sharing_a_repository_never_take_each_others_runs(
     verdicts = []
     for db, code in ((pool, wrong), (other_pool, CORRECT)):
         service = await _board(db, clock, tmp_path)
-        receipt = await service.submit(
+        receipt = await service.submissions.submit(
             "gh", Submitter("a", "a"), "s.py", code.encode(), mode=Mode.TEST
         )
         # Each installation has a launcher of its own (a process of its own) on the same repo.
@@ -185,7 +187,7 @@ async def test_installations_sharing_a_repository_never_take_each_others_runs(
             await _serve(db, launcher, {j.id for j in receipt.jobs})
         finally:
             await launcher.close()
-        (run,) = (await service.report(receipt.submission_id)).runs
+        (run,) = (await service.submissions.report(receipt.submission_id)).runs
         verdicts.append(run.verdict)
     ids = {await installation_id(pool), await installation_id(other_pool)}
     names = sorted(run.job_id for run in github.runs.values())

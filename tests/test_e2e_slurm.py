@@ -27,20 +27,22 @@ REGISTRY = GpuRegistry(
 async def test_ranked_submission_through_slurm_lands_in_the_ranking(pool, clock, tmp_path):
     service = Service(pool, REGISTRY, clock=clock)
     task = load_task(write_task(tmp_path / "task"))
-    await service.create_leaderboard("lab", task, clock.now + timedelta(days=1), ["LAB"])
-    receipt = await service.submit("lab", Submitter("alice", "alice"), "s.py", CORRECT.encode())
+    await service.leaderboards.create("lab", task, clock.now + timedelta(days=1), ["LAB"])
+    receipt = await service.submissions.submit(
+        "lab", Submitter("alice", "alice"), "s.py", CORRECT.encode()
+    )
 
     launcher = SlurmLauncher(tmp_path / "shared", poll_interval=0.3)
     config = SchedulerConfig(lease_s=30, heartbeat_s=5, poll_s=0.1)
     scheduler = Scheduler(pool, REGISTRY, {"slurm": launcher}, config=config)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 240)
 
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     assert [j.state for j in report.jobs] == [JobState.FINISHED, JobState.FINISHED]
     assert all(r.passed for r in report.runs), [r.verdict for r in report.runs]
     # The public run's score is shown; the secret re-run's never is.
     assert [bool(r.score) for r in sorted(report.runs, key=lambda r: r.secret)] == [True, False]
     # External ids are Slurm job ids once dispatched.
     assert all(j.external_id and j.external_id.isdigit() for j in report.jobs)
-    ranking = await service.ranking("lab")
+    ranking = await service.leaderboards.ranking("lab")
     assert [(e.rank, e.user) for e in ranking["LAB"]] == [(1, "alice")]

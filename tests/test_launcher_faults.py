@@ -30,8 +30,8 @@ FAKE = GpuRegistry({"H100": GpuType("H100", "fake", max_concurrent=2)})
 async def _submit(pool, registry, clock, tmp_path, gpu: str) -> tuple[Service, int, set[int]]:
     service = Service(pool, registry, clock=clock)
     task = load_task(write_task(tmp_path / "task"))
-    await service.create_leaderboard("board", task, clock.now + timedelta(days=1), [gpu])
-    receipt = await service.submit(
+    await service.leaderboards.create("board", task, clock.now + timedelta(days=1), [gpu])
+    receipt = await service.submissions.submit(
         "board", Submitter("alice", "alice"), "s.py", CORRECT.encode(), mode=Mode.TEST
     )
     return service, receipt.submission_id, {j.id for j in receipt.jobs}
@@ -56,7 +56,7 @@ async def test_a_full_shared_directory_ends_the_job_after_its_attempts(
     service, submission_id, jobs = await _submit(pool, SLURM, clock, tmp_path, "LAB")
     scheduler = Scheduler(pool, SLURM, {"slurm": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle(jobs), 60)
-    (job,) = (await service.report(submission_id)).jobs
+    (job,) = (await service.submissions.report(submission_id)).jobs
     assert job.state is JobState.FAILED
     assert "No space left on device" in (job.error or "")
     # Two attempts, each retried three times by the dispatch: never an endless loop.
@@ -96,7 +96,7 @@ async def test_a_finished_run_whose_result_fails_once_is_not_dispatched_again(
     service, submission_id, jobs = await _submit(pool, FAKE, clock, tmp_path, "H100")
     scheduler = Scheduler(pool, FAKE, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle(jobs), 30)
-    report = await service.report(submission_id)
+    report = await service.submissions.report(submission_id)
     assert [j.state for j in report.jobs] == [JobState.FINISHED]
     assert sum(launcher.submits.values()) == 1, launcher.submits
     record_property("observed", f"dispatches: {sum(launcher.submits.values())}, recorded once")

@@ -40,9 +40,9 @@ async def test_a_task_longer_than_its_launcher_allows_is_refused(
     task = load_task(write_task(tmp_path / "long", extra=LONG))
     deadline = clock.now + timedelta(days=1)
     with pytest.raises(GpuNotAllowedError, match="over the 30 min the github launcher") as info:
-        await service.create_leaderboard("long", task, deadline, ["B200"])
-    assert await service.list_leaderboards() == []
-    await service.create_leaderboard("long", task, deadline, ["LAB"])
+        await service.leaderboards.create("long", task, deadline, ["B200"])
+    assert await service.leaderboards.all() == []
+    await service.leaderboards.create("long", task, deadline, ["LAB"])
     record_property("observed", str(info.value))
 
 

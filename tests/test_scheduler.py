@@ -31,14 +31,16 @@ def fake_registry() -> GpuRegistry:
 @pytest.fixture
 async def board(pool, fake_registry, clock, tmp_path):
     service = Service(pool, fake_registry, clock=clock)
-    await service.create_leaderboard(
+    await service.leaderboards.create(
         "board", load_task(write_task(tmp_path / "t")), clock.now + timedelta(days=1), ["H100"]
     )
     return service
 
 
 async def submit(service: Service, user: str, mode: Mode = Mode.LEADERBOARD):
-    return await service.submit("board", Submitter(user, user), "s.py", CORRECT.encode(), mode=mode)
+    return await service.submissions.submit(
+        "board", Submitter(user, user), "s.py", CORRECT.encode(), mode=mode
+    )
 
 
 async def test_ranked_submission_runs_public_and_secret_jobs_and_ranks(pool, board, fake_registry):
@@ -47,14 +49,14 @@ async def test_ranked_submission_runs_public_and_secret_jobs_and_ranks(pool, boa
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
 
-    report = await board.report(receipt.submission_id)
+    report = await board.submissions.report(receipt.submission_id)
     assert [j.state for j in report.jobs] == [JobState.FINISHED, JobState.FINISHED]
     assert sorted(r.secret for r in report.runs) == [False, True]
     # Only the secret job's request carries the leaderboard's secret seed.
     requests = {k: r.request for k, r in launcher.runs.items()}
     seeds = sorted((r.secret_seed is not None) for r in requests.values())
     assert seeds == [False, True]
-    ranking = await board.ranking("board")
+    ranking = await board.leaderboards.ranking("board")
     assert [e.user for e in ranking["H100"]] == ["alice"]
     assert report.done and report.passed
     # Once stored, what each run left on the launcher's side is released.
@@ -97,7 +99,7 @@ async def test_launcher_outage_is_retried_then_succeeds(
     (job_id,) = (j.id for j in receipt.jobs)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
-    report = await board.report(receipt.submission_id)
+    report = await board.submissions.report(receipt.submission_id)
     record_property(
         "observed",
         f"{sum(launcher.submits.values())} submits under {len(launcher.submits)} key; "
@@ -122,12 +124,12 @@ async def test_persistent_outage_fails_the_job_after_its_attempts(
     receipt = await submit(board, "alice", Mode.TEST)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
-    (job,) = (await board.report(receipt.submission_id)).jobs
+    (job,) = (await board.submissions.report(receipt.submission_id)).jobs
     record_property("observed", f"job {job.state.value} after {job.attempts} attempts: {job.error}")
     assert job.state is JobState.FAILED
     assert job.attempts == FAST.max_attempts
     assert "down" in (job.error or "")
-    failed = await board.report(receipt.submission_id)
+    failed = await board.submissions.report(receipt.submission_id)
     assert failed.done and not failed.passed
 
 
@@ -143,7 +145,7 @@ async def test_lost_runs_are_dispatched_again_under_a_new_key(
     receipt = await submit(board, "alice", Mode.TEST)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
-    (job,) = (await board.report(receipt.submission_id)).jobs
+    (job,) = (await board.submissions.report(receipt.submission_id)).jobs
     record_property(
         "observed",
         f"{len(launcher.submits)} keys {sorted(launcher.submits)}; "
@@ -162,7 +164,7 @@ async def test_a_run_given_up_on_an_error_is_released_once_it_has_ended(pool, bo
     receipt = await submit(board, "alice", Mode.TEST)
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=config)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 60)
-    (job,) = (await board.report(receipt.submission_id)).jobs
+    (job,) = (await board.submissions.report(receipt.submission_id)).jobs
     assert job.state is JobState.FAILED and "unreadable" in (job.error or "")
     # Each attempt's run had finished: what it left goes, as a stored result's would.
     assert sorted(launcher.released) == sorted(launcher.submits)
@@ -179,8 +181,8 @@ async def test_a_run_that_never_finishes_ends_as_a_timeout(
 ):
     service = Service(pool, fake_registry, clock=clock)
     task = load_task(write_task(tmp_path / "t", extra={"test_timeout": 1}))
-    await service.create_leaderboard("slow", task, clock.now + timedelta(days=1), ["H100"])
-    receipt = await service.submit(
+    await service.leaderboards.create("slow", task, clock.now + timedelta(days=1), ["H100"])
+    receipt = await service.submissions.submit(
         "slow", Submitter("a", "a"), "s.py", CORRECT.encode(), mode=Mode.TEST
     )
     launcher = FakeLauncher(polls=10**9)
@@ -189,7 +191,7 @@ async def test_a_run_that_never_finishes_ends_as_a_timeout(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(plan, "RUN_OVERHEAD_S", 0.5)  # the run may take test_timeout + 0.5 s
         await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     record_property(
         "observed",
         f"{report.runs[0].verdict.value}: {report.runs[0].result.get('message')}; "
@@ -262,9 +264,9 @@ async def test_result_of_a_failed_run_is_recorded_with_its_verdict(pool, board, 
     receipt = await submit(board, "alice")
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)
-    report = await board.report(receipt.submission_id, admin=True)
+    report = await board.submissions.report(receipt.submission_id, admin=True)
     assert {r.verdict for r in report.runs} == {Verdict.WRONG_ANSWER}
-    assert (await board.ranking("board"))["H100"] == []
+    assert (await board.leaderboards.ranking("board"))["H100"] == []
 
 
 async def test_a_submit_adopts_orphans_of_its_own_gpu_types_only(pool, clock, tmp_path):
@@ -273,9 +275,9 @@ async def test_a_submit_adopts_orphans_of_its_own_gpu_types_only(pool, clock, tm
     )
     service = Service(pool, registry, clock=clock)
     task = load_task(write_task(tmp_path / "t"))
-    await service.create_leaderboard("two", task, clock.now + timedelta(days=1), ["H100", "B200"])
+    await service.leaderboards.create("two", task, clock.now + timedelta(days=1), ["H100", "B200"])
     orphans = [
-        await service.submit(
+        await service.submissions.submit(
             "two", Submitter(u, u), "s.py", CORRECT.encode(), gpus=[g], mode=Mode.TEST
         )
         for u, g in (("dead-h100", "H100"), ("dead-b200", "B200"))
@@ -290,7 +292,7 @@ async def test_a_submit_adopts_orphans_of_its_own_gpu_types_only(pool, clock, tm
     for run in launcher.runs.values():
         run.polls_left = 1
 
-    mine = await service.submit(
+    mine = await service.submissions.submit(
         "two", Submitter("me", "me"), "s.py", CORRECT.encode(), gpus=["H100"], mode=Mode.TEST
     )
     cli = Scheduler(
@@ -303,7 +305,7 @@ async def test_a_submit_adopts_orphans_of_its_own_gpu_types_only(pool, clock, tm
     )
     await asyncio.wait_for(cli.run_until_idle({j.id for j in mine.jobs}), 30)
     states = {
-        r.submission_id: [j.state for j in (await service.report(r.submission_id)).jobs]
+        r.submission_id: [j.state for j in (await service.submissions.report(r.submission_id)).jobs]
         for r in (*orphans, mine)
     }
     done = [JobState.FINISHED]
@@ -342,13 +344,13 @@ async def test_a_secret_runs_score_and_message_reach_no_user(
     scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
 
     async def follow() -> list[JobEvent]:
-        return [e async for e in board.watch(receipt.submission_id)]
+        return [e async for e in board.events.watch(receipt.submission_id)]
 
     events, _ = await asyncio.wait_for(
         asyncio.gather(follow(), scheduler.run_until_idle({j.id for j in receipt.jobs})), 30
     )
-    report = await board.report(receipt.submission_id)
-    personal = await board.personal_runs("board", Submitter("alice", "alice"))
+    report = await board.submissions.report(receipt.submission_id)
+    personal = await board.leaderboards.personal_runs("board", Submitter("alice", "alice"))
     secret = [r for r in (*report.runs, *personal) if r.secret]
     shown = [(r.score, r.result) for r in secret] + [e.detail for e in events if e.secret]
     record_property("observed", f"secret run as shown: {shown}")
@@ -357,4 +359,4 @@ async def test_a_secret_runs_score_and_message_reach_no_user(
     assert not any("seed-derived" in e.detail for e in events)
     # The public run keeps its score; the ranking takes the worse of the two, the secret's.
     assert [r.score for r in report.runs if not r.secret] == [0.001]
-    assert [e.score for e in (await board.ranking("board"))["H100"]] == [0.007]
+    assert [e.score for e in (await board.leaderboards.ranking("board"))["H100"]] == [0.007]

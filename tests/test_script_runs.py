@@ -68,8 +68,10 @@ ALICE = Submitter("alice", "alice")
 async def _queued_job(service: Service, tmp_path) -> int:
     task = load_task(write_task(tmp_path / "t"))
     deadline = datetime(2031, 1, 1, tzinfo=UTC)
-    await service.create_leaderboard("board", task, deadline, ["H100"])
-    receipt = await service.submit("board", ALICE, "s.py", CORRECT.encode(), mode=Mode.TEST)
+    await service.leaderboards.create("board", task, deadline, ["H100"])
+    receipt = await service.submissions.submit(
+        "board", ALICE, "s.py", CORRECT.encode(), mode=Mode.TEST
+    )
     return receipt.jobs[0].id
 
 
@@ -90,7 +92,7 @@ async def test_a_script_holds_a_slot_the_queue_respects(pool, clock, tmp_path, r
     job_id = await _queued_job(service, tmp_path)
     launcher = FakeLauncher(polls=10**9)
     request = script_request("x.py", b"print(1)\n", timeout_s=5, limits=Limits())
-    running = asyncio.create_task(service.run_script(ALICE, "H100", request, {"fake": launcher}))
+    running = asyncio.create_task(service.scripts.run(ALICE, "H100", request, {"fake": launcher}))
     while not launcher.runs:
         await asyncio.sleep(0.02)
     claimed_during = await _claim(pool)
@@ -127,7 +129,7 @@ async def test_a_script_gives_up_when_the_gpu_stays_busy(pool, clock, tmp_path):
         states.append(state)
 
     with pytest.raises(GpuBusyError, match="all 1 slot"):
-        await service.run_script(ALICE, "H100", request, {"fake": launcher}, on_state=on_state)
+        await service.scripts.run(ALICE, "H100", request, {"fake": launcher}, on_state=on_state)
     assert states == ["waiting"]
     assert launcher.runs == {}
 
@@ -136,15 +138,15 @@ async def test_script_keys_carry_the_installation_and_refusals_cost_nothing(pool
     service = Service(pool, ONE_SLOT, clock=clock, script_rate_limit_per_hour=1)
     request = script_request("x.py", b"print(1)\n", timeout_s=5, limits=Limits())
     with pytest.raises(LauncherError, match="no fake launcher"):
-        await service.run_script(ALICE, "H100", request, {})
+        await service.scripts.run(ALICE, "H100", request, {})
     launcher = FakeLauncher()
-    assert (await service.run_script(ALICE, "H100", request, {"fake": launcher})).passed
+    assert (await service.scripts.run(ALICE, "H100", request, {"fake": launcher})).passed
     (key,) = launcher.runs
     assert key.startswith(f"{await installation_id(pool)}-script-")
     with pytest.raises(RateLimitedError, match="1 script runs per hour; try again in 60 min"):
-        await service.run_script(ALICE, "H100", request, {"fake": launcher})
+        await service.scripts.run(ALICE, "H100", request, {"fake": launcher})
     clock.now += timedelta(hours=1, seconds=1)
-    assert (await service.run_script(ALICE, "H100", request, {"fake": launcher})).passed
+    assert (await service.scripts.run(ALICE, "H100", request, {"fake": launcher})).passed
 
 
 def test_the_script_limit_is_a_setting():

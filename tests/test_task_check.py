@@ -267,13 +267,13 @@ async def test_create_and_sync_refuse_a_task_that_cannot_get_fresh_inputs(
     with pytest.raises(
         InvalidTaskError, match=r"benchmarks: benchmarks\[0\], benchmarks\[1\] have no seed"
     ):
-        await service.create_leaderboard("seedless", task, deadline, ["CPU"])
+        await service.leaderboards.create("seedless", task, deadline, ["CPU"])
     spec = ProblemSpec("seedless", task, deadline, ("CPU",))
     with pytest.raises(InvalidTaskError, match="give each benchmark a seed"):
-        await service.sync_problem_set([(spec, ())])
-    assert await service.list_leaderboards(include_closed=True) == []
+        await service.problem_sets.sync([(spec, ())])
+    assert await service.leaderboards.all(include_closed=True) == []
     fine = load_task(write_task(tmp_path / "seeded"))
-    await service.create_leaderboard("seeded", fine, deadline, ["CPU"])
+    await service.leaderboards.create("seeded", fine, deadline, ["CPU"])
     changed = ProblemSpec("seeded", task, deadline, ("CPU",))
     with pytest.raises(InvalidTaskError, match="give each benchmark a seed"):
-        await service.sync_problem_set([(changed, ())], force=True)
+        await service.problem_sets.sync([(changed, ())], force=True)

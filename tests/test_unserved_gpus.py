@@ -51,12 +51,12 @@ async def test_a_board_on_a_gpu_type_nothing_here_runs_is_refused_naming_the_set
     deadline = datetime.now(UTC) + timedelta(days=1)
     async with open_app(settings) as app:
         with pytest.raises(GpuNotServedError) as refused:
-            await app.service.create_leaderboard("b", task, deadline, ["CPU", "H100"])
+            await app.service.leaderboards.create("b", task, deadline, ["CPU", "H100"])
         assert NO_MODAL in str(refused.value)
-        assert await app.service.list_leaderboards() == []
+        assert await app.service.leaderboards.all() == []
         # A worker elsewhere that has Modal's credentials says it runs H100: allowed then.
         await served_store.register(app.pool, "modal-worker", ["H100"])
-        board = await app.service.create_leaderboard("b", task, deadline, ["CPU", "H100"])
+        board = await app.service.leaderboards.create("b", task, deadline, ["CPU", "H100"])
         assert board.gpus == ("CPU", "H100")
 
 
@@ -70,9 +70,9 @@ async def test_a_sync_leaves_out_the_gpu_types_nothing_here_runs(db_url: str, tm
     )
     settings = Settings(database_url=db_url, data_dir=tmp_path / "data")
     async with open_app(settings) as app:
-        unserved = await app.service.gpus_not_served()
+        unserved = await app.service.leaderboards.gpus_not_served()
         loaded = load_problem_set(root / "season.yaml", app.registry, unserved)
-        plan = await app.service.sync_problem_set(loaded.problems, skipped=loaded.skipped)
+        plan = await app.service.problem_sets.sync(loaded.problems, skipped=loaded.skipped)
         (item,) = plan.items
         assert item.spec.name == "both" and item.spec.gpus == ("CPU",)
         assert item.notes == (f"GPU type H100 is not served here ({NO_MODAL}): left out",)
@@ -80,19 +80,19 @@ async def test_a_sync_leaves_out_the_gpu_types_nothing_here_runs(db_url: str, tm
             f"modal-only: none of its GPU types is served here ({NO_MODAL}; "
             "TPU is not configured here)",
         )
-        assert (await app.service.leaderboard("both")).gpus == ("CPU",)
+        assert (await app.service.leaderboards.get("both")).gpus == ("CPU",)
 
 
 @pytest.fixture
 async def board(pool: asyncpg.Pool, clock, tmp_path: Path) -> Service:
     service = Service(pool, REGISTRY, clock=clock)
     task = load_task(write_task(tmp_path / "t"))
-    await service.create_leaderboard("board", task, clock.now + timedelta(days=1), ["CPU", "H100"])
+    await service.leaderboards.create("board", task, clock.now + timedelta(days=1), ["CPU", "H100"])
     return service
 
 
 async def submit_on_h100(service: Service) -> int:
-    receipt = await service.submit(
+    receipt = await service.submissions.submit(
         "board",
         Submitter("alice", "alice"),
         "s.py",
@@ -125,7 +125,7 @@ async def until_failed(pool: asyncpg.Pool, submission_id: int, timeout: float = 
 
 
 async def events_until_done(service: Service, submission_id: int) -> list[JobEvent]:
-    return [event async for event in service.watch(submission_id)]
+    return [event async for event in service.events.watch(submission_id)]
 
 
 @pytest.mark.reliability(
@@ -145,7 +145,7 @@ async def test_a_job_queued_on_a_gpu_type_nothing_runs_fails_with_why(
     job = await until_failed(pool, submission_id)
     waited = loop.time() - started
     events = await asyncio.wait_for(watching, 10)
-    report = await board.report(submission_id)
+    report = await board.submissions.report(submission_id)
     record_property("observed", f"failed after {waited:.1f} s (window {WINDOW:g} s): {job.error}")
     assert waited >= WINDOW
     assert job.error is not None

@@ -70,7 +70,7 @@ async def app(
     local_launcher: Launcher,
 ) -> App:
     service = Service(pool, api_registry)
-    await service.create_leaderboard(
+    await service.leaderboards.create(
         BOARD,
         load_task(IDENTITY),
         datetime(2099, 1, 1, tzinfo=UTC),
@@ -126,7 +126,7 @@ async def live_url(api: Any) -> AsyncIterator[str]:
 
 
 async def token_of(app: App, name: str) -> str:
-    return await app.service.issue_token(Submitter(name, name))
+    return await app.service.accounts.issue_token(Submitter(name, name))
 
 
 def popcorn_headers(token: str) -> dict[str, str]:

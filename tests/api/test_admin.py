@@ -65,8 +65,8 @@ async def test_only_the_admin_token_passes(
         method, path, json={"reason": "x"}, headers=popcorn_headers(token)
     )
     assert as_user.status_code == 403 and "admin token only" in as_user.json()["detail"]
-    assert await app.service.pauses() == [] and await app.service.bans() == []
-    assert [b.name for b in await app.service.list_leaderboards()] == [BOARD]
+    assert await app.service.controls.pauses() == [] and await app.service.controls.bans() == []
+    assert [b.name for b in await app.service.leaderboards.all()] == [BOARD]
 
 
 async def test_stop_and_start_as_popcorn_cli_sends_them(app: App, client: httpx.AsyncClient):
@@ -105,7 +105,7 @@ async def test_a_pause_of_one_leaderboard_with_its_reason(app: App, client: http
 async def test_a_ban_refuses_submissions_and_hides_the_ranking(app: App, client: httpx.AsyncClient):
     token = await token_of(app, "alice")
     accepted = await submit_as(client, token, "leaderboard")
-    receipt = await app.service.report(accepted.json()["details"]["id"])
+    receipt = await app.service.submissions.report(accepted.json()["details"]["id"])
     await finish_submission(app.pool, receipt, 1e-6)
     assert len((await client.get(f"/leaderboards/{BOARD}")).json()["rankings"]["CPU"]) == 1
     banned = await client.put("/admin/bans/alice", headers=ADMIN, json={"reason": "spam"})
@@ -136,7 +136,7 @@ async def test_stats_and_any_submission(app: App, client: httpx.AsyncClient):
 async def test_invalidate_and_restore_a_submission(app: App, client: httpx.AsyncClient):
     token = await token_of(app, "alice")
     submission_id = (await submit_as(client, token, "leaderboard")).json()["details"]["id"]
-    await finish_submission(app.pool, await app.service.report(submission_id), 1e-6)
+    await finish_submission(app.pool, await app.service.submissions.report(submission_id), 1e-6)
     body = {"reason": "hard-coded the answer"}
     answer = await client.post(
         f"/admin/submissions/{submission_id}/invalidate", headers=ADMIN, json=body
@@ -209,7 +209,7 @@ async def test_a_quota_override_and_the_retry_after_of_a_refusal(
 async def test_rerun_queues_the_ranked_submissions_again(app: App, client: httpx.AsyncClient):
     token = await token_of(app, "alice")
     submission_id = (await submit_as(client, token, "leaderboard")).json()["details"]["id"]
-    await finish_submission(app.pool, await app.service.report(submission_id), 1e-6)
+    await finish_submission(app.pool, await app.service.submissions.report(submission_id), 1e-6)
     answer = await client.post(f"/admin/leaderboards/{BOARD}/rerun", headers=ADMIN, json={})
     found = answer.json()
     queued = found.pop("queued")
@@ -238,7 +238,7 @@ async def test_a_channel_policy_is_set_and_listed_and_a_bad_one_refused(
     headers = ADMIN
     bad = await client.put(path, headers=headers, json={"policy": "everyone"})
     assert bad.status_code == 400 and "ranked, none, all" in bad.json()["detail"]
-    assert (await app.service.leaderboard(BOARD)).channel_policy.value == "ranked"
+    assert (await app.service.leaderboards.get(BOARD)).channel_policy.value == "ranked"
     done = await client.put(path, headers=headers, json={"policy": "all"})
     assert done.json() == {"leaderboard": BOARD, "channel_policy": "all"}
     listed = (await client.get("/admin/channel-policies", headers=headers)).json()

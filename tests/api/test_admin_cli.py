@@ -92,7 +92,7 @@ async def test_over_the_api_only_the_admin_token_may(app: App, live_url: str, tm
         "admin", "pause", "--reason", "x", url=live_url, token=user_token, cwd=tmp_path
     )
     assert as_user.returncode == 2 and "admin token only" in as_user.stderr
-    assert await app.service.pauses() == []
+    assert await app.service.controls.pauses() == []
     env = {"CLUSTER_MANAGER_ADMIN_TOKEN": ADMIN_TOKEN}
     as_admin = await run_cli(
         "admin",
@@ -107,7 +107,7 @@ async def test_over_the_api_only_the_admin_token_may(app: App, live_url: str, tm
         env=env,
     )
     assert as_admin.returncode == 0, as_admin.stderr
-    assert [p.leaderboard for p in await app.service.pauses()] == ["identity"]
+    assert [p.leaderboard for p in await app.service.controls.pauses()] == ["identity"]
     status = await run_cli("admin", "status", url=live_url, token=None, cwd=tmp_path, env=env)
     assert "paused identity: fixing (admin (API))" in status.stdout
 
@@ -154,7 +154,7 @@ async def test_ban_quota_and_status_through_the_server(app: App, live_url: str, 
 
     typo = await admin("ban", "nosuchuser", "--reason", "spam")
     assert typo.returncode == 2 and "`--force` bans the name anyway" in typo.stderr
-    assert await app.service.bans() == []
+    assert await app.service.controls.bans() == []
     assert (await admin("ban", "nosuchuser", "--reason", "spam", "--force")).returncode == 0
     assert (await admin("quota", "carol", "--per-hour", "7")).returncode == 0
     shown = await admin("quota", "carol")

@@ -35,7 +35,7 @@ async def test_the_admin_creates_a_leaderboard_from_a_task_zip(app: App, client:
     view = answer.json()
     assert view["status"] == "created" and view["name"] == "fresh"
     assert view["gpu_types"] == ["CPU", "CPU2"] and view["created_at"]
-    board = await app.service.leaderboard("fresh")
+    board = await app.service.leaderboards.get("fresh")
     assert board.task == load_task(IDENTITY)  # the zip carries the task whole
     assert board.rate_limit_per_hour == 7 and board.creator == "org"
     assert board.deadline.isoformat() == FUTURE
@@ -60,20 +60,20 @@ async def test_a_bad_creation_is_refused_and_stores_nothing(
     answer = await create(client, data, **fields)
     assert answer.status_code == status, answer.text
     assert says in answer.json()["detail"]
-    assert [b.name for b in await app.service.list_leaderboards()] == [BOARD]
+    assert [b.name for b in await app.service.leaderboards.all()] == [BOARD]
 
 
 async def test_only_the_admin_token_creates_or_deletes(app: App, client: httpx.AsyncClient):
     user = popcorn_headers(await token_of(app, "alice"))
     assert (await create(client, headers=user)).status_code == 403
     assert (await client.delete(f"/admin/leaderboards/{BOARD}", headers=user)).status_code == 403
-    assert [b.name for b in await app.service.list_leaderboards()] == [BOARD]
+    assert [b.name for b in await app.service.leaderboards.all()] == [BOARD]
 
 
 async def test_the_admin_deletes_a_leaderboard(app: App, client: httpx.AsyncClient):
     deleted = await client.delete(f"/admin/leaderboards/{BOARD}", headers=ADMIN)
     assert deleted.json() == {"status": "deleted", "leaderboard": BOARD}
-    assert await app.service.list_leaderboards(include_closed=True) == []
+    assert await app.service.leaderboards.all(include_closed=True) == []
     again = await client.delete(f"/admin/leaderboards/{BOARD}", headers=ADMIN)
     assert again.status_code == 404
 
@@ -95,7 +95,7 @@ async def test_a_submission_answers_with_its_receipt_and_its_report_whole(
         ("CPU", False, "queued"),
         ("CPU", True, "queued"),
     ]
-    stored = await app.service.report(receipt["submission_id"])
+    stored = await app.service.submissions.report(receipt["submission_id"])
     await finish_submission(app.pool, stored, 1e-6)
     view = (
         await client.get(

@@ -28,7 +28,7 @@ IN_TIME_SCORE = 5.0
 async def ended(app: App) -> int:
     """The board with Alice ranked in time, then its deadline an hour ago; her submission's
     id."""
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         BOARD, ALICE, "submission.py", source(), gpus=["CPU"], mode=Mode.LEADERBOARD
     )
     await finish_submission(app.pool, receipt, IN_TIME_SCORE)
@@ -91,7 +91,7 @@ async def test_a_ranked_run_after_the_deadline_ranks_on_its_own(
 async def test_an_open_board_has_no_run_ranked_after_its_deadline(
     app: App, client: httpx.AsyncClient
 ):
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         BOARD, ALICE, "submission.py", source(), gpus=["CPU"], mode=Mode.LEADERBOARD
     )
     assert not receipt.after_deadline
@@ -134,7 +134,7 @@ async def test_a_bad_switch_is_refused_and_changes_nothing(
 ):
     answer = await client.put(SWITCH, headers=ADMIN, json=body)
     assert answer.status_code == 422 and "allowed" in answer.json()["detail"], answer.text
-    assert (await app.service.leaderboard(BOARD)).after_deadline_runs
+    assert (await app.service.leaderboards.get(BOARD)).after_deadline_runs
 
 
 async def test_the_switch_is_the_admins_and_names_an_existing_board(
@@ -147,7 +147,7 @@ async def test_the_switch_is_the_admins_and_names_an_existing_board(
         "/admin/leaderboards/nope/after-deadline", headers=ADMIN, json={"allowed": False}
     )
     assert missing.status_code == 404 and "nope" in missing.json()["detail"]
-    assert (await app.service.leaderboard(BOARD)).after_deadline_runs
+    assert (await app.service.leaderboards.get(BOARD)).after_deadline_runs
 
 
 async def test_the_cli_over_the_api_shows_the_ranking_and_flips_the_switch(
@@ -173,23 +173,23 @@ async def test_the_cli_over_the_api_shows_the_ranking_and_flips_the_switch(
     )
     assert off.returncode == 0, off.stdout + off.stderr
     assert off.stdout.strip() == f"{BOARD} takes no runs after its deadline"
-    assert not (await app.service.leaderboard(BOARD)).after_deadline_runs
+    assert not (await app.service.leaderboards.get(BOARD)).after_deadline_runs
     on = await run_cli(
         "admin", "after-deadline", BOARD, "on", url=live_url, token=None, cwd=tmp_path, env=admin
     )
     assert on.stdout.strip() == f"{BOARD} takes runs after its deadline"
-    assert (await app.service.leaderboard(BOARD)).after_deadline_runs
+    assert (await app.service.leaderboards.get(BOARD)).after_deadline_runs
 
 
 async def exported(app: App) -> list[Any]:
-    return [row async for page in app.service.export_rankings(BOARD) for row in page]
+    return [row async for page in app.service.exports.rankings(BOARD) for row in page]
 
 
 async def final_standings(app: App, client: httpx.AsyncClient) -> tuple[Any, ...]:
     """The competition's ranking (API), its score history and its export (service)."""
     view = await ranking(client)
     teams = [(e["rank"], e["user"], e["team"], e["score"]) for e in view["rankings"]["CPU"]]
-    history = await app.service.score_history(BOARD, "CPU")
+    history = await app.service.leaderboards.score_history(BOARD, "CPU")
     return teams, history.points, await exported(app)
 
 
@@ -212,7 +212,7 @@ async def test_team_changes_and_deletions_after_the_deadline_leave_the_final_sta
     ]
     ids = {}
     for user, score in (("bob", 3.0), ("carol", 4.0)):
-        receipt = await app.service.submit(
+        receipt = await app.service.submissions.submit(
             BOARD,
             Submitter(user, user),
             "submission.py",

@@ -9,10 +9,12 @@ import subprocess
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import get_type_hints
 
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.cli.api_client import ApiClient
 from cluster_manager.cli.remote_service import RemoteService
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import ChannelPolicy
@@ -74,152 +76,152 @@ async def cm(
 
 
 async def paused(service: Service) -> dict[str, str]:
-    await service.pause_submissions(None, "outage", "org")
+    await service.controls.pause(None, "outage", "org")
     return {}
 
 
 async def banned(service: Service) -> dict[str, str]:
-    await service.ban_user(ALICE, "spam", "org")
+    await service.controls.ban(ALICE, "spam", "org")
     return {}
 
 
 async def invalidated(service: Service) -> dict[str, str]:
-    sid = (await service.user_submissions(ALICE))[0].submission.id
-    await service.invalidate_submission(sid, "copied", "org")
+    sid = (await service.history.submissions(ALICE))[0].submission.id
+    await service.controls.invalidate(sid, "copied", "org")
     return {}
 
 
 async def closed(service: Service) -> dict[str, str]:
-    await service.set_closed(BOARD, True)
+    await service.invites.set_closed(BOARD, True)
     return {}
 
 
 async def invite(service: Service) -> dict[str, str]:
-    await service.set_closed(BOARD, True)
-    return {"code": (await service.mint_invites(BOARD, 1, 1, "org"))[0]}
+    await service.invites.set_closed(BOARD, True)
+    return {"code": (await service.invites.mint(BOARD, 1, 1, "org"))[0]}
 
 
 async def quota(service: Service) -> dict[str, str]:
-    await service.set_quota(ALICE, per_hour=None, daily=2, actor="org")
+    await service.controls.set_quota(ALICE, per_hour=None, daily=2, actor="org")
     return {}
 
 
 async def pause_reasons(service: Service, _sid: int) -> bool:
-    return [p.reason for p in await service.pauses()] == ["outage"]
+    return [p.reason for p in await service.controls.pauses()] == ["outage"]
 
 
 async def no_pause(service: Service, _sid: int) -> bool:
-    return await service.pauses() == []
+    return await service.controls.pauses() == []
 
 
 async def alice_banned(service: Service, _sid: int) -> bool:
-    return [b.user for b in await service.bans()] == ["alice"]
+    return [b.user for b in await service.controls.bans()] == ["alice"]
 
 
 async def nobody_banned(service: Service, _sid: int) -> bool:
-    return await service.bans() == []
+    return await service.controls.bans() == []
 
 
 async def is_invalidated(service: Service, sid: int) -> bool:
-    return (await service.report(sid)).submission.invalidated is not None
+    return (await service.submissions.report(sid)).submission.invalidated is not None
 
 
 async def is_valid(service: Service, sid: int) -> bool:
-    return (await service.report(sid)).submission.invalidated is None
+    return (await service.submissions.report(sid)).submission.invalidated is None
 
 
 async def rerun_queued(service: Service, sid: int) -> bool:
-    return len((await service.report(sid)).jobs) == 4  # the pair, and the pair again
+    return len((await service.submissions.report(sid)).jobs) == 4  # the pair, and the pair again
 
 
 async def board_closed(service: Service, _sid: int) -> bool:
-    return (await service.leaderboard(BOARD)).closed
+    return (await service.leaderboards.get(BOARD)).closed
 
 
 async def channel_sees_all(service: Service, _sid: int) -> bool:
-    board = await service.leaderboard(BOARD)
+    board = await service.leaderboards.get(BOARD)
     return board.channel_policy is ChannelPolicy.ALL and [
-        p.leaderboard for p in await service.channel_policies()
+        p.leaderboard for p in await service.controls.channel_policies()
     ] == [BOARD]
 
 
 async def policy_set(service: Service) -> dict[str, str]:
-    await service.set_channel_policy(BOARD, ChannelPolicy.NONE, "org")
+    await service.controls.set_channel_policy(BOARD, ChannelPolicy.NONE, "org")
     return {}
 
 
 async def runs_after_the_deadline_refused(service: Service) -> dict[str, str]:
-    await service.set_after_deadline_runs(BOARD, False, "org")
+    await service.controls.set_after_deadline_runs(BOARD, False, "org")
     return {}
 
 
 async def no_runs_after_the_deadline(service: Service, _sid: int) -> bool:
-    return not (await service.leaderboard(BOARD)).after_deadline_runs
+    return not (await service.leaderboards.get(BOARD)).after_deadline_runs
 
 
 async def board_open(service: Service, _sid: int) -> bool:
-    return not (await service.leaderboard(BOARD)).closed
+    return not (await service.leaderboards.get(BOARD)).closed
 
 
 async def two_invites(service: Service, _sid: int) -> bool:
-    return len(await service.invites(BOARD)) == 2
+    return len(await service.invites.all(BOARD)) == 2
 
 
 async def invite_revoked(service: Service, _sid: int) -> bool:
-    return [i.revoked for i in await service.invites(BOARD)] == [True]
+    return [i.revoked for i in await service.invites.all(BOARD)] == [True]
 
 
 async def daily_two(service: Service, _sid: int) -> bool:
-    custom = (await service.quota_of("alice")).custom
+    custom = (await service.controls.quota_of("alice")).custom
     return custom is not None and custom.daily == 2
 
 
 async def no_quota(service: Service, _sid: int) -> bool:
-    return await service.custom_quotas() == []
+    return await service.controls.custom_quotas() == []
 
 
 async def created(service: Service, _sid: int) -> bool:
-    board = await service.leaderboard("fresh")
+    board = await service.leaderboards.get("fresh")
     return board.gpus == ("CPU",) and board.task.name == "identity_py"
 
 
 async def deleted(service: Service, _sid: int) -> bool:
-    return await service.list_leaderboards(include_closed=True) == []
+    return await service.leaderboards.all(include_closed=True) == []
 
 
 async def alice_member(service: Service, _sid: int) -> bool:
-    return [b.name for b in await service.list_leaderboards(ALICE)] == [BOARD]
+    return [b.name for b in await service.leaderboards.all(ALICE)] == [BOARD]
 
 
 async def submitted_again(service: Service, _sid: int) -> bool:
-    return len(await service.user_submissions(ALICE)) == 2
+    return len(await service.history.submissions(ALICE)) == 2
 
 
 async def alice_team(service: Service) -> dict[str, str]:
-    await service.create_team(BOARD, "red", ALICE)
+    await service.teams.create(BOARD, "red", ALICE)
     return {}
 
 
 async def bobs_code(service: Service) -> dict[str, str]:
-    await service.create_team(BOARD, "red", BOB)
-    return {"code": await service.team_invite(BOARD, BOB)}
+    await service.teams.create(BOARD, "red", BOB)
+    return {"code": await service.teams.invite(BOARD, BOB)}
 
 
 async def alice_in_red(service: Service, _sid: int) -> bool:
-    team = await service.team_of(BOARD, ALICE)
+    team = await service.teams.of_user(BOARD, ALICE)
     return team is not None and team.name == "red"
 
 
 async def alice_in_no_team(service: Service, _sid: int) -> bool:
-    return await service.team_of(BOARD, ALICE) is None
+    return await service.teams.of_user(BOARD, ALICE) is None
 
 
 async def red_of_two(service: Service, _sid: int) -> bool:
-    return [t.members for t in await service.teams(BOARD)] == [("bob", "alice")]
+    return [t.members for t in await service.teams.all(BOARD)] == [("bob", "alice")]
 
 
 async def shared_pairs(service: Service, _sid: int) -> bool:
-    board = await service.leaderboard(BOARD)
+    board = await service.leaderboards.get(BOARD)
     return (board.team_size, board.team_quotas) == (2, True)
 
 
@@ -303,7 +305,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 async def test_each_command_acts_on_the_server(app: App, live_url: str, here: Path, name):
     case = CASES[name]
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         BOARD, ALICE, "submission.py", source(), gpus=["CPU"], mode=Mode.LEADERBOARD
     )
     await finish_submission(app.pool, receipt, 1e-6)
@@ -320,7 +322,7 @@ async def test_submit_names_the_tokens_user(app: App, live_url: str, here: Path)
     args = ("submit", BOARD, solution, "--gpu", "CPU", "--mode", "test", "--no-wait")
     done = await cm(app, live_url, here, *args, role="user")
     assert done.returncode == 0, done.stderr
-    (sid,) = [r.submission.id for r in await app.service.user_submissions(ALICE)]
+    (sid,) = [r.submission.id for r in await app.service.history.submissions(ALICE)]
     assert f"submission {sid}: submission.py to identity (test mode) as alice" in done.stderr
 
 
@@ -363,7 +365,7 @@ async def test_what_the_api_does_not_offer_is_refused_in_one_line(
     app: App, live_url: str, here: Path, name, record_property
 ):
     args, says = REFUSED[name]
-    await app.service.issue_token(ALICE)
+    await app.service.accounts.issue_token(ALICE)
     tokens = await app.pool.fetchval("SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL")
     done = await cm(app, live_url, here, *args, role="admin")
     assert done.returncode == 2, done.stdout + done.stderr
@@ -371,8 +373,8 @@ async def test_what_the_api_does_not_offer_is_refused_in_one_line(
     record_property("observed", f"{name}: {line}")
     assert line.startswith("error: ") and says in line, line
     assert list(here.iterdir()) == []  # nothing written here: no export, no database
-    assert [b.name for b in await app.service.list_leaderboards()] == [BOARD]
-    assert await app.service.bans() == []
+    assert [b.name for b in await app.service.leaderboards.all()] == [BOARD]
+    assert await app.service.controls.bans() == []
     after = await app.pool.fetchval("SELECT count(*) FROM api_tokens WHERE revoked_at IS NULL")
     assert after == tokens == 1
 
@@ -389,15 +391,20 @@ async def test_commands_that_need_no_server_run_here(app: App, live_url: str, he
     assert commands.returncode == 0 and json.loads(commands.stdout)
 
 
-def test_the_clients_implement_every_operation_of_the_port():
+async def test_the_clients_implement_every_operation_of_the_port(app: App):
     """mypy holds the signatures (cli/common.py assigns both to a `ServicePort`); this holds
-    that neither lacks a method the CLI could call."""
-    wanted = {
-        name
-        for cls in ServicePort.__mro__
-        if cls.__module__ == "cluster_manager.service.port"
-        for name in vars(cls)
-        if not name.startswith("_")
+    that neither lacks a part or a method of one that the CLI could call."""
+    parts = {
+        name: get_type_hints(member.fget)["return"]
+        for name, member in vars(ServicePort).items()
+        if isinstance(member, property)
     }
-    assert wanted and all(callable(getattr(RemoteService, n, None)) for n in wanted)
-    assert all(callable(getattr(Service, n, None)) for n in wanted)
+    assert {"leaderboards", "submissions", "controls", "teams"} <= parts.keys()
+    async with ApiClient("http://127.0.0.1:1", None) as api:
+        remote = RemoteService(api)
+    for name, protocol in parts.items():
+        wanted = [n for n in vars(protocol) if not n.startswith("_")]
+        assert wanted, name
+        for implementation in (remote, app.service):
+            part = getattr(implementation, name)
+            assert all(callable(getattr(part, n, None)) for n in wanted), (name, part)

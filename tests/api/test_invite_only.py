@@ -27,7 +27,7 @@ JSON = {"Accept": "application/json"}
 @pytest.fixture
 async def viewers(app: App, client: httpx.AsyncClient) -> dict[str, dict[str, str]]:
     """BOARD, with carol ranked on it, made invite-only; the headers of each kind of caller."""
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         BOARD,
         Submitter("carol", "carol"),
         "submission.py",

@@ -163,7 +163,7 @@ async def test_concurrent_scrapes_share_one_read_of_the_database(
     app: App, client: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
 ):
     reads = 0
-    read = app.service.monitoring_figures
+    read = app.service.monitoring.figures
 
     async def slow_read() -> Any:
         nonlocal reads
@@ -171,7 +171,7 @@ async def test_concurrent_scrapes_share_one_read_of_the_database(
         await asyncio.sleep(0.2)
         return await read()
 
-    monkeypatch.setattr(app.service, "monitoring_figures", slow_read)
+    monkeypatch.setattr(app.service.monitoring, "figures", slow_read)
     answers = await asyncio.gather(*(client.get("/metrics") for _ in range(5)))
     assert [a.status_code for a in answers] == [200] * 5
     assert reads == 1

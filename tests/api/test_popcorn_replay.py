@@ -212,7 +212,7 @@ async def test_a_client_that_goes_away_mid_stream_loses_nothing(
     replay_launcher.let_go()
     submission_id = await app.pool.fetchval("SELECT id FROM submissions")
     for _ in range(600):
-        report = await app.service.report(submission_id)
+        report = await app.service.submissions.report(submission_id)
         if report.done:
             break
         await asyncio.sleep(0.1)

@@ -92,7 +92,7 @@ async def test_the_polling_route_stores_the_filter_of_a_profile(
     )
     assert answer.status_code == 202, answer.text
     submission_id = answer.json()["details"]["id"]
-    stored = (await app.service.report(submission_id)).submission
+    stored = (await app.service.submissions.report(submission_id)).submission
     assert stored.profile is not None and stored.profile.launch_count == 5
     assert stored.profile.kernel_name is None
 

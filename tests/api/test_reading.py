@@ -70,7 +70,7 @@ async def test_an_unexpected_error_is_a_500_with_a_logged_id_and_no_trace(
     async def broken(*_args: object, **_kwargs: object) -> None:
         raise RuntimeError("secret internals: /etc/cluster/.env")
 
-    monkeypatch.setattr(app.service, "list_leaderboards", broken)
+    monkeypatch.setattr(app.service.leaderboards, "all", broken)
     transport = httpx.ASGITransport(app=api, raise_app_exceptions=False)
     async with httpx.AsyncClient(transport=transport, base_url="http://api.test") as http:
         answer = await http.get("/leaderboards")

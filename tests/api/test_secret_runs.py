@@ -21,7 +21,7 @@ async def finished_pair(app: App, client: httpx.AsyncClient, token: str, passed:
     """A ranked submission whose public run passed in 1 ms and whose secret re-run `passed`
     (in 3 ms) or timed out, each telling all it can."""
     submission_id = (await submit(client, token)).json()["details"]["id"]
-    report = await app.service.report(submission_id)
+    report = await app.service.submissions.report(submission_id)
     public, secret = sorted(report.jobs, key=lambda j: j.secret)
     assert await finish_job(app.pool, public, True, 0.001)
     assert await record_result(app.pool, secret, telling_result(passed, 0.003))
@@ -70,7 +70,7 @@ async def test_a_secret_job_that_failed_without_a_run_shows_no_error(
 ):
     token = await token_of(app, "alice")
     submission_id = (await submit(client, token)).json()["details"]["id"]
-    secret = next(j for j in (await app.service.report(submission_id)).jobs if j.secret)
+    secret = next(j for j in (await app.service.submissions.report(submission_id)).jobs if j.secret)
     await app.pool.execute(
         "UPDATE jobs SET state = $2, error = 'runner: seed-derived crash' WHERE id = $1",
         secret.id,

@@ -177,7 +177,7 @@ async def test_a_score_held_out_of_the_ranking_is_not_a_success(
     from tests.storage.helpers import OWNER, claim_submission, dispatch, run_result
 
     token = await token_of(app, "alice")
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         BOARD, Submitter("alice", "alice"), "submission.py", source(), gpus=["CPU"]
     )
     held = "held for review: benchmark 0 took 0.001 µs, below the task's floor of 5 µs"

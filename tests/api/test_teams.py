@@ -77,7 +77,7 @@ async def test_create_invite_join_read_and_leave(app: App, client: httpx.AsyncCl
 async def test_a_team_ranks_as_one_entry_with_its_best_score(app: App, client: httpx.AsyncClient):
     await team_of_two(app, client)
     for user, score in (("alice", 5.0), ("bob", 3.0), ("carol", 4.0)):
-        receipt = await app.service.submit(
+        receipt = await app.service.submissions.submit(
             BOARD, Submitter(user, user), "submission.py", source(), gpus=["CPU"],
             mode=Mode.LEADERBOARD,
         )  # fmt: skip
@@ -163,7 +163,7 @@ async def test_the_organisers_set_the_rules(app: App, client: httpx.AsyncClient)
     assert shared.json() == {"leaderboard": BOARD, "team_size": 4, "team_quotas": True}
     both = await client.put(RULES, headers=ADMIN, json={"size": 3, "quotas": False})
     assert both.json() == {"leaderboard": BOARD, "team_size": 3, "team_quotas": False}
-    board = await app.service.leaderboard(BOARD)
+    board = await app.service.leaderboards.get(BOARD)
     assert (board.team_size, board.team_quotas) == (3, False)
 
 
@@ -183,7 +183,7 @@ async def test_bad_rules_are_refused(
 ):
     answer = await client.put(RULES, headers=ADMIN, json=body)
     assert answer.status_code == status and says in answer.json()["detail"], answer.text
-    board = await app.service.leaderboard(BOARD)
+    board = await app.service.leaderboards.get(BOARD)
     assert (board.team_size, board.team_quotas) == (4, False)
 
 

@@ -45,8 +45,8 @@ async def test_a_new_token_revokes_the_old_one(app: App, client: httpx.AsyncClie
 )
 async def test_revoking_stops_the_token(app: App, client: httpx.AsyncClient):
     token = await token_of(app, "alice")
-    assert await app.service.revoke_token("alice") is True
-    assert await app.service.revoke_token("alice") is False
+    assert await app.service.accounts.revoke_token("alice") is True
+    assert await app.service.accounts.revoke_token("alice") is False
     answer = await client.get("/user/submissions", headers=popcorn_headers(token))
     assert answer.status_code == 401
 
@@ -110,7 +110,7 @@ async def test_requests_over_the_per_token_limit_get_429_with_retry_after(
 
 
 async def test_a_discord_user_and_their_api_submissions_are_one_user(app: App, client: Any):
-    token = await app.service.issue_token(Submitter("123456789", "alice#discord"))
+    token = await app.service.accounts.issue_token(Submitter("123456789", "alice#discord"))
     answer = await client.post(
         f"/submission/{BOARD}/CPU/test",
         headers=popcorn_headers(token),

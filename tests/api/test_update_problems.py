@@ -56,11 +56,11 @@ async def test_an_uploaded_problem_set_is_planned_then_synced(app: App, client: 
     assert body["applied"] is False and body["items"][0]["action"] == "create"
     assert body["items"][0]["notes"] == ["GPU type B200 is not configured here: left out"]
     assert "+ synced-identity: would create on CPU" in body["text"]
-    assert "synced-identity" not in [b.name for b in await app.service.list_leaderboards()]
+    assert "synced-identity" not in [b.name for b in await app.service.leaderboards.all()]
 
     done = (await post(client, repository_zip())).json()
     assert done["applied"] is True and done["held"] == []
-    assert (await app.service.leaderboard("synced-identity")).gpus == ("CPU",)
+    assert (await app.service.leaderboards.get("synced-identity")).gpus == ("CPU",)
     again = (await post(client, repository_zip())).json()
     assert [i["action"] for i in again["items"]] == ["unchanged"]
 
@@ -105,11 +105,11 @@ async def test_only_the_admin_may(app: App, client: httpx.AsyncClient):
 async def test_bad_archives_change_nothing(
     app: App, client: httpx.AsyncClient, data: bytes, fields: dict[str, str], message: str
 ):
-    before = [b.name for b in await app.service.list_leaderboards(include_closed=True)]
+    before = [b.name for b in await app.service.leaderboards.all(include_closed=True)]
     answer = await post(client, data, **fields)
     assert answer.status_code == 400 and message in answer.json()["detail"]
     assert "cm-problems" not in answer.text and tempfile.gettempdir() not in answer.text
-    assert [b.name for b in await app.service.list_leaderboards(include_closed=True)] == before
+    assert [b.name for b in await app.service.leaderboards.all(include_closed=True)] == before
 
 
 @pytest.mark.reliability(
@@ -134,4 +134,4 @@ async def test_an_archive_cannot_publish_the_servers_files(app: App, client: htt
     detail = answer.json()["detail"]
     assert "leads outside the root, problems/" in detail
     assert "/tmp" not in detail and "root:" not in detail
-    assert "synced-identity" not in [b.name for b in await app.service.list_leaderboards()]
+    assert "synced-identity" not in [b.name for b in await app.service.leaderboards.all()]

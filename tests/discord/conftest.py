@@ -411,7 +411,7 @@ async def create_board(
     creator: Member | None = None,
     rate_limit: int | None = None,
 ) -> None:
-    await app.service.create_leaderboard(
+    await app.service.leaderboards.create(
         name,
         load_task(IDENTITY),
         clock.now + timedelta(days=3),

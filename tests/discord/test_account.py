@@ -21,19 +21,19 @@ async def test_token_is_private_and_names_the_discord_user(harness, app):
     assert message.ephemeral
     token = TOKEN.search(message.content).group(1)
     assert f"cli_id: {token}" in message.content and "POPCORN_API_URL" in message.content
-    assert await app.service.authenticate(token) == Submitter(str(ALICE.id), ALICE.name)
+    assert await app.service.accounts.authenticate(token) == Submitter(str(ALICE.id), ALICE.name)
 
 
 async def test_a_new_token_replaces_the_old_and_revoke_turns_it_off(harness, app):
     first = TOKEN.search((await harness.command("token")).only.content).group(1)
     second = TOKEN.search((await harness.command("token")).only.content).group(1)
     with pytest.raises(UnauthorizedError):
-        await app.service.authenticate(first)
-    assert await app.service.authenticate(second)
+        await app.service.accounts.authenticate(first)
+    assert await app.service.accounts.authenticate(second)
     revoked = await harness.command("token", revoke=True)
     assert revoked.only.ephemeral and revoked.only.content == "Your API token is revoked."
     with pytest.raises(UnauthorizedError):
-        await app.service.authenticate(second)
+        await app.service.accounts.authenticate(second)
     again = await harness.command("token", revoke=True)
     assert again.only.content == "You had no API token."
 

@@ -45,7 +45,7 @@ async def test_admin_commands_are_for_admins_only(harness, app, path, options):
     for member in (ALICE, CREATOR):
         reply = await harness.command(path, member, **options)
         assert reply.only.ephemeral and "Missing role" in reply.only.content, (path, member)
-    assert await app.service.pauses() == [] and await app.service.bans() == []
+    assert await app.service.controls.pauses() == [] and await app.service.controls.bans() == []
 
 
 async def test_pause_refuses_submissions_with_the_reason_until_resumed(harness, app, clock):
@@ -79,10 +79,10 @@ async def test_a_banned_member_is_refused_privately(harness, app, clock):
     )
     assert_private_error(refused, "Banned", "you may not submit here: generated spam")
     assert await stored(app, "submissions") == 0
-    assert [b.user for b in await app.service.bans()] == [str(ALICE.id)]
+    assert [b.user for b in await app.service.controls.bans()] == [str(ALICE.id)]
     lifted = await harness.command("admin unban", ADMIN, user=ALICE)
     assert "Unbanned <@1001>." in lifted.only.content
-    assert await app.service.bans() == []
+    assert await app.service.controls.bans() == []
 
 
 async def test_stats_are_a_private_table(harness, app, clock):
@@ -95,7 +95,7 @@ async def test_stats_are_a_private_table(harness, app, clock):
 
 async def test_invalidate_and_restore_answer_privately(harness, app, clock):
     await create_board(app, clock)
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         "identity", Submitter("1001", "alice"), "submission.py", SOLUTION, mode=Mode.TEST
     )
     submission_id = receipt.submission_id
@@ -103,7 +103,7 @@ async def test_invalidate_and_restore_answer_privately(harness, app, clock):
         "admin invalidate", ADMIN, submission_id=submission_id, reason="copied kernel"
     )
     assert out.only.ephemeral and "out of the rankings: copied kernel" in out.only.content
-    assert (await app.service.report(submission_id)).submission.invalidated is not None
+    assert (await app.service.submissions.report(submission_id)).submission.invalidated is not None
     back = await harness.command("admin restore", ADMIN, submission_id=submission_id)
     assert "ranks again" in back.only.content
     missing = await harness.command("admin restore", ADMIN, submission_id=424242)
@@ -141,28 +141,30 @@ async def test_quota_without_values_shows_what_holds_as_the_cli_does(harness, ap
     unknown = await harness.command("admin quota", ADMIN, user=BOB)
     assert_private_error(unknown, "Not found", f"there is no user '{BOB.id}'")
     alice = Submitter(str(ALICE.id), ALICE.name)
-    await app.service.set_quota(alice, per_hour=None, daily=3, actor="org")
+    await app.service.controls.set_quota(alice, per_hour=None, daily=3, actor="org")
     shown = await harness.command("admin quota", ADMIN, user=ALICE)
     text = shown.only.content
     assert shown.only.ephemeral and text.startswith("```\n") and text.endswith("\n```")
-    cli_text = format_user_quotas((await app.service.quota_of(str(ALICE.id))).to_json())
+    cli_text = format_user_quotas((await app.service.controls.quota_of(str(ALICE.id))).to_json())
     assert text == f"```\n{cli_text}\n```"
     assert f"quotas of {ALICE.id} (alice):" in text
     assert "daily, all leaderboards: 3 (custom)" in text and "set by org" in text
     assert "(deployment's)" in text  # the hourly limit is not hers
-    assert (await app.service.quota_of(str(ALICE.id))).custom is not None  # nothing changed
+    assert (
+        await app.service.controls.quota_of(str(ALICE.id))
+    ).custom is not None  # nothing changed
 
 
 async def test_status_lists_pauses_bans_custom_quotas_and_channel_policies(harness, app, clock):
     """`/admin status` shows what the CLI's `admin status` shows (format_controls)."""
     await create_board(app, clock)
-    await app.service.pause_submissions("identity", "task fix", "org")
-    await app.service.ban_user(Submitter("77", "mallory"), "spam", "org")
-    await app.service.set_quota(
+    await app.service.controls.pause("identity", "task fix", "org")
+    await app.service.controls.ban(Submitter("77", "mallory"), "spam", "org")
+    await app.service.controls.set_quota(
         Submitter(str(ALICE.id), "alice"), per_hour=9, daily=None, actor="org"
     )
-    await app.service.set_channel_policy("identity", "none", "org")
-    await app.service.set_after_deadline_runs("identity", False, "org")
+    await app.service.controls.set_channel_policy("identity", "none", "org")
+    await app.service.controls.set_after_deadline_runs("identity", False, "org")
     status = await harness.command("admin status", ADMIN)
     assert status.only.ephemeral
     assert status.only.content.splitlines() == [
@@ -178,7 +180,9 @@ async def test_rerun_answers_privately(harness, app, clock):
     from tests.storage.helpers import finish_submission
 
     await create_board(app, clock)
-    receipt = await app.service.submit("identity", Submitter("1001", "alice"), "s.py", SOLUTION)
+    receipt = await app.service.submissions.submit(
+        "identity", Submitter("1001", "alice"), "s.py", SOLUTION
+    )
     await finish_submission(app.pool, receipt, 1e-6)
     reply = await harness.command("admin rerun", ADMIN, leaderboard="identity", user=ALICE)
     assert (

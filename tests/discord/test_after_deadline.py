@@ -61,7 +61,7 @@ async def _offered(harness, typed: str = "ide") -> list[tuple[str, str]]:
 async def test_a_run_after_the_deadline_is_taken_privately_and_the_channel_sees_nothing(
     ended, app, policy
 ):
-    await app.service.set_channel_policy("identity", policy, "org")
+    await app.service.controls.set_channel_policy("identity", policy, "org")
     for mode in ("leaderboard", "test"):
         reply = await _submit(ended, BOB, mode)
         ack, status, report = reply.messages
@@ -117,7 +117,7 @@ async def test_admin_after_deadline_turns_the_runs_off_and_on(ended, app):
     off = await ended.command("admin after-deadline", ADMIN, leaderboard="identity", allowed=False)
     assert off.only.ephemeral
     assert "**identity** takes no runs after its deadline" in off.only.content
-    assert not (await app.service.leaderboard("identity")).after_deadline_runs
+    assert not (await app.service.leaderboards.get("identity")).after_deadline_runs
     assert await _offered(ended) == []
     refused = await _submit(ended, BOB)
     assert_private_error(refused, "Deadline passed", "its organisers take no runs after it")
@@ -125,7 +125,7 @@ async def test_admin_after_deadline_turns_the_runs_off_and_on(ended, app):
 
     on = await ended.command("admin after-deadline", ADMIN, leaderboard="identity", allowed=True)
     assert "**identity** takes runs after its deadline" in on.only.content
-    assert (await app.service.leaderboard("identity")).after_deadline_runs
+    assert (await app.service.leaderboards.get("identity")).after_deadline_runs
     assert await _offered(ended) == [("identity (after the deadline)", "identity")]
     ack = (await _submit(ended, BOB)).messages[0]
     assert AFTER_DEADLINE_NOTE in ack.content
@@ -153,7 +153,7 @@ async def test_admin_after_deadline_is_for_admins_and_names_a_stored_leaderboard
         "admin after-deadline", BOB, leaderboard="identity", allowed=False
     )
     assert denied.only.ephemeral and "Missing role" in denied.only.content
-    assert (await app.service.leaderboard("identity")).after_deadline_runs
+    assert (await app.service.leaderboards.get("identity")).after_deadline_runs
     missing = await harness.command(
         "admin after-deadline", ADMIN, leaderboard="nope", allowed=False
     )

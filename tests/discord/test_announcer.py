@@ -30,7 +30,7 @@ def no_background_passes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def rank(app, user: str, score: float) -> None:
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         "identity", Submitter(user, user), "submission.py", SOLUTION, mode=Mode.LEADERBOARD
     )
     await finish_submission(app.pool, receipt, score)

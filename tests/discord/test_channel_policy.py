@@ -78,7 +78,7 @@ async def test_the_channel_sees_what_the_policy_says(
     )
     assert set_.only.ephemeral
     assert f"**identity**'s channel policy is {policy}: the channel sees " in set_.only.content
-    board = await app.service.leaderboard("identity")
+    board = await app.service.leaderboards.get("identity")
     assert board.channel_policy is ChannelPolicy(policy)
 
     replies = await _submit_three(harness)
@@ -94,15 +94,15 @@ async def test_the_channel_sees_what_the_policy_says(
 
 async def test_the_default_policy_is_ranked_and_is_read_with_the_leaderboard(harness, app, clock):
     await create_board(app, clock)
-    board = await app.service.leaderboard("identity")
+    board = await app.service.leaderboards.get("identity")
     assert board.channel_policy is ChannelPolicy.RANKED
-    assert await app.service.channel_policies() == []
+    assert await app.service.controls.channel_policies() == []
 
 
 async def test_setting_it_records_who_and_shows_in_admin_status(harness, app, clock):
     await create_board(app, clock)
     await harness.command("admin channel-policy", ADMIN, leaderboard="identity", policy="all")
-    (setting,) = await app.service.channel_policies()
+    (setting,) = await app.service.controls.channel_policies()
     assert (setting.leaderboard, setting.policy, setting.set_by) == (
         "identity",
         "all",
@@ -117,7 +117,7 @@ async def test_setting_it_records_who_and_shows_in_admin_status(harness, app, cl
         "admin channel-policy", ADMIN, leaderboard="identity", policy="ranked"
     )
     assert "the channel sees a ranked submission's verdict and places" in back.only.content
-    assert await app.service.channel_policies() == []  # the default is not listed
+    assert await app.service.controls.channel_policies() == []  # the default is not listed
 
 
 async def test_leaderboards_autocomplete_and_an_unknown_one_is_refused_privately(
@@ -131,7 +131,7 @@ async def test_leaderboards_autocomplete_and_an_unknown_one_is_refused_privately
     assert choices == ["identity"]
     missing = await harness.command("admin channel-policy", ADMIN, leaderboard="nope", policy="all")
     assert_private_error(missing, "Not found")
-    assert await app.service.channel_policies() == []
+    assert await app.service.controls.channel_policies() == []
 
 
 @pytest.mark.reliability(
@@ -144,9 +144,9 @@ async def test_an_invite_only_leaderboard_posts_nothing_whatever_its_policy(
     make_harness, app, clock
 ):
     await create_board(app, clock, gpus=("H100",))
-    await app.service.set_closed("identity", True)
-    (code,) = await app.service.mint_invites("identity", 1, 1, "org")
-    await app.service.join(code, Submitter(str(ALICE.id), ALICE.name))
+    await app.service.invites.set_closed("identity", True)
+    (code,) = await app.service.invites.mint("identity", 1, 1, "org")
+    await app.service.invites.join(code, Submitter(str(ALICE.id), ALICE.name))
     harness = await make_harness(scheduler=True)
     set_ = await harness.command(
         "admin channel-policy", ADMIN, leaderboard="identity", policy="all"

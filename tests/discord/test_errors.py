@@ -72,7 +72,7 @@ async def test_a_public_command_failing_after_thinking_removes_the_public_messag
 )
 async def test_deadline_passed(harness, app, clock, record_property):
     await create_board(app, clock)
-    await app.service.set_after_deadline_runs("identity", False, "org")
+    await app.service.controls.set_after_deadline_runs("identity", False, "org")
     clock.now += timedelta(days=4)
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
@@ -155,7 +155,9 @@ async def test_no_leaderboard_named_anywhere(harness, record_property):
 
 async def test_rate_limited_with_the_time_to_wait(harness, app, clock):
     await create_board(app, clock, rate_limit=1)
-    await app.service.submit("identity", Submitter(str(BOB.id), BOB.name), "s.py", CORRECT.encode())
+    await app.service.submissions.submit(
+        "identity", Submitter(str(BOB.id), BOB.name), "s.py", CORRECT.encode()
+    )
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command("leaderboard submit", BOB, script=script, leaderboard="identity")
     assert_private_error(
@@ -233,7 +235,7 @@ async def test_an_unexpected_error_gives_an_id_and_hides_the_details(
     async def broken() -> list:
         raise RuntimeError("connection string postgres://secret@db")
 
-    monkeypatch.setattr(app.service, "list_leaderboards", broken)
+    monkeypatch.setattr(app.service.leaderboards, "all", broken)
     with caplog.at_level(logging.ERROR, logger="cluster_manager.discord"):
         reply = await harness.command("leaderboard list")
     message = reply.only

@@ -48,7 +48,7 @@ async def test_autocomplete_finds_any_part_of_a_name_and_offers_no_board_refusin
         "UPDATE leaderboards SET deadline = $1 WHERE name = 'old-gemm'",
         clock.now - timedelta(hours=1),
     )
-    await app.service.set_after_deadline_runs("old-gemm", False, "org")
+    await app.service.controls.set_after_deadline_runs("old-gemm", False, "org")
     shown = await harness.autocomplete("leaderboard show", "name", name="gemm")
     assert shown == ["amd-gemm", "old-gemm"]  # open first
     assert await harness.autocomplete("leaderboard show", "name", name="a") == [
@@ -109,7 +109,7 @@ async def rank_users(app, fake_launcher, count: int) -> None:
     for i in range(count):
         user = Submitter(str(2000 + i), f"user{i}")
         code = f"{CORRECT}# score {i + 1}\n"
-        receipt = await app.service.submit("identity", user, "s.py", code.encode())
+        receipt = await app.service.submissions.submit("identity", user, "s.py", code.encode())
         job_ids |= {j.id for j in receipt.jobs}
     scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle(job_ids), 120)
@@ -199,7 +199,7 @@ async def test_show_personal_shows_no_score_of_a_secret_run(
 ):
     await create_board(app, clock, gpus=("H100",))
     fake_launcher.outcome = _secret_scored_apart
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         "identity", Submitter("2000", "user0"), "s.py", CORRECT.encode()
     )
     scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
@@ -255,7 +255,7 @@ async def test_template_is_a_file_that_names_its_leaderboard(harness, app, clock
 )
 async def test_an_invite_only_board_is_missing_to_those_who_have_not_joined(harness, app, clock):
     await create_board(app, clock)
-    await app.service.set_closed("identity", True)
+    await app.service.invites.set_closed("identity", True)
     script = harness.upload("submission.py", SOLUTION)
     for path, options in [
         ("leaderboard show", {"name": "identity"}),
@@ -270,7 +270,7 @@ async def test_an_invite_only_board_is_missing_to_those_who_have_not_joined(harn
     assert (
         await harness.autocomplete("leaderboard submit", "gpu", BOB, leaderboard="identity") == []
     )
-    (code,) = await app.service.mint_invites("identity", 1, 1, "test")
-    await app.service.join(code, Submitter(str(ALICE.id), ALICE.name))
+    (code,) = await app.service.invites.mint("identity", 1, 1, "test")
+    await app.service.invites.join(code, Submitter(str(ALICE.id), ALICE.name))
     shown = await harness.command("leaderboard show", ALICE, name="identity")
     assert shown.only.ephemeral and "identity" in shown.only.text()

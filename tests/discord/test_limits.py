@@ -95,7 +95,7 @@ async def many_boards(app: Any, clock: Any, count: int) -> list[str]:
     task = load_task(IDENTITY)
     names = [f"{i:03d}-" + "k" * 60 for i in range(count)]
     for name in names:
-        await app.service.create_leaderboard(
+        await app.service.leaderboards.create(
             name, task, clock.now + timedelta(days=3), ["CPU", "H100"]
         )
     return names
@@ -103,7 +103,7 @@ async def many_boards(app: Any, clock: Any, count: int) -> list[str]:
 
 async def raise_quota(app: Any, member: Any) -> None:
     user = Submitter(str(member.id), member.name)
-    await app.service.set_quota(user, per_hour=10_000, daily=10_000, actor="test")
+    await app.service.controls.set_quota(user, per_hour=10_000, daily=10_000, actor="test")
 
 
 # --- the cases: each sets up the most data, runs the command and finds all of it -------------
@@ -123,7 +123,9 @@ async def leaderboard_show(harness, app, clock, **_) -> str:
     await create_board(app, clock, gpus=("CPU", "H100"))
     users = [Submitter(f"cli-user-{i}", f"{i:03d} {LONG_NAME}") for i in range(100)]
     for i, user in enumerate(users):
-        receipt = await app.service.submit("identity", user, "s.py", SOLUTION, gpus=["CPU", "H100"])
+        receipt = await app.service.submissions.submit(
+            "identity", user, "s.py", SOLUTION, gpus=["CPU", "H100"]
+        )
         await finish_submission(app.pool, receipt, 1e-3 * (i + 1))
     reply = await harness.command("leaderboard show", name="identity")
     assert "ranking.png" in reply.only.files
@@ -140,7 +142,7 @@ async def leaderboard_show_personal(harness, app, clock, **_) -> str:
     await raise_quota(app, ALICE)
     alice = Submitter(str(ALICE.id), ALICE.name)
     for _ in range(250):
-        receipt = await app.service.submit(
+        receipt = await app.service.submissions.submit(
             "identity", alice, "x" * 100 + ".py", SOLUTION, mode=Mode.TEST
         )
         await finish_submission(app.pool, receipt, None)
@@ -209,7 +211,7 @@ async def leaderboard_task(harness, app, clock, **_) -> str:
     task = load_task(IDENTITY)
     extra = tuple(TaskFile(f"input_{i:02d}.txt", "data " * 2000) for i in range(25))
     long = dataclasses.replace(task, description="A long story. " * 2000, files=task.files + extra)
-    await app.service.create_leaderboard("identity", long, clock.now + timedelta(days=3), ["CPU"])
+    await app.service.leaderboards.create("identity", long, clock.now + timedelta(days=3), ["CPU"])
     messages = (await harness.command("leaderboard task", name="identity")).messages
     assert messages[0].content.startswith("📁 Task files of **identity**\n>>> A long story.")
     assert messages[0].content.endswith("(the whole description is in task.yml)")
@@ -243,7 +245,7 @@ async def queue(harness, app, clock, **_) -> str:
     await raise_quota(app, ALICE)
     alice = Submitter(str(ALICE.id), ALICE.name)
     for _ in range(50):
-        await app.service.submit(
+        await app.service.submissions.submit(
             "identity", alice, "s.py", SOLUTION, gpus=["CPU", "H100"], mode=Mode.TEST
         )
     text = whole((await harness.command("queue")).only, "queue.txt")
@@ -292,15 +294,15 @@ async def an_echoed_option(harness, app, clock, **_) -> str:
 async def team_show(harness, app, clock, **_) -> str:
     """100 teams of the longest names on a leaderboard, Alice's of 100 members."""
     await create_board(app, clock)
-    await app.service.set_team_rules("identity", size=100)
+    await app.service.teams.set_rules("identity", size=100)
     alice = Submitter(str(ALICE.id), ALICE.name)
-    await app.service.create_team("identity", "a" * 40, alice)
+    await app.service.teams.create("identity", "a" * 40, alice)
     members = [f"{9 * 10**17 + i}" for i in range(99)]  # Discord ids, 18 digits
     for member in members:
-        code = await app.service.team_invite("identity", alice)
-        await app.service.join_team(code, Submitter(member, "m"))
+        code = await app.service.teams.invite("identity", alice)
+        await app.service.teams.join(code, Submitter(member, "m"))
     for i in range(99):
-        await app.service.create_team("identity", f"{i:02d}" + "t" * 38, Submitter(f"u{i}", "u"))
+        await app.service.teams.create("identity", f"{i:02d}" + "t" * 38, Submitter(f"u{i}", "u"))
     mine = "\n".join(
         p["description"]
         for p in await all_pages(

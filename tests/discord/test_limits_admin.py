@@ -22,12 +22,12 @@ LONG_REASON = ("the same generated kernel, posted again and again; " * 120)[:LON
 
 async def invites(harness, app, clock, **_) -> str:
     await create_board(app, clock)
-    await app.service.set_closed("identity", True)
+    await app.service.invites.set_closed("identity", True)
     minted = await harness.command("admin invites", ADMIN, leaderboard="identity", mint=MAX_MINTED)
     assert minted.only.content.startswith(f"🎟️ {MAX_MINTED} codes for identity:")
     codes = whole(minted.only, "identity-new-invites.txt").splitlines()
     assert len(set(codes)) == MAX_MINTED and all(c.startswith("inv_") for c in codes)
-    await app.service.revoke_invite(codes[0])
+    await app.service.invites.revoke(codes[0])
     listed = whole(
         (await harness.command("admin invites", ADMIN, leaderboard="identity")).only,
         "identity-invites.txt",
@@ -39,14 +39,14 @@ async def invites(harness, app, clock, **_) -> str:
 async def status(harness, app, clock, **_) -> str:
     names = await many_boards(app, clock, 200)
     for name in names:
-        await app.service.pause_submissions(name, LONG_REASON, "discord:" + LONG_NAME)
-        await app.service.set_channel_policy(name, "none", "discord:root")
+        await app.service.controls.pause(name, LONG_REASON, "discord:" + LONG_NAME)
+        await app.service.controls.set_channel_policy(name, "none", "discord:root")
     for i in range(40):
         who = Submitter(f"spam-{i}", f"{i} {LONG_NAME}")
-        await app.service.ban_user(who, LONG_REASON, "test")
+        await app.service.controls.ban(who, LONG_REASON, "test")
     for i in range(200):
         who = Submitter(f"team-{i}", f"{i} {LONG_NAME}")
-        await app.service.set_quota(who, per_hour=100 + i, daily=None, actor="test")
+        await app.service.controls.set_quota(who, per_hour=100 + i, daily=None, actor="test")
     text = whole((await harness.command("admin status", ADMIN)).only, "status.txt")
     lines = text.splitlines()
     assert sum(line.startswith("⏸ paused ") for line in lines) == 200
@@ -59,7 +59,7 @@ async def status(harness, app, clock, **_) -> str:
 async def stats(harness, app, clock, **_) -> str:
     await create_board(app, clock, gpus=("CPU", "H100"))
     for i in range(30):
-        receipt = await app.service.submit(
+        receipt = await app.service.submissions.submit(
             "identity",
             Submitter(f"u{i}", LONG_NAME),
             "s.py",
@@ -75,7 +75,7 @@ async def stats(harness, app, clock, **_) -> str:
 
 async def quota(harness, app, clock, **_) -> str:
     member = Member(4242, "ʕ•ᴥ•ʔ" * 8)
-    await app.service.set_quota(
+    await app.service.controls.set_quota(
         Submitter(str(member.id), member.name), per_hour=5, daily=7, actor=LONG_NAME
     )
     text = (await harness.command("admin quota", ADMIN, user=member)).only.content
@@ -87,7 +87,7 @@ async def echoed(harness, app, clock, **_) -> str:
     """Answers that echo what the admin typed keep its start (the service keeps the reasons'
     first 500 characters)."""
     await create_board(app, clock)
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         "identity", Submitter(str(ALICE.id), ALICE.name), "s.py", SOLUTION, mode=Mode.TEST
     )
     replies = {
@@ -105,7 +105,7 @@ async def echoed(harness, app, clock, **_) -> str:
         message = reply.only
         assert message.ephemeral and len(message.content) <= MESSAGE_CHARS, name
     assert "out of the rankings: the same generated kernel" in replies["invalidate"].only.content
-    stored = (await app.service.report(receipt.submission_id)).submission.invalidated
+    stored = (await app.service.submissions.report(receipt.submission_id)).submission.invalidated
     assert stored is not None and len(stored) <= MAX_REASON_CHARS + len(" (discord:root)")
     assert "Not found" in replies["close"].only.content
     return "5 answers echoing 6,000-character options, cut"

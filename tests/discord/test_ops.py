@@ -104,7 +104,7 @@ def _hello(harness):
     "another user may still run, and so may the first an hour later",
 )
 async def test_run_has_a_per_user_hourly_limit(harness, app, clock, fake_launcher, record_property):
-    app.service.script_rate_limit = 2
+    app.service.scripts.rate_limit_per_hour = 2
     for _ in range(2):
         reply = await harness.command("run", script=_hello(harness), gpu="H100")
         assert reply.only.embeds, reply.only.text()
@@ -140,7 +140,7 @@ async def test_run_waits_for_a_slot_taken_by_a_job(
 ):
     await create_board(app, clock, gpus=("H100",))
     fake_launcher.polls = 10**9  # the job runs until released below
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         "identity", Submitter("9", "nine"), "s.py", SOLUTION, mode=Mode.TEST
     )
     scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
@@ -171,7 +171,7 @@ async def test_run_waits_for_a_slot_taken_by_a_job(
 
 async def test_queue_shows_the_lines_and_the_members_own_jobs(harness, app, clock):
     await create_board(app, clock)
-    await app.service.submit(
+    await app.service.submissions.submit(
         "identity", Submitter(str(ALICE.id), ALICE.name), "submission.py", SOLUTION, mode=Mode.TEST
     )
     reply = await harness.command("queue", ALICE)

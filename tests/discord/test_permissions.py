@@ -43,7 +43,7 @@ async def test_a_creator_creates_a_leaderboard_choosing_its_gpus(harness, app):
     await harness.click(menu[0], "Choose the GPU types", CREATOR, values=["CPU", "H100"])
     await harness._finish(tasks, 10)
 
-    board = await app.service.leaderboard("identity-2")
+    board = await app.service.leaderboards.get("identity-2")
     assert board.gpus == ("CPU", "H100")
     assert board.creator == str(CREATOR.id)
     assert board.deadline.isoformat() == "2031-06-30T12:00:00+00:00"
@@ -64,7 +64,7 @@ async def test_delete_by_someone_else_is_refused(harness, app, clock, record_pro
     record_property("observed", f"{message.content!r} (ephemeral: {message.ephemeral})")
     assert message.ephemeral and "Not allowed" in message.content
     assert not message.components  # no confirmation was offered
-    await app.service.leaderboard("identity")  # still there
+    await app.service.leaderboards.get("identity")  # still there
 
 
 @pytest.mark.reliability(
@@ -89,13 +89,13 @@ async def test_the_creator_or_an_admin_deletes_after_confirming(
         "the asker confirmed",
     )
     assert "someone else" in intruder.only.content and intruder.only.ephemeral
-    await app.service.leaderboard("identity")
+    await app.service.leaderboards.get("identity")
 
     await harness.click(prompt, "Confirm", member)
     await harness._finish(tasks, 10)
     assert "Deleted **identity**" in reply.only.content
     with pytest.raises(NotFoundError):
-        await app.service.leaderboard("identity")
+        await app.service.leaderboards.get("identity")
 
 
 async def test_cancel_keeps_the_leaderboard(harness, app, clock):
@@ -105,7 +105,7 @@ async def test_cancel_keeps_the_leaderboard(harness, app, clock):
     await harness.click(prompt, "Cancel", ADMIN)
     await harness._finish(tasks, 10)
     assert "Cancelled" in reply.only.content
-    await app.service.leaderboard("identity")
+    await app.service.leaderboards.get("identity")
 
 
 @pytest.mark.reliability(

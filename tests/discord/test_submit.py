@@ -60,7 +60,7 @@ async def test_ranked_submission_through_the_local_launcher(make_harness, app, c
     log = report.files["submission-1.txt"].decode()
     assert "Tests (test phase)" in log and "Benchmarks (leaderboard phase)" in log
     assert "[CPU secret] ✅ secret re-run: passed" in log  # the secret run: its verdict only
-    assert (await app.service.ranking("identity"))["CPU"][0].user == str(ALICE.id)
+    assert (await app.service.leaderboards.ranking("identity"))["CPU"][0].user == str(ALICE.id)
 
 
 async def test_a_menu_asks_for_the_gpu_when_the_leaderboard_has_several(
@@ -183,7 +183,7 @@ async def test_the_bots_scheduler_resumes_jobs_left_in_flight(
     """A previous bot process dispatched a job and died: this one adopts it once the lease
     expires, re-attaches to the run and records its result once."""
     await create_board(app, clock, gpus=("H100",))
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         "identity", Submitter("9", "nine"), "s.py", SOLUTION, mode=Mode.TEST
     )
     fake_launcher.polls = 10**9

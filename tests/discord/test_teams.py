@@ -53,7 +53,7 @@ async def test_create_invite_join_and_show_list_both_members(team, app):
     (page,) = every.only.embeds
     assert every.only.ephemeral
     assert page["description"] == f"**Fast Ones** (2/4): <@{ALICE.id}>, <@{BOB.id}>"
-    stored = await app.service.team_of("identity", as_submitter(BOB))
+    stored = await app.service.teams.of_user("identity", as_submitter(BOB))
     assert stored is not None and stored.members == (str(ALICE.id), str(BOB.id))
 
 
@@ -70,7 +70,7 @@ async def test_a_code_is_good_once(team, app):
     await team.command("team join", CREATOR, code=code)
     again = await team.command("team join", ADMIN, code=code)
     assert_private_error(again, "Invite refused", "unknown or was used already")
-    assert await app.service.team_of("identity", as_submitter(ADMIN)) is None
+    assert await app.service.teams.of_user("identity", as_submitter(ADMIN)) is None
 
 
 async def test_a_second_team_for_a_member_is_refused_with_the_reason(team, app):
@@ -80,7 +80,7 @@ async def test_a_second_team_for_a_member_is_refused_with_the_reason(team, app):
     code = await invite_code(team, CREATOR)
     moved = await team.command("team join", BOB, code=code)
     assert_private_error(moved, "Already in a team", "leave it first")
-    assert [t.name for t in await app.service.teams("identity")] == ["Fast Ones", "Others"]
+    assert [t.name for t in await app.service.teams.all("identity")] == ["Fast Ones", "Others"]
 
 
 async def test_a_full_team_takes_no_one_more(team, app):
@@ -88,7 +88,7 @@ async def test_a_full_team_takes_no_one_more(team, app):
     assert "up to 2 members" in limited.only.content
     full = await team.command("team join", CREATOR, code=await invite_code(team))
     assert_private_error(full, "Team full", "as many as 'identity' allows")
-    stored = await app.service.team_of("identity", as_submitter(ALICE))
+    stored = await app.service.teams.of_user("identity", as_submitter(ALICE))
     assert stored is not None and len(stored.members) == 2
 
 
@@ -96,7 +96,7 @@ async def test_leave_takes_the_member_out_and_invite_needs_a_team(team, app):
     left = await team.command("team leave", BOB, leaderboard="identity")
     assert left.only.ephemeral
     assert "You left team **Fast Ones** on **identity**" in left.only.content
-    assert await app.service.team_of("identity", as_submitter(BOB)) is None
+    assert await app.service.teams.of_user("identity", as_submitter(BOB)) is None
     again = await team.command("team leave", BOB, leaderboard="identity")
     assert_private_error(again, "Not found", "in no team on 'identity'")
     no_team = await team.command("team invite", BOB, leaderboard="identity")
@@ -109,7 +109,7 @@ async def test_a_bad_team_name_and_an_unknown_board_are_refused(harness, app, cl
     assert_private_error(bad, "Invalid name")
     unknown = await harness.command("team create", leaderboard="nope", name="Fine")
     assert_private_error(unknown, "Not found")
-    assert await app.service.teams("identity") == []
+    assert await app.service.teams.all("identity") == []
 
 
 async def test_team_commands_autocomplete_leaderboards(harness, app, clock):
@@ -120,7 +120,9 @@ async def test_team_commands_autocomplete_leaderboards(harness, app, clock):
 
 async def test_leaderboard_show_ranks_the_team_as_one_entry_with_its_best(team, app):
     for member, score in ((ALICE, 3e-3), (BOB, 1e-3), (CREATOR, 2e-3)):
-        receipt = await app.service.submit("identity", as_submitter(member), "s.py", SOLUTION)
+        receipt = await app.service.submissions.submit(
+            "identity", as_submitter(member), "s.py", SOLUTION
+        )
         await finish_submission(app.pool, receipt, score)
     shown = await team.command("leaderboard show", name="identity")
     (page,) = shown.only.embeds
@@ -141,7 +143,7 @@ async def test_admin_teams_sets_the_rules_for_admins_only(harness, app, clock):
     await create_board(app, clock)
     denied = await harness.command("admin teams", BOB, leaderboard="identity", size=9)
     assert denied.only.ephemeral and "Missing role" in denied.only.content
-    assert (await app.service.leaderboard("identity")).team_size == 4
+    assert (await app.service.leaderboards.get("identity")).team_size == 4
 
     shown = await harness.command("admin teams", ADMIN, leaderboard="identity")
     assert "**identity** takes teams of up to 4 members" in shown.only.content
@@ -153,5 +155,5 @@ async def test_admin_teams_sets_the_rules_for_admins_only(harness, app, clock):
     assert "up to 9 members; its hourly quota counts a team's submissions together" in (
         changed.only.content
     )
-    board = await app.service.leaderboard("identity")
+    board = await app.service.leaderboards.get("identity")
     assert board.team_size == 9 and board.team_quotas

@@ -72,7 +72,7 @@ async def _rank_pair(service, pool, *, allow: bool, user: Submitter) -> list[str
             assert await run_store.record_run(
                 conn, job=job, owner=OWNER, result=result, allow_unsandboxed=allow
             )
-    return [e.user for e in (await service.ranking("board", "CPU"))["CPU"]]
+    return [e.user for e in (await service.leaderboards.ranking("board", "CPU"))["CPU"]]
 
 
 @pytest.mark.reliability(

@@ -82,4 +82,4 @@ async def test_a_pair_held_for_review_is_stored_but_not_ranked(service, pool):
                 allow_unsandboxed=True,
             )
         assert stored
-    assert (await service.ranking("board", "CPU"))["CPU"] == []
+    assert (await service.leaderboards.ranking("board", "CPU"))["CPU"] == []

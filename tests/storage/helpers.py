@@ -70,7 +70,7 @@ async def make_board(
     creator: Submitter | None = None,
     rate_limit_per_hour: int | None = None,
 ) -> Leaderboard:
-    return await service.create_leaderboard(
+    return await service.leaderboards.create(
         name,
         task or identity_task(),
         deadline,
@@ -91,7 +91,7 @@ async def submit(
     file_name: str = "submission.py",
 ) -> SubmissionReceipt:
     data = (code if code is not None else kernel_code()).encode()
-    return await service.submit(board, user, file_name, data, gpus=gpus, mode=mode)
+    return await service.submissions.submit(board, user, file_name, data, gpus=gpus, mode=mode)
 
 
 async def board_with_submission(

@@ -27,7 +27,9 @@ async def ended(service, clock):
 
 
 async def scores(service, *, after_deadline: bool) -> list[tuple[int, str, float]]:
-    entries = (await service.ranking("board", "CPU", after_deadline=after_deadline))["CPU"]
+    entries = (await service.leaderboards.ranking("board", "CPU", after_deadline=after_deadline))[
+        "CPU"
+    ]
     return [(e.rank, e.user, e.score) for e in entries]
 
 
@@ -43,9 +45,9 @@ async def test_a_run_after_the_deadline_ranks_on_its_own_tab(service, pool, ende
     assert await scores(service, after_deadline=False) == [(1, ALICE.external_id, 5.0)]
     assert await scores(service, after_deadline=True) == [(1, BOB.external_id, 1.0)]
     assert await history_store.history_version(pool, ended.id) == history_before
-    history = await service.score_history("board", "CPU")
+    history = await service.leaderboards.score_history("board", "CPU")
     assert [p.user for p in history.points] == [ALICE.external_id]
-    (placement,) = await service.placements(receipt.submission_id)
+    (placement,) = await service.submissions.placements(receipt.submission_id)
     assert placement.after_deadline and placement.rank == 1 and placement.improved
 
 
@@ -77,11 +79,13 @@ async def test_a_run_in_time_is_not_marked(service, pool, clock):
 async def test_turned_off_runs_after_the_deadline_are_refused_and_turned_on_taken(
     service, pool, ended
 ):
-    board = await service.set_after_deadline_runs("board", False, "organiser")
+    board = await service.controls.set_after_deadline_runs("board", False, "organiser")
     assert not board.after_deadline_runs
     before = await count_rows(pool)
     with pytest.raises(DeadlinePassedError, match="take no runs after it"):
         await submit(service, user=BOB)
     assert await count_rows(pool) == before
-    assert (await service.set_after_deadline_runs("board", True, "organiser")).after_deadline_runs
+    assert (
+        await service.controls.set_after_deadline_runs("board", True, "organiser")
+    ).after_deadline_runs
     await submit(service, user=BOB)

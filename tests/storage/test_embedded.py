@@ -36,7 +36,7 @@ async def test_embedded_database_is_migrated_persistent_and_stopped(tmp_path: Pa
     async with open_app(settings) as app:
         assert app.embedded and app.new_database
         assert "host=" in app.database_url  # a private unix socket, no TCP port
-        await app.service.create_leaderboard(
+        await app.service.leaderboards.create(
             "kept", task, datetime.now(UTC) + timedelta(days=1), ["CPU"]
         )
         assert _postgres_serving(tmp_path / "data" / "postgres")
@@ -44,5 +44,5 @@ async def test_embedded_database_is_migrated_persistent_and_stopped(tmp_path: Pa
 
     async with open_app(settings) as app:  # a restart finds the data again
         assert not app.new_database
-        names = [b.name for b in await app.service.list_leaderboards()]
+        names = [b.name for b in await app.service.leaderboards.all()]
         assert names == ["kept"]

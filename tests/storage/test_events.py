@@ -50,7 +50,7 @@ async def test_watch_yields_the_state_then_own_events_until_done(service, pool, 
     other = await submit(service, user=BOB)  # two CPU jobs ahead of ours
     receipt = await submit(service)
     public, secret = sorted(receipt.jobs, key=lambda j: j.id)
-    watch = service.watch(receipt.submission_id)
+    watch = service.events.watch(receipt.submission_id)
     try:
         assert await next_event(watch) == JobEvent(
             public.id, receipt.submission_id, "CPU", False, "queued", position=3
@@ -92,7 +92,7 @@ async def test_watch_ends_by_rereading_when_the_notification_is_missed(
 ):
     _, receipt = await board_with_submission(service, gpus=["CPU", "H100"])
     jobs = sorted(receipt.jobs, key=lambda j: j.id)
-    watch = service.watch(receipt.submission_id)
+    watch = service.events.watch(receipt.submission_id)
     try:
         snapshot = [await next_event(watch) for _ in jobs]
         assert [(e.job_id, e.state, e.position) for e in snapshot] == [
@@ -131,7 +131,7 @@ async def test_watch_ends_by_rereading_when_the_notification_is_missed(
 async def test_watch_of_a_finished_submission_ends_at_once(service, pool, no_rereads):
     _, receipt = await board_with_submission(service)
     await finish_submission(pool, receipt, 1.0, secret_passed=False)
-    events = await rest_of(service.watch(receipt.submission_id), timeout=30)
+    events = await rest_of(service.events.watch(receipt.submission_id), timeout=30)
     by_secret = {e.secret: e for e in events}
     assert len(events) == 2
     assert (by_secret[False].state, by_secret[False].verdict) == ("finished", "passed")
@@ -145,7 +145,7 @@ async def test_watch_of_several_submissions(service, pool):
     first = await submit(service)
     second = await submit(service, user=BOB)
     await finish_submission(pool, first, 1.0)
-    watch = service.watch(first.submission_id, second.submission_id)
+    watch = service.events.watch(first.submission_id, second.submission_id)
     try:
         snapshot = [await next_event(watch) for _ in range(4)]
         assert [(e.submission_id, e.state) for e in snapshot] == [
@@ -167,7 +167,7 @@ async def test_watch_of_several_submissions(service, pool):
 
 async def test_failed_event_ends_the_watch(service, pool):
     _, receipt = await board_with_submission(service)
-    watch = service.watch(receipt.submission_id)
+    watch = service.events.watch(receipt.submission_id)
     try:
         for _ in receipt.jobs:
             assert (await next_event(watch)).state == "queued"
@@ -192,7 +192,7 @@ async def test_failed_event_ends_the_watch(service, pool):
 async def test_watch_of_an_unknown_submission_is_not_found(service):
     await make_board(service)
     with pytest.raises(NotFoundError):
-        await next_event(service.watch(999_999))
+        await next_event(service.events.watch(999_999))
 
 
 @pytest.mark.reliability(
@@ -203,7 +203,7 @@ async def test_watch_of_an_unknown_submission_is_not_found(service):
 async def test_closing_a_watch_early_gives_its_connection_back(service, pool):
     _, receipt = await board_with_submission(service)
     for _ in range(pool.get_max_size() + 2):
-        watch = service.watch(receipt.submission_id)
+        watch = service.events.watch(receipt.submission_id)
         await next_event(watch)
         await watch.aclose()
     # Still usable: no connection was leaked by the abandoned watches.
@@ -228,7 +228,7 @@ async def test_many_watches_share_one_listening_connection(db_url, registry, clo
         service = Service(pool, registry, clock=clock)
         await make_board(service)
         receipts = [await submit(service, user=Submitter(f"u{i}", f"u{i}")) for i in range(50)]
-        watches = [service.watch(r.submission_id) for r in receipts]
+        watches = [service.events.watch(r.submission_id) for r in receipts]
         firsts = await asyncio.wait_for(asyncio.gather(*(anext(w) for w in watches)), 30)
         assert {e.state for e in firsts} == {"queued"}
         assert len(await listener_pids(pool)) == 1
@@ -249,8 +249,8 @@ async def test_many_watches_share_one_listening_connection(db_url, registry, clo
 async def test_a_lost_listener_is_started_again(service, pool):
     _, first_receipt = await board_with_submission(service)
     second_receipt = await submit(service, user=BOB)
-    first_watch = service.watch(first_receipt.submission_id)
-    second_watch = service.watch(second_receipt.submission_id)
+    first_watch = service.events.watch(first_receipt.submission_id)
+    second_watch = service.events.watch(second_receipt.submission_id)
     try:
         for watch, receipt in ((first_watch, first_receipt), (second_watch, second_receipt)):
             for _ in receipt.jobs:

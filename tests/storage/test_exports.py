@@ -23,16 +23,16 @@ async def season(service, pool):
         receipt = await submit(service, user=user, gpus=["CPU"])
         await finish_submission(pool, receipt, score)
         ids[(user.external_id, score)] = receipt.submission_id
-    await service.ban_user(CAROL, "spam", "org")  # hidden from the rankings, kept in --all
+    await service.controls.ban(CAROL, "spam", "org")  # hidden from the rankings, kept in --all
     return ids
 
 
 async def export(service, kind, fmt) -> bytes:
     sink = io.BytesIO()
     pages = (
-        service.export_rankings("board")
+        service.exports.rankings("board")
         if kind == "rankings"
-        else service.export_submissions("board")
+        else service.exports.submissions("board")
     )
     await write_export(pages, kind, fmt, sink)
     return sink.getvalue()

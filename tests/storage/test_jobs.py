@@ -473,7 +473,7 @@ async def test_jobs_of_a_deleted_leaderboard_are_gone_for_their_worker(service, 
     receipt = await submit(service, gpus=["CPU"])
     public, secret = await claim(pool, limit=2)
     public = await dispatch(pool, public)
-    await service.delete_leaderboard("board")
+    await service.leaderboards.delete("board")
     assert await job_store.get_job(pool, public.id) is None
     assert not await record(pool, public, True, 1.0)
     assert (

@@ -95,8 +95,8 @@ async def test_create_accepts_good_names(service):
     for name in names:
         board = await make_board(service, name)
         assert board.name == name
-        assert (await service.leaderboard(name)).id == board.id
-    assert sorted(await service.leaderboard_names()) == sorted(names)
+        assert (await service.leaderboards.get(name)).id == board.id
+    assert sorted(await service.leaderboards.names()) == sorted(names)
 
 
 @pytest.mark.reliability(
@@ -155,11 +155,11 @@ async def test_duplicate_name_is_refused_and_the_first_is_untouched(
         )
     record_property("observed", str(info.value))
     assert await count_rows(pool) == before  # not even the creator was stored
-    again = await service.leaderboard("dup")
+    again = await service.leaderboards.get("dup")
     assert again == first
     assert again.gpus == ("CPU",)
     assert again.task == identity_task()
-    assert await service.templates("dup") == identity_task().templates
+    assert await service.leaderboards.templates("dup") == identity_task().templates
 
 
 @pytest.mark.reliability(
@@ -294,7 +294,7 @@ async def test_created_leaderboard_round_trips(service, pool, clock):
     assert not board.is_open(DEADLINE)
     # Read back through every path, it is the same leaderboard.
     assert await lb_store.get_leaderboard_by_id(pool, board.id) == board
-    assert await service.leaderboard("ident") == board
+    assert await service.leaderboards.get("ident") == board
     rows = await pool.fetch(
         "SELECT gpu FROM leaderboard_gpus WHERE leaderboard_id = $1 ORDER BY gpu", board.id
     )
@@ -314,13 +314,13 @@ async def test_every_example_task_round_trips(service):
         task = load_task(EXAMPLES / example)
         name = example.replace("_", "-")
         await make_board(service, name, task=task)
-        stored = (await service.leaderboard(name)).task
+        stored = (await service.leaderboards.get(name)).task
         assert stored == task, example
         assert stored.lang == task.lang
-    cuda = (await service.leaderboard("vectoradd-cu")).task.cuda
+    cuda = (await service.leaderboards.get("vectoradd-cu")).task.cuda
     assert cuda is not None
     assert cuda.sources == ("eval.cu", "submission.cu")
-    assert (await service.leaderboard("allreduce-py")).task.multi_gpu
+    assert (await service.leaderboards.get("allreduce-py")).task.multi_gpu
 
 
 @pytest.mark.reliability(
@@ -362,7 +362,7 @@ async def test_task_without_templates_stores_none(service, pool, tmp_path):
     task = load_task(write_task(tmp_path / "plain"))
     assert task.templates == {}
     await make_board(service, "plain", task=task)
-    assert await service.templates("plain") == {}
+    assert await service.leaderboards.templates("plain") == {}
     assert await count_rows(pool, "templates") == {"templates": 0}
 
 
@@ -373,13 +373,13 @@ async def test_task_without_templates_stores_none(service, pool, tmp_path):
 )
 async def test_unknown_leaderboard_is_not_found(service, record_property):
     with pytest.raises(NotFoundError, match="nope") as info:
-        await service.leaderboard("nope")
+        await service.leaderboards.get("nope")
     record_property("observed", str(info.value))
     for call in (
-        service.templates,
-        service.task_files,
-        service.ranking,
-        service.delete_leaderboard,
+        service.leaderboards.templates,
+        service.leaderboards.task_files,
+        service.leaderboards.ranking,
+        service.leaderboards.delete,
     ):
         with pytest.raises(NotFoundError):
             await call("nope")
@@ -398,7 +398,7 @@ async def test_list_orders_by_deadline_and_counts_submissions(service, clock):
     await submit(service, "early", ALICE)
     await submit(service, "early", BOB)
     await submit(service, "a-middle", ALICE, gpus=["CPU", "H100"])
-    summaries = await service.list_leaderboards()
+    summaries = await service.leaderboards.all()
     assert [s.name for s in summaries] == ["early", "a-middle", "b-middle", "late"]
     by_name = {s.name: s for s in summaries}
     assert by_name["early"].submissions == 2
@@ -411,18 +411,18 @@ async def test_list_orders_by_deadline_and_counts_submissions(service, clock):
 
 
 async def test_list_is_empty_without_leaderboards(service):
-    assert await service.list_leaderboards() == []
-    assert await service.leaderboard_names() == []
+    assert await service.leaderboards.all() == []
+    assert await service.leaderboards.names() == []
 
 
 async def test_names_hold_what_was_typed_those_starting_with_it_first(service):
     for name in ["abc", "abd", "ab", "b-ab", "xyz"]:
         await make_board(service, name)
-    assert await service.leaderboard_names() == ["ab", "abc", "abd", "b-ab", "xyz"]
-    assert await service.leaderboard_names("ab") == ["ab", "abc", "abd", "b-ab"]
-    assert await service.leaderboard_names("abc") == ["abc"]
-    assert await service.leaderboard_names("abcd") == []
-    assert await service.leaderboard_names("b") == ["b-ab", "ab", "abc", "abd"]
+    assert await service.leaderboards.names() == ["ab", "abc", "abd", "b-ab", "xyz"]
+    assert await service.leaderboards.names("ab") == ["ab", "abc", "abd", "b-ab"]
+    assert await service.leaderboards.names("abc") == ["abc"]
+    assert await service.leaderboards.names("abcd") == []
+    assert await service.leaderboards.names("b") == ["b-ab", "ab", "abc", "abd"]
 
 
 @pytest.mark.reliability(
@@ -433,19 +433,19 @@ async def test_names_hold_what_was_typed_those_starting_with_it_first(service):
 async def test_names_treat_underscore_and_percent_literally(service):
     for name in ["ab_1", "abx1", "ab-1", "a_"]:
         await make_board(service, name)
-    assert await service.leaderboard_names("ab_") == ["ab_1"]
-    assert await service.leaderboard_names("a_") == ["a_"]
-    assert await service.leaderboard_names("%") == []
-    assert await service.leaderboard_names("a%") == []
-    assert await service.leaderboard_names("_") == ["a_", "ab_1"]
-    assert await service.leaderboard_names("\\") == []
+    assert await service.leaderboards.names("ab_") == ["ab_1"]
+    assert await service.leaderboards.names("a_") == ["a_"]
+    assert await service.leaderboards.names("%") == []
+    assert await service.leaderboards.names("a%") == []
+    assert await service.leaderboards.names("_") == ["a_", "ab_1"]
+    assert await service.leaderboards.names("\\") == []
 
 
 async def test_names_are_limited(service, pool):
     names = [f"board-{i:02d}" for i in range(30)]
     for name in names:
         await make_board(service, name)
-    assert await service.leaderboard_names("board") == names[:25]
+    assert await service.leaderboards.names("board") == names[:25]
     found = await lb_store.leaderboard_names(pool, None, True, "board-2", service.clock(), limit=3)
     assert found == [(name, True) for name in names[20:23]]  # each with whether it is open
 
@@ -481,7 +481,7 @@ async def test_delete_removes_everything_of_that_leaderboard_only(service, pool)
     }
     assert before_keep == before_gone
 
-    await service.delete_leaderboard("gone")
+    await service.leaderboards.delete("gone")
 
     assert await rows_of_board(pool, gone.id) == dict.fromkeys(before_gone, 0)
     assert await rows_of_board(pool, keep.id) == before_keep
@@ -491,16 +491,16 @@ async def test_delete_removes_everything_of_that_leaderboard_only(service, pool)
     expected["code_files"] = before_total["code_files"]  # files may be shared
     assert after_total == expected
     with pytest.raises(NotFoundError):
-        await service.leaderboard("gone")
-    assert [s.name for s in await service.list_leaderboards()] == ["keep"]
-    ranking = await service.ranking("keep")
+        await service.leaderboards.get("gone")
+    assert [s.name for s in await service.leaderboards.all()] == ["keep"]
+    ranking = await service.leaderboards.ranking("keep")
     assert [e.user for e in ranking["CPU"]] == ["alice", "bob"]
     assert [e.user for e in ranking["H100"]] == ["alice", "bob"]
 
 
 async def test_name_is_free_again_after_delete(service, pool):
     await make_board(service, "again", gpus=["CPU"])
-    await service.delete_leaderboard("again")
+    await service.leaderboards.delete("again")
     board = await make_board(service, "again", gpus=["H100"])
     assert board.gpus == ("H100",)
     assert await count_rows(pool, "leaderboard_gpus") == {"leaderboard_gpus": 1}
@@ -508,9 +508,9 @@ async def test_name_is_free_again_after_delete(service, pool):
 
 async def test_non_admin_creator_may_delete(service):
     await make_board(service, "mine", creator=ALICE)
-    await service.delete_leaderboard("mine", actor=Submitter("alice", "renamed"), admin=False)
+    await service.leaderboards.delete("mine", actor=Submitter("alice", "renamed"), admin=False)
     with pytest.raises(NotFoundError):
-        await service.leaderboard("mine")
+        await service.leaderboards.get("mine")
 
 
 async def test_other_non_admin_may_not_delete(service, pool):
@@ -519,23 +519,23 @@ async def test_other_non_admin_may_not_delete(service, pool):
     before = await count_rows(pool)
     for actor in (BOB, None, Submitter("Alice", "Alice")):
         with pytest.raises(PermissionDeniedError):
-            await service.delete_leaderboard("mine", actor=actor, admin=False)
+            await service.leaderboards.delete("mine", actor=actor, admin=False)
     assert await count_rows(pool) == before
-    assert (await service.leaderboard("mine")).creator == "alice"
+    assert (await service.leaderboards.get("mine")).creator == "alice"
 
 
 async def test_non_admin_may_not_delete_a_leaderboard_without_creator(service):
     await make_board(service, "orphan")
     with pytest.raises(PermissionDeniedError):
-        await service.delete_leaderboard("orphan", actor=ALICE, admin=False)
-    await service.leaderboard("orphan")
+        await service.leaderboards.delete("orphan", actor=ALICE, admin=False)
+    await service.leaderboards.get("orphan")
 
 
 async def test_admin_may_delete_what_others_created(service):
     await make_board(service, "theirs", creator=ALICE)
-    await service.delete_leaderboard("theirs", actor=BOB, admin=True)
+    await service.leaderboards.delete("theirs", actor=BOB, admin=True)
     with pytest.raises(NotFoundError):
-        await service.leaderboard("theirs")
+        await service.leaderboards.get("theirs")
 
 
 # --- task files and templates -----------------------------------------------------------------
@@ -544,7 +544,7 @@ async def test_admin_may_delete_what_others_created(service):
 async def test_task_files_exclude_the_submission_slot(service):
     task = identity_task()
     await make_board(service, "files")
-    files = await service.task_files("files")
+    files = await service.leaderboards.task_files("files")
     assert task.submission_name == "submission.py"
     assert set(files) == {"task.py", "reference.py", "utils.py", "template.py", "task.yml"}
     assert files["task.py"] == (EXAMPLES / "identity_py" / "task.py").read_text()
@@ -557,10 +557,10 @@ async def test_task_files_exclude_the_submission_slot(service):
 async def test_templates_come_from_the_task(service, tmp_path: Path):
     task = load_task(write_task(tmp_path / "tmpl", extra={"templates": {"Python": "reference.py"}}))
     await make_board(service, "tmpl", task=task)
-    templates = await service.templates("tmpl")
+    templates = await service.leaderboards.templates("tmpl")
     assert templates == {"Python": (tmp_path / "tmpl" / "reference.py").read_text()}
     templates["Python"] = "changed"  # a copy: the stored task is not touched
-    assert (await service.templates("tmpl"))["Python"] != "changed"
+    assert (await service.leaderboards.templates("tmpl"))["Python"] != "changed"
 
 
 # --- parse_deadline ---------------------------------------------------------------------------
@@ -647,7 +647,7 @@ async def test_a_crash_midway_through_creation_stores_nothing(
     # ... and after the crash none of them is.
     assert after == dict.fromkeys(TABLES, 0)
     with pytest.raises(NotFoundError):
-        await service.leaderboard("half")
+        await service.leaderboards.get("half")
 
 
 @pytest.mark.reliability(

@@ -115,7 +115,7 @@ async def test_postgres_restarted_under_load_the_pool_recovers(private_postgres,
                 began = time.monotonic()
                 try:
                     if step % 2 == 0:
-                        receipt = await service.submit(
+                        receipt = await service.submissions.submit(
                             "board",
                             Submitter(f"user-{n}", f"User {n}"),
                             "submission.py",
@@ -204,7 +204,7 @@ async def test_a_scheduler_driving_jobs_survives_a_restart(private_postgres, rec
         async def submit_many(count: int, prefix: str) -> list[int]:
             ids = []
             for n in range(count):
-                receipt = await service.submit(
+                receipt = await service.submissions.submit(
                     "board",
                     Submitter(f"{prefix}-{n}", f"User {n}"),
                     "submission.py",

@@ -26,7 +26,7 @@ NARROW = ProfileOptions(
 
 
 async def submit(service: Service, mode: Mode, profile: ProfileOptions | None) -> int:
-    receipt = await service.submit(
+    receipt = await service.submissions.submit(
         "board", ALICE, "submission.py", kernel_code().encode(), mode=mode, profile=profile
     )
     return receipt.submission_id

@@ -101,16 +101,16 @@ async def _user(service, who: Submitter):
 async def test_an_override_lifts_or_lowers_a_users_quotas(pool, clock):
     service = quota_service(pool, clock, per_hour=1, daily=100)
     await make_board(service)
-    await service.set_quota(ALICE, per_hour=3, daily=None, actor="org")
+    await service.controls.set_quota(ALICE, per_hour=3, daily=None, actor="org")
     for _ in range(3):
         await submit(service, mode=Mode.TEST)
     with pytest.raises(RateLimitedError, match="3 test/benchmark"):
         await submit(service, mode=Mode.TEST)
-    await service.set_quota(BOB, per_hour=5, daily=1, actor="org")
+    await service.controls.set_quota(BOB, per_hour=5, daily=1, actor="org")
     await submit(service, user=BOB, mode=Mode.TEST)
     with pytest.raises(RateLimitedError, match="1 submissions a day"):
         await submit(service, user=BOB, mode=Mode.TEST)
-    assert await service.clear_quota("alice") is True
-    assert await service.clear_quota("alice") is False
+    assert await service.controls.clear_quota("alice") is True
+    assert await service.controls.clear_quota("alice") is False
     with pytest.raises(RateLimitedError, match="1 test/benchmark"):
         await submit(service, mode=Mode.TEST)

@@ -35,7 +35,7 @@ def job_of(receipt, *, secret: bool):
 
 
 async def ranked(service) -> dict[str, float]:
-    return {e.user: e.score for e in (await service.ranking("board", "CPU"))["CPU"]}
+    return {e.user: e.score for e in (await service.leaderboards.ranking("board", "CPU"))["CPU"]}
 
 
 async def rank_pair(service, pool, user, public_s: float, secret_s: float):
@@ -59,9 +59,9 @@ async def test_a_pair_ranks_with_the_worse_of_its_two_scores(service, pool, reco
     scores = await ranked(service)
     record_property("observed", f"ranked: {scores}")
     assert scores == {"alice": 0.003, "bob": 0.003, "carol": 0.002}
-    history = await service.score_history("board", "CPU")
+    history = await service.leaderboards.score_history("board", "CPU")
     assert {p.user: p.score for p in history.points} == scores
-    [placement] = await service.placements(fitted.submission_id)
+    [placement] = await service.submissions.placements(fitted.submission_id)
     assert placement == Placement("CPU", 2, 0.003, True, None)
 
 
@@ -87,12 +87,12 @@ async def test_a_failed_or_held_secret_run_ranks_nothing_and_tells_its_author_no
     assert await finish_job(pool, job_of(receipt, secret=False), True, 0.001)
     assert await record_result(pool, job_of(receipt, secret=True), HELD[case])
     assert await ranked(service) == {}
-    [placement] = await service.placements(receipt.submission_id)
+    [placement] = await service.submissions.placements(receipt.submission_id)
     assert (placement.rank, placement.score) == (None, None)
 
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     [secret] = [r for r in report.runs if r.secret]
-    holds = await service.ranking_holds(receipt.submission_id)
+    holds = await service.submissions.ranking_holds(receipt.submission_id)
     shown = f"{secret.verdict.value} {secret.score} {secret.result} {holds}"
     record_property("observed", f"{case}: the author reads {shown}")
     assert secret.verdict in {Verdict.PASSED, Verdict.FAILED} and secret.score is None
@@ -100,7 +100,7 @@ async def test_a_failed_or_held_secret_run_ranks_nothing_and_tells_its_author_no
     assert holds in ({}, {"CPU": HELD_RERUN})
     assert not [tell for tell in SECRET_TELLS if tell in shown]
 
-    full = await service.report(receipt.submission_id, admin=True)
+    full = await service.submissions.report(receipt.submission_id, admin=True)
     [stored] = [r for r in full.runs if r.secret]
     assert stored.result == HELD[case].to_json() and stored.verdict is HELD[case].verdict
 
@@ -125,7 +125,7 @@ async def test_the_migration_ranks_stored_pairs_with_the_worse_score(service, po
 
     await _run_sql(pool, MIGRATION)
     assert await ranked(service) == {"alice": 0.003, "bob": 0.002}
-    history = await service.score_history("board", "CPU")
+    history = await service.leaderboards.score_history("board", "CPU")
     assert {p.user: p.score for p in history.points} == {"alice": 0.003, "bob": 0.002}
     assert await pool.fetchval("SELECT history_version FROM leaderboards") > version
 
@@ -148,12 +148,14 @@ async def test_the_text_report_shows_the_author_passed_or_failed_and_an_admin_al
         assert await record_result(pool, job_of(receipt, secret=True), telling_result(False))
     icon, outcome = ("✅", "passed") if passed else ("❌", "failed")
 
-    mine = format_submission_report(await service.report(receipt.submission_id), with_output=True)
+    mine = format_submission_report(
+        await service.submissions.report(receipt.submission_id), with_output=True
+    )
     assert f"[CPU secret] {icon} secret re-run: {outcome}" in mine
     assert [tell for tell in SECRET_TELLS if tell in mine] == []
 
     full = format_submission_report(
-        await service.report(receipt.submission_id, admin=True), with_output=True
+        await service.submissions.report(receipt.submission_id, admin=True), with_output=True
     )
     assert "[CPU secret]" in full and "seed-derived" in full
     assert ("4.24 µs" if passed else "leaderboard: timeout") in full

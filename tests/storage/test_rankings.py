@@ -40,12 +40,12 @@ def secret_job(receipt, gpu="CPU"):
 
 async def ranked(service, gpu="CPU", board="board"):
     """(user, score, submission id) in ranking order."""
-    entries = (await service.ranking(board, gpu))[gpu]
+    entries = (await service.leaderboards.ranking(board, gpu))[gpu]
     return [(e.user, e.score, e.submission_id) for e in entries]
 
 
 async def ranks(service, gpu="CPU", board="board"):
-    return [(e.rank, e.user) for e in (await service.ranking(board, gpu))[gpu]]
+    return [(e.rank, e.user) for e in (await service.leaderboards.ranking(board, gpu))[gpu]]
 
 
 @pytest.fixture
@@ -62,7 +62,7 @@ async def test_public_passed_and_secret_failed_is_not_ranked(service, pool, boar
     assert await finish_job(pool, secret_job(receipt), False)
     assert await ranked(service) == []
     assert await count_rows(pool, "rankings", "runs") == {"rankings": 0, "runs": 2}
-    [placement] = await service.placements(receipt.submission_id)
+    [placement] = await service.submissions.placements(receipt.submission_id)
     assert placement == Placement("CPU", None, None, False, None)
 
 
@@ -81,7 +81,7 @@ async def test_public_passed_and_secret_missing_is_not_ranked(service, pool, boa
     assert list(claimed) == [("CPU", True)]
     secret = await dispatch(pool, claimed[("CPU", True)])
     assert await ranked(service) == []
-    [placement] = await service.placements(receipt.submission_id)
+    [placement] = await service.submissions.placements(receipt.submission_id)
     assert (placement.rank, placement.score, placement.improved) == (None, None, False)
     # The secret run arrives: now ranked, with the worse of the two scores.
     assert await record(pool, secret, True, 9.0)
@@ -122,7 +122,7 @@ async def test_both_passed_is_ranked_in_either_order(service, pool, board, secre
     assert await ranked(service) == []
     assert await finish_job(pool, second, True, scores[second.secret])
     assert await ranked(service) == [("alice", 7.0, receipt.submission_id)]
-    [entry] = (await service.ranking("board", "CPU"))["CPU"]
+    [entry] = (await service.leaderboards.ranking("board", "CPU"))["CPU"]
     submission = await sub_store.get_submission(pool, receipt.submission_id)
     assert entry.rank == 1
     assert entry.submitted_at == submission.submitted_at
@@ -181,7 +181,7 @@ async def test_better_submission_replaces_worse_does_not(service, pool, board):
     better = await submit(service, gpus=["CPU"])
     await finish_submission(pool, better, 1.5)
     assert await ranked(service) == [("alice", 1.5, better.submission_id)]
-    entry = (await service.ranking("board", "CPU"))["CPU"][0]
+    entry = (await service.leaderboards.ranking("board", "CPU"))["CPU"][0]
     stored = await sub_store.get_submission(pool, better.submission_id)
     assert entry.submitted_at == stored.submitted_at
     assert await count_rows(pool, "rankings", "runs") == {"rankings": 1, "runs": 10}
@@ -206,7 +206,7 @@ async def test_best_is_kept_per_gpu(service, pool, board):
         assert await finish_job(pool, job, True, 2.0 if job.gpu == "CPU" else 3.0)
     assert await ranked(service, "CPU") == [("alice", 1.0, first.submission_id)]
     assert await ranked(service, "H100") == [("alice", 3.0, second.submission_id)]
-    both = await service.ranking("board")
+    both = await service.leaderboards.ranking("board")
     assert set(both) == {"CPU", "H100"}
     assert [e.submission_id for e in both["CPU"]] == [first.submission_id]
     assert [e.submission_id for e in both["H100"]] == [second.submission_id]
@@ -248,7 +248,7 @@ async def test_equal_scores_share_a_rank_and_the_earlier_submission_comes_first(
     await finish_submission(pool, by_carol, 2.0)
     await finish_submission(pool, by_alice, 1.0)
     await finish_submission(pool, by_bob, 1.0)
-    entries = (await service.ranking("board", "CPU"))["CPU"]
+    entries = (await service.leaderboards.ranking("board", "CPU"))["CPU"]
     assert [(e.rank, e.user, e.score) for e in entries] == [
         (1, "bob", 1.0),
         (1, "alice", 1.0),
@@ -261,7 +261,7 @@ async def test_equal_scores_share_a_rank_and_the_earlier_submission_comes_first(
     ]
     # Placements agree with the ranking.
     for receipt, rank in ((by_bob, 1), (by_alice, 1), (by_carol, 3)):
-        [placement] = await service.placements(receipt.submission_id)
+        [placement] = await service.submissions.placements(receipt.submission_id)
         assert (placement.rank, placement.improved) == (rank, True)
 
 
@@ -275,7 +275,7 @@ async def test_ties_are_ordered_by_submission_time_not_by_id(service, pool, boar
     )
     await finish_submission(pool, by_bob, 1.0)
     await finish_submission(pool, by_alice, 1.0)
-    entries = (await service.ranking("board", "CPU"))["CPU"]
+    entries = (await service.leaderboards.ranking("board", "CPU"))["CPU"]
     assert [(e.rank, e.user) for e in entries] == [(1, "alice"), (1, "bob")]
 
 
@@ -284,26 +284,30 @@ async def test_pagination_keeps_the_overall_ranks(service, pool, board):
     scores = [1.0, 2.0, 2.0, 4.0, 5.0, 6.0]
     for user, score in zip(users, scores, strict=True):
         await finish_submission(pool, await submit(service, user=user, gpus=["CPU"]), score)
-    full = (await service.ranking("board", "CPU"))["CPU"]
+    full = (await service.leaderboards.ranking("board", "CPU"))["CPU"]
     assert [e.rank for e in full] == [1, 2, 2, 4, 5, 6]
-    page = (await service.ranking("board", "CPU", limit=2, offset=2))["CPU"]
+    page = (await service.leaderboards.ranking("board", "CPU", limit=2, offset=2))["CPU"]
     assert [(e.rank, e.user) for e in page] == [(2, "user2"), (4, "user3")]
-    assert (await service.ranking("board", "CPU", limit=2, offset=0))["CPU"] == full[:2]
-    assert (await service.ranking("board", "CPU", limit=10, offset=4))["CPU"] == full[4:]
-    assert (await service.ranking("board", "CPU", limit=3, offset=6))["CPU"] == []
-    assert (await service.ranking("board", "CPU", limit=0))["CPU"] == []
-    assert (await service.ranking("board", "H100"))["H100"] == []
+    assert (await service.leaderboards.ranking("board", "CPU", limit=2, offset=0))["CPU"] == full[
+        :2
+    ]
+    assert (await service.leaderboards.ranking("board", "CPU", limit=10, offset=4))["CPU"] == full[
+        4:
+    ]
+    assert (await service.leaderboards.ranking("board", "CPU", limit=3, offset=6))["CPU"] == []
+    assert (await service.leaderboards.ranking("board", "CPU", limit=0))["CPU"] == []
+    assert (await service.leaderboards.ranking("board", "H100"))["H100"] == []
 
 
 async def test_ranking_of_a_gpu_not_on_the_leaderboard_is_refused(service, pool):
     await make_board(service, "cpu-only", gpus=["CPU"])
     with pytest.raises(GpuNotAllowedError, match="does not run on 'H100'"):
-        await service.ranking("cpu-only", "H100")
+        await service.leaderboards.ranking("cpu-only", "H100")
     with pytest.raises(GpuNotAllowedError, match="A100"):
-        await service.ranking("cpu-only", "A100")
-    assert await service.ranking("cpu-only") == {"CPU": []}
+        await service.leaderboards.ranking("cpu-only", "A100")
+    assert await service.leaderboards.ranking("cpu-only") == {"CPU": []}
     with pytest.raises(NotFoundError):
-        await service.ranking("missing", "CPU")
+        await service.leaderboards.ranking("missing", "CPU")
 
 
 # --- results are written once -----------------------------------------------------------------
@@ -423,8 +427,8 @@ async def test_other_modes_never_rank(service, pool, board, mode):
     receipt = await submit(service, gpus=["CPU", "H100"], mode=mode)
     await finish_submission(pool, receipt, 0.001)
     assert await count_rows(pool, "runs", "rankings") == {"runs": 2, "rankings": 0}
-    assert await service.ranking("board") == {"CPU": [], "H100": []}
-    assert await service.placements(receipt.submission_id) == []
+    assert await service.leaderboards.ranking("board") == {"CPU": [], "H100": []}
+    assert await service.submissions.placements(receipt.submission_id) == []
 
 
 # --- placements -------------------------------------------------------------------------------
@@ -435,7 +439,7 @@ async def test_placements_of_improving_and_non_improving_submissions(service, po
     first = await submit(service, gpus=["CPU", "H100"])
     for job in first.jobs:
         assert await finish_job(pool, job, True, 2.0 if job.gpu == "CPU" else 4.0)
-    assert await service.placements(first.submission_id) == [
+    assert await service.submissions.placements(first.submission_id) == [
         Placement("CPU", 2, 2.0, True, None),
         Placement("H100", 1, 4.0, True, None),
     ]
@@ -443,12 +447,12 @@ async def test_placements_of_improving_and_non_improving_submissions(service, po
     second = await submit(service, gpus=["CPU", "H100"])
     for job in second.jobs:
         assert await finish_job(pool, job, True, 3.0 if job.gpu == "CPU" else 1.5)
-    assert await service.placements(second.submission_id) == [
+    assert await service.submissions.placements(second.submission_id) == [
         Placement("CPU", 2, 3.0, False, 2.0),
         Placement("H100", 1, 1.5, True, None),
     ]
     # The first submission is still the best on CPU but no longer on H100.
-    assert await service.placements(first.submission_id) == [
+    assert await service.submissions.placements(first.submission_id) == [
         Placement("CPU", 2, 2.0, True, None),
         Placement("H100", 1, 4.0, False, 1.5),
     ]
@@ -456,14 +460,14 @@ async def test_placements_of_improving_and_non_improving_submissions(service, po
 
 async def test_placements_of_a_submission_still_running(service, pool, board):
     receipt = await submit(service, gpus=["CPU", "H100"])
-    assert await service.placements(receipt.submission_id) == []
+    assert await service.submissions.placements(receipt.submission_id) == []
     assert await finish_job(pool, public_job(receipt, "H100"), True, 1.0)
     # No score before the secret run is in: the pair's is the worse of the two.
-    assert await service.placements(receipt.submission_id) == [
+    assert await service.submissions.placements(receipt.submission_id) == [
         Placement("H100", None, None, False, None)
     ]
     with pytest.raises(NotFoundError):
-        await service.placements(999_999)
+        await service.submissions.placements(999_999)
 
 
 # --- personal runs ----------------------------------------------------------------------------
@@ -485,7 +489,7 @@ async def test_personal_runs_are_the_users_own_with_secrets_redacted(
     await finish_submission(pool, await submit(service, user=BOB, gpus=["CPU"]), 2.0)
     await finish_submission(pool, await submit(service, "other", ALICE), 3.0)
 
-    runs = await service.personal_runs("board", ALICE)
+    runs = await service.leaderboards.personal_runs("board", ALICE)
     record_property(
         "observed",
         f"{len(runs)} runs, all of {sorted({r.user for r in runs})}; secret runs' results: "
@@ -508,11 +512,11 @@ async def test_personal_runs_are_the_users_own_with_secrets_redacted(
     stored = await pool.fetch("SELECT result FROM runs WHERE secret")
     assert all(r["result"] != {} for r in stored)
 
-    assert len(await service.personal_runs("board", BOB)) == 2
-    assert len(await service.personal_runs("other", ALICE)) == 2
-    assert await service.personal_runs("board", CAROL) == []
+    assert len(await service.leaderboards.personal_runs("board", BOB)) == 2
+    assert len(await service.leaderboards.personal_runs("other", ALICE)) == 2
+    assert await service.leaderboards.personal_runs("board", CAROL) == []
     with pytest.raises(NotFoundError):
-        await service.personal_runs("missing", ALICE)
+        await service.leaderboards.personal_runs("missing", ALICE)
 
 
 async def test_the_rankings_history_holds_each_improvement_the_ranking_accepted(service, pool):
@@ -526,16 +530,16 @@ async def test_the_rankings_history_holds_each_improvement_the_ranking_accepted(
         receipt = await submit(service, user=user)
         await finish_submission(pool, receipt, score, secret_passed=secret_ok)
         receipts.append(receipt)
-    history = await service.score_history("board", "CPU")
+    history = await service.leaderboards.score_history("board", "CPU")
     assert [(p.user, p.score) for p in history.points] == [("alice", 2.0), ("alice", 1.0)]
     with pytest.raises(GpuNotAllowedError):
-        await service.score_history("board", "H100")
+        await service.leaderboards.score_history("board", "H100")
 
     best = receipts[1]
-    await service.delete_submission(best.submission_id, ALICE)
-    after = await service.score_history("board", "CPU")
+    await service.history.delete(best.submission_id, ALICE)
+    after = await service.leaderboards.score_history("board", "CPU")
     assert [(p.user, p.score) for p in after.points] == [("alice", 2.0)]
     assert after.version != history.version
     # The ranking itself fell back to alice's next best (1.5), without a new event.
-    ranking = (await service.ranking("board", "CPU"))["CPU"]
+    ranking = (await service.leaderboards.ranking("board", "CPU"))["CPU"]
     assert [(e.user, e.score) for e in ranking] == [("alice", 1.5)]

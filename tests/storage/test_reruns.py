@@ -21,7 +21,7 @@ from tests.storage.helpers import (
 
 
 async def standing(service) -> list[tuple[str, float]]:
-    return [(e.user, e.score) for e in (await service.ranking("board", "CPU"))["CPU"]]
+    return [(e.user, e.score) for e in (await service.leaderboards.ranking("board", "CPU"))["CPU"]]
 
 
 @pytest.fixture
@@ -35,7 +35,7 @@ async def season(service, pool):
 
 
 async def test_the_ranking_switches_as_each_rerun_finishes(service, pool, season):
-    jobs = await service.rerun("board")
+    jobs = await service.reruns.enqueue("board")
     assert len(jobs) == 6 and all(j.state is JobState.QUEUED for j in jobs)
     by_submission = {}
     for job in jobs:
@@ -60,7 +60,7 @@ async def test_the_ranking_switches_as_each_rerun_finishes(service, pool, season
     assert await standing(service) == [("carol", 0.5), ("bob", 2.5)]
 
     # A later rerun is a new generation again.
-    again = await service.rerun("board", user="carol")
+    again = await service.reruns.enqueue("board", user="carol")
     assert len(again) == 2
     for job in again:
         await finish_job(pool, job, True, 0.75)
@@ -68,7 +68,7 @@ async def test_the_ranking_switches_as_each_rerun_finishes(service, pool, season
 
 
 async def test_reruns_queue_behind_everyones_own_jobs(service, pool, season):
-    await service.rerun("board", submission_id=season["alice"].submission_id)
+    await service.reruns.enqueue("board", submission_id=season["alice"].submission_id)
     fresh = await submit(service, user=Submitter("dave", "dave"), gpus=["CPU"])
     claimed = await job_store.claim(pool, owner="w", gpu="CPU", max_active=10, lease_s=60, limit=1)
     assert [j.submission_id for j in claimed] == [fresh.submission_id]
@@ -78,6 +78,6 @@ async def test_reruns_queue_behind_everyones_own_jobs(service, pool, season):
 
 async def test_nothing_to_rerun_is_a_clear_error(service, season):
     with pytest.raises(NotFoundError, match="nothing ranked on 'board' matches"):
-        await service.rerun("board", submission_id=999_999)
+        await service.reruns.enqueue("board", submission_id=999_999)
     with pytest.raises(NotFoundError, match="no user 'nobody'"):
-        await service.rerun("board", user="nobody")
+        await service.reruns.enqueue("board", user="nobody")

@@ -31,7 +31,7 @@ async def test_hostile_text_is_stored_as_text(service, pool, record_property):
 
     stored = await sub_store.get_submission(pool, receipt.submission_id)
     users = await pool.fetch("SELECT external_id, name FROM users")
-    names = await service.leaderboard_names("%'; DROP TABLE leaderboards; --")
+    names = await service.leaderboards.names("%'; DROP TABLE leaderboards; --")
     tables = await count_rows(pool, *TABLES)
     verbatim = stored is not None and stored.code == code
     verbatim &= [tuple(u) for u in users] == [(user.external_id, user.name)]
@@ -44,7 +44,7 @@ async def test_hostile_text_is_stored_as_text(service, pool, record_property):
     assert [tuple(u) for u in users] == [(user.external_id, user.name)]
     assert names == []
     assert tables["runs"] == 0 and tables["submissions"] == 1
-    assert len(await service.personal_runs("board", user)) == 0
+    assert len(await service.leaderboards.personal_runs("board", user)) == 0
 
 
 def _static(node: ast.expr) -> bool:

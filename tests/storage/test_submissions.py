@@ -75,7 +75,7 @@ async def test_unknown_leaderboard_is_not_found(service, pool, record_property):
     await make_board(service, "real")
     before = await count_rows(pool)
     with pytest.raises(NotFoundError, match="nope") as info:
-        await service.submit("nope", ALICE, "submission.py", KERNEL)
+        await service.submissions.submit("nope", ALICE, "submission.py", KERNEL)
     record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
@@ -90,7 +90,7 @@ async def test_unknown_leaderboard_is_not_found(service, pool, record_property):
 async def test_submission_after_the_deadline_is_refused(service, pool, clock, record_property):
     deadline = clock.now + timedelta(hours=1)
     await make_board(service, deadline=deadline)
-    board = await service.set_after_deadline_runs("board", False, "organiser")
+    board = await service.controls.set_after_deadline_runs("board", False, "organiser")
     assert not board.after_deadline_runs
     clock.now = deadline - timedelta(seconds=1)
     await submit(service)  # still open
@@ -194,7 +194,7 @@ async def test_invalid_files_are_refused_and_nothing_is_stored(
     await submit(service)
     before = await count_rows(pool)
     with pytest.raises(InvalidSubmissionError, match=message) as info:
-        await service.submit("board", BOB, file_name, data)
+        await service.submissions.submit("board", BOB, file_name, data)
     record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
@@ -207,12 +207,12 @@ async def test_invalid_files_are_refused_and_nothing_is_stored(
 async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock, record_property):
     service = Service(pool, registry, clock=clock, max_submission_bytes=len(KERNEL))
     await make_board(service)
-    await service.submit("board", ALICE, "submission.py", KERNEL)
+    await service.submissions.submit("board", ALICE, "submission.py", KERNEL)
     own, limit = format_size(len(KERNEL) + 1), format_size(len(KERNEL))
     with pytest.raises(
         InvalidSubmissionError, match=f"submission.py is {own}, over the limit of {limit}"
     ) as info:
-        await service.submit("board", ALICE, "submission.py", KERNEL + b"\n")
+        await service.submissions.submit("board", ALICE, "submission.py", KERNEL + b"\n")
     record_property("observed", str(info.value))
     assert await count_rows(pool, "submissions") == {"submissions": 1}
 
@@ -462,24 +462,24 @@ async def test_only_the_author_may_read_the_code(service):
     await make_board(service)
     code = kernel_code("secret sauce")
     receipt = await submit(service, user=ALICE, code=code, file_name="mine.py")
-    assert await service.submission_code(receipt.submission_id, ALICE) == ("mine.py", code)
+    assert await service.submissions.code(receipt.submission_id, ALICE) == ("mine.py", code)
     # Identity is the external id; the display name does not matter.
-    assert await service.submission_code(receipt.submission_id, Submitter("alice", "x")) == (
+    assert await service.submissions.code(receipt.submission_id, Submitter("alice", "x")) == (
         "mine.py",
         code,
     )
     for other in (BOB, Submitter("Alice", "Alice"), Submitter("alice ", "Alice")):
         with pytest.raises(PermissionDeniedError):
-            await service.submission_code(receipt.submission_id, other)
+            await service.submissions.code(receipt.submission_id, other)
     with pytest.raises(NotFoundError, match="no submission 999999"):
-        await service.submission_code(999_999, ALICE)
+        await service.submissions.code(999_999, ALICE)
 
 
 async def test_report_of_a_fresh_submission(service):
     board = await make_board(service, gpus=["CPU", "H100"])
     code = kernel_code("report")
     receipt = await submit(service, gpus=["CPU", "H100"], code=code)
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     assert report.submission.id == receipt.submission_id
     assert report.submission.leaderboard_id == board.id
     assert report.submission.leaderboard == "board"
@@ -489,7 +489,7 @@ async def test_report_of_a_fresh_submission(service):
     assert report.runs == ()
     assert not report.done
     with pytest.raises(NotFoundError):
-        await service.report(999_999)
+        await service.submissions.report(999_999)
 
 
 async def test_report_after_the_runs_hides_secret_details(service, pool):
@@ -498,11 +498,11 @@ async def test_report_after_the_runs_hides_secret_details(service, pool):
     public = next(j for j in receipt.jobs if not j.secret)
     secret = next(j for j in receipt.jobs if j.secret)
     assert await finish_job(pool, public, True, 2.5)
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     assert not report.done
     assert [r.job_id for r in report.runs] == [public.id]
     assert await finish_job(pool, secret, False)
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     assert report.done
     assert {j.state for j in report.jobs} == {JobState.FINISHED}
     runs = {r.secret: r for r in report.runs}

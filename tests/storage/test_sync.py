@@ -36,7 +36,7 @@ def problems(tmp_path: Path) -> Path:
 
 async def sync(service, registry, problems: Path, **options):
     loaded = load_problem_set(competition_file(problems, "season"), registry)
-    return await service.sync_problem_set(loaded.problems, skipped=loaded.skipped, **options)
+    return await service.problem_sets.sync(loaded.problems, skipped=loaded.skipped, **options)
 
 
 def actions(plan) -> dict[str, str]:
@@ -50,7 +50,7 @@ async def test_sync_creates_then_does_nothing_then_holds_a_task_fix(
     assert actions(first) == {"vectorsum": "create", "identity": "create"}
     assert first.items[0].notes == ("GPU type B200 is not configured here: left out",)
     assert first.skipped[0].startswith("identity-b200: none of its GPU types (B200)")
-    board = await service.leaderboard("vectorsum")
+    board = await service.leaderboards.get("vectorsum")
     assert board.gpus == ("CPU",) and board.deadline.isoformat() == "2031-06-01T00:00:00+00:00"
     assert {f.name for f in board.task.files} >= {"eval.py", "utils.py"}  # the ../ files
     rows = await count_rows(pool)
@@ -68,11 +68,11 @@ async def test_sync_creates_then_does_nothing_then_holds_a_task_fix(
         assert item.needs_force
         assert [(c.what, c.detail) for c in item.changes] == [("task file utils.py", "changed")]
     assert held.held(force=False) == list(held.items)
-    stored = {f.name: f.content for f in (await service.leaderboard("vectorsum")).task.files}
+    stored = {f.name: f.content for f in (await service.leaderboards.get("vectorsum")).task.files}
     assert "fixed a tolerance" not in stored["utils.py"]  # held back
 
     await sync(service, registry, problems, force=True)
-    stored = {f.name: f.content for f in (await service.leaderboard("vectorsum")).task.files}
+    stored = {f.name: f.content for f in (await service.leaderboards.get("vectorsum")).task.files}
     assert "fixed a tolerance" in stored["utils.py"]
     assert actions(await sync(service, registry, problems)) == {
         "vectorsum": "unchanged",
@@ -101,7 +101,7 @@ async def test_a_deadline_or_an_added_gpu_applies_without_force(service, registr
     ]
     assert changes["vectorsum"] == [("gpus", "adds H100")]
     assert plan.held(force=False) == []
-    assert (await service.leaderboard("vectorsum")).gpus == ("CPU", "H100")
+    assert (await service.leaderboards.get("vectorsum")).gpus == ("CPU", "H100")
     dry = await sync(service, registry, problems, apply=False)
     assert actions(dry) == {"vectorsum": "unchanged", "identity": "unchanged"}
 

@@ -28,15 +28,15 @@ DAVE = Submitter("dave", "Dave")
 
 
 async def entries(service, gpu: str = "CPU") -> list[tuple[int, str, float, str | None]]:
-    ranked = (await service.ranking("board", gpu))[gpu]
+    ranked = (await service.leaderboards.ranking("board", gpu))[gpu]
     return [(e.rank, e.user, e.score, e.team) for e in ranked]
 
 
 async def team_of_two(service, name: str = "Fast Ones") -> None:
     """Alice's team with Bob in it."""
-    await service.create_team("board", name, ALICE)
-    code = await service.team_invite("board", ALICE)
-    await service.join_team(code, BOB)
+    await service.teams.create("board", name, ALICE)
+    code = await service.teams.invite("board", ALICE)
+    await service.teams.join(code, BOB)
 
 
 async def test_a_teams_members_rank_as_one_entry_with_their_best(service, pool):
@@ -49,7 +49,7 @@ async def test_a_teams_members_rank_as_one_entry_with_their_best(service, pool):
         (1, BOB.external_id, 2.0, "Fast Ones"),
         (2, CAROL.external_id, 2.5, None),
     ]
-    team = await service.team_of("board", ALICE)
+    team = await service.teams.of_user("board", ALICE)
     assert team is not None and team.members == (ALICE.external_id, BOB.external_id)
 
 
@@ -58,15 +58,15 @@ async def test_leaving_a_team_ranks_the_member_on_their_own_again(service, pool)
     await team_of_two(service)
     await finish_submission(pool, await submit(service, user=ALICE), 3.0)
     await finish_submission(pool, await submit(service, user=BOB), 2.0)
-    assert await service.leave_team("board", BOB) == "Fast Ones"
+    assert await service.teams.leave("board", BOB) == "Fast Ones"
     assert await entries(service) == [
         (1, BOB.external_id, 2.0, None),
         (2, ALICE.external_id, 3.0, "Fast Ones"),
     ]
-    await service.leave_team("board", ALICE)  # the last member: the team is gone
-    assert await service.teams("board") == []
+    await service.teams.leave("board", ALICE)  # the last member: the team is gone
+    assert await service.teams.all("board") == []
     with pytest.raises(NotFoundError, match="you are in no team on 'board'"):
-        await service.leave_team("board", ALICE)
+        await service.teams.leave("board", ALICE)
 
 
 async def test_a_member_placement_is_the_teams_rank(service, pool):
@@ -75,11 +75,11 @@ async def test_a_member_placement_is_the_teams_rank(service, pool):
     await finish_submission(pool, await submit(service, user=CAROL), 2.5)
     receipt = await submit(service, user=BOB)
     await finish_submission(pool, receipt, 2.0)
-    (place,) = await service.placements(receipt.submission_id)
+    (place,) = await service.submissions.placements(receipt.submission_id)
     assert (place.rank, place.improved) == (1, True)
     slower = await submit(service, user=ALICE)
     await finish_submission(pool, slower, 4.0)
-    (place,) = await service.placements(slower.submission_id)
+    (place,) = await service.submissions.placements(slower.submission_id)
     assert (place.rank, place.improved, place.previous_best) == (1, False, 2.0)
 
 
@@ -88,11 +88,11 @@ async def test_one_team_per_user_per_leaderboard(service):
     await make_board(service, "other")
     await team_of_two(service)
     with pytest.raises(AlreadyInTeamError, match="you are in team 'Fast Ones' on 'board'"):
-        await service.create_team("board", "Second", BOB)
-    await service.create_team("other", "Second", BOB)  # another leaderboard: fine
-    code = await service.team_invite("board", ALICE)
+        await service.teams.create("board", "Second", BOB)
+    await service.teams.create("other", "Second", BOB)  # another leaderboard: fine
+    code = await service.teams.invite("board", ALICE)
     with pytest.raises(AlreadyInTeamError):
-        await service.join_team(code, BOB)
+        await service.teams.join(code, BOB)
 
 
 @pytest.mark.parametrize(
@@ -101,45 +101,45 @@ async def test_one_team_per_user_per_leaderboard(service):
 async def test_a_team_name_that_does_not_read_as_written_is_refused(service, name):
     await make_board(service)
     with pytest.raises(InvalidNameError):
-        await service.create_team("board", name, ALICE)
-    assert await service.teams("board") == []
+        await service.teams.create("board", name, ALICE)
+    assert await service.teams.all("board") == []
 
 
 async def test_team_names_are_unique_without_case(service):
     await make_board(service)
-    await service.create_team("board", "Fast", ALICE)
+    await service.teams.create("board", "Fast", ALICE)
     with pytest.raises(AlreadyExistsError, match="has a team named 'fast' already"):
-        await service.create_team("board", "fast", BOB)
+        await service.teams.create("board", "fast", BOB)
 
 
 async def test_a_code_is_good_once_and_only_for_its_team(service):
     await make_board(service)
-    await service.create_team("board", "Fast", ALICE)
-    code = await service.team_invite("board", ALICE)
-    team = await service.join_team(f"  {code} ", BOB)
+    await service.teams.create("board", "Fast", ALICE)
+    code = await service.teams.invite("board", ALICE)
+    team = await service.teams.join(f"  {code} ", BOB)
     assert team.members == (ALICE.external_id, BOB.external_id)
     with pytest.raises(InvalidInviteError, match="unknown or was used already"):
-        await service.join_team(code, CAROL)
+        await service.teams.join(code, CAROL)
     with pytest.raises(InvalidInviteError):
-        await service.join_team("team_nope", CAROL)
+        await service.teams.join("team_nope", CAROL)
     with pytest.raises(TeamError, match="you are in no team on 'board'"):
-        await service.team_invite("board", CAROL)
+        await service.teams.invite("board", CAROL)
 
 
 async def test_the_size_limit_holds_even_for_racing_joins(service):
     await make_board(service)
-    await service.set_team_rules("board", size=2)
-    await service.create_team("board", "Pair", ALICE)
-    codes = [await service.team_invite("board", ALICE) for _ in range(3)]
+    await service.teams.set_rules("board", size=2)
+    await service.teams.create("board", "Pair", ALICE)
+    codes = [await service.teams.invite("board", ALICE) for _ in range(3)]
     joined = await asyncio.gather(
-        *(service.join_team(c, u) for c, u in zip(codes, (BOB, CAROL, DAVE), strict=True)),
+        *(service.teams.join(c, u) for c, u in zip(codes, (BOB, CAROL, DAVE), strict=True)),
         return_exceptions=True,
     )
     assert sum(not isinstance(j, Exception) for j in joined) == 1
     refusals = [j for j in joined if isinstance(j, Exception)]
     assert all(isinstance(r, TeamFullError) for r in refusals), refusals
     assert "as many as 'board' allows" in str(refusals[0])
-    (team,) = await service.teams("board")
+    (team,) = await service.teams.all("board")
     assert len(team.members) == 2 and team.size_limit == 2
 
 
@@ -147,21 +147,21 @@ async def test_the_size_limit_holds_even_for_racing_joins(service):
 async def test_a_team_size_outside_its_range_is_refused(service, size):
     await make_board(service)
     with pytest.raises(TeamError, match=f"1 to {MAX_TEAM_SIZE} members, not {size}"):
-        await service.set_team_rules("board", size=size)
-    assert (await service.leaderboard("board")).team_size == 4  # the default, unchanged
+        await service.teams.set_rules("board", size=size)
+    assert (await service.leaderboards.get("board")).team_size == 4  # the default, unchanged
 
 
 async def test_an_invite_only_board_has_teams_of_its_members_only(service):
     await make_board(service)
-    await service.set_closed("board", True)
+    await service.invites.set_closed("board", True)
     with pytest.raises(NotFoundError):  # as for a board that does not exist
-        await service.create_team("board", "Fast", ALICE)
-    (code,) = await service.mint_invites("board", 1, 5, "org")
-    await service.join(code, ALICE)
-    await service.create_team("board", "Fast", ALICE)
-    team_code = await service.team_invite("board", ALICE)
+        await service.teams.create("board", "Fast", ALICE)
+    (code,) = await service.invites.mint("board", 1, 5, "org")
+    await service.invites.join(code, ALICE)
+    await service.teams.create("board", "Fast", ALICE)
+    team_code = await service.teams.invite("board", ALICE)
     with pytest.raises(NotFoundError, match=r"^that team code is unknown or was used already$"):
-        await service.join_team(team_code, BOB)  # as an unknown code: no board named
+        await service.teams.join(team_code, BOB)  # as an unknown code: no board named
 
 
 async def test_a_shared_team_quota_counts_every_members_submissions(pool, clock, registry):
@@ -173,8 +173,8 @@ async def test_a_shared_team_quota_counts_every_members_submissions(pool, clock,
     await submit(service, user=ALICE)
     await submit(service, user=BOB)
     await submit(service, user=CAROL)  # alone: two each
-    await service.set_team_rules("board", quotas=True)
-    assert (await service.leaderboard("board")).team_quotas
+    await service.teams.set_rules("board", quotas=True)
+    assert (await service.leaderboards.get("board")).team_quotas
     with pytest.raises(RateLimitedError, match="per hour on 'board' for your team"):
         await submit(service, user=BOB)
     await submit(service, user=CAROL)

@@ -61,7 +61,7 @@ async def pair(pool: asyncpg.Pool, submission_id: int) -> dict[bool, Job]:
 
 
 async def standing(service) -> list[tuple[str, float]]:
-    return [(e.user, e.score) for e in (await service.ranking("board", "CPU"))["CPU"]]
+    return [(e.user, e.score) for e in (await service.leaderboards.ranking("board", "CPU"))["CPU"]]
 
 
 async def test_a_throttled_run_is_stored_not_ranked_and_its_pair_retried_once(service, pool):
@@ -75,7 +75,7 @@ async def test_a_throttled_run_is_stored_not_ranked_and_its_pair_retried_once(se
     runs = await run_store.runs_of_submission(pool, receipt.submission_id)
     assert [r.score for r in runs] == [1.0, 1.0]  # stored, with its score
     assert runs[0].result["review"] == HOLD
-    assert await service.ranking_holds(receipt.submission_id) == {"CPU": HOLD}
+    assert await service.submissions.ranking_holds(receipt.submission_id) == {"CPU": HOLD}
 
     retry = await pair(pool, receipt.submission_id)
     assert sorted(retry) == [False, True]  # the whole pair: a score needs both
@@ -83,7 +83,7 @@ async def test_a_throttled_run_is_stored_not_ranked_and_its_pair_retried_once(se
     assert await standing(service) == []  # half of the retry is in
     await finish(pool, retry[True], sampled(1.5, 0.0))
     assert await standing(service) == [("alice", 1.5)]
-    assert await service.ranking_holds(receipt.submission_id) == {}
+    assert await service.submissions.ranking_holds(receipt.submission_id) == {}
     # The retry stands for the submission's own run: its score is in the ranking's history.
     history = await history_store.score_history(pool, leaderboard_id=board.id, gpu="CPU")
     assert [(user, score) for user, score, _ in history] == [("alice", 1.5)]
@@ -104,7 +104,7 @@ async def test_a_generation_is_retried_once_and_a_retry_never(service, pool):
     assert len(await job_store.jobs_of_submission(pool, receipt.submission_id)) == 4
     assert await pair(pool, receipt.submission_id) == {}
     assert await standing(service) == []
-    holds = await service.ranking_holds(receipt.submission_id)
+    holds = await service.submissions.ranking_holds(receipt.submission_id)
     assert holds == {
         "CPU": "not ranked: the GPU throttled in 30 % of the samples (thermal), also on its retry"
     }
@@ -126,7 +126,7 @@ async def test_a_watch_follows_the_retry_to_its_end(service, pool):
     await make_board(service)
     receipt = await submit(service, user=ALICE, gpus=["CPU"])
     first = await pair(pool, receipt.submission_id)
-    watch = service.watch(receipt.submission_id)
+    watch = service.events.watch(receipt.submission_id)
     try:
         assert [(await anext(watch)).state for _ in range(2)] == ["queued", "queued"]
         for job, share in ((first[False], 0.12), (first[True], 0.0)):
@@ -136,7 +136,7 @@ async def test_a_watch_follows_the_retry_to_its_end(service, pool):
         retry = await pair(pool, receipt.submission_id)
         queued = [await asyncio.wait_for(anext(watch), 10) for _ in range(2)]
         assert {(e.job_id, e.state) for e in queued} == {(j.id, "queued") for j in retry.values()}
-        report = await service.report(receipt.submission_id)
+        report = await service.submissions.report(receipt.submission_id)
         assert not report.done
 
         for job in retry.values():
@@ -146,7 +146,7 @@ async def test_a_watch_follows_the_retry_to_its_end(service, pool):
         assert {e.job_id for e in rest if e.state == "finished"} == {j.id for j in retry.values()}
     finally:
         await watch.aclose()
-    report = await service.report(receipt.submission_id)
+    report = await service.submissions.report(receipt.submission_id)
     assert report.done and report.passed
 
 

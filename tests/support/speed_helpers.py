@@ -49,7 +49,7 @@ def speed_registry() -> GpuRegistry:
 
 async def speed_board(app: App) -> Task:
     task = load_task(VECTORADD)
-    await app.service.create_leaderboard(
+    await app.service.leaderboards.create(
         SPEED_BOARD,
         task,
         datetime(2099, 1, 1, tzinfo=UTC),
@@ -94,7 +94,7 @@ async def rank_with_figures(
 ) -> SubmissionReceipt:
     """A ranked submission of `user` on the vectoradd board, both its runs stored."""
     task = load_task(VECTORADD)
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         SPEED_BOARD,
         Submitter(user, user),
         "submission.py",

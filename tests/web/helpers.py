@@ -16,7 +16,7 @@ HTML = {"Accept": "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0
 async def rank(
     app: App, user: str, score: float, board: str = BOARD, gpu: str = "CPU"
 ) -> SubmissionReceipt:
-    receipt = await app.service.submit(
+    receipt = await app.service.submissions.submit(
         board,
         Submitter(user, user),
         "submission.py",
@@ -29,7 +29,7 @@ async def rank(
 
 async def sign_in(app: App, client: httpx.AsyncClient, user: str) -> str:
     """Signs `client` in as `user` (a new token); the token."""
-    token = await app.service.issue_token(Submitter(user, user))
+    token = await app.service.accounts.issue_token(Submitter(user, user))
     answer = await client.post("/login", data={"token": token, "next": "/"})
     assert answer.status_code == 303, answer.text
     return token
@@ -37,7 +37,7 @@ async def sign_in(app: App, client: httpx.AsyncClient, user: str) -> str:
 
 async def sign_in_page(app: App, page: Page, live_url: str, user: str) -> None:
     """Signs the browser's `page` in as `user` through the sign-in form."""
-    token = await app.service.issue_token(Submitter(user, user))
+    token = await app.service.accounts.issue_token(Submitter(user, user))
     await page.goto(f"{live_url}/login")
     await page.get_by_label("API token").fill(token)
     await page.keyboard.press("Enter")

@@ -142,6 +142,6 @@ async def test_the_form_stays_after_the_deadline_while_runs_after_it_are_taken(
     page = await client.get(PAGE, headers=HTML)
     assert "<h3>Submit</h3>" in page.text
     assert "a ranked run ranks among the runs after the deadline only" in page.text
-    await app.service.set_after_deadline_runs(BOARD, False, "organiser")
+    await app.service.controls.set_after_deadline_runs(BOARD, False, "organiser")
     page = await client.get(PAGE, headers=HTML)
     assert "<h3>Submit</h3>" not in page.text

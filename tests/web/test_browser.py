@@ -52,7 +52,7 @@ async def seed(app: App) -> dict[str, int]:
         ("grayscale", datetime(2099, 6, 1, tzinfo=UTC)),
         ("archive", datetime(2099, 1, 1, tzinfo=UTC)),
     ):
-        await app.service.create_leaderboard(name, task, deadline, ["CPU"])
+        await app.service.leaderboards.create(name, task, deadline, ["CPU"])
         await rank(app, "bob", 8e-6, board=name)
         await rank(app, "carol", 6e-6, board=name)
     await close(app, "archive")
@@ -107,7 +107,7 @@ async def test_tiles_a_ranking_and_its_chart(app: App, live_url: str):
 @pytest.mark.real_runs
 async def test_sign_in_submit_from_the_form_and_watch_it_run(app: App, live_url: str):
     await seed(app)  # before the scheduler starts: these runs are finished by hand
-    token = await app.service.issue_token(Submitter("frank", "Frank"))
+    token = await app.service.accounts.issue_token(Submitter("frank", "Frank"))
     stop = asyncio.Event()
     scheduling = asyncio.create_task(keep_scheduling(app.scheduler, stop, FAST))
     try:
@@ -156,7 +156,7 @@ async def test_other_users_submissions_and_code_before_the_deadline_stay_hidden(
     app: App, live_url: str
 ):
     ids = await seed(app)
-    token = await app.service.issue_token(Submitter("bob", "Bob"))
+    token = await app.service.accounts.issue_token(Submitter("bob", "Bob"))
     async with chromium() as browser:
         page = await browser.new_page(viewport=DESKTOP)
         await page.goto(f"{live_url}/leaderboards/{BOARD}")

@@ -22,8 +22,8 @@ ROUTES = {
 
 async def make_invite_only(app: App) -> str:
     """Closes BOARD to all but its members; an invite code for it."""
-    await app.service.set_closed(BOARD, True)
-    return (await app.service.mint_invites(BOARD, 1, 5, "org"))[0]
+    await app.service.invites.set_closed(BOARD, True)
+    return (await app.service.invites.mint(BOARD, 1, 5, "org"))[0]
 
 
 async def sign_in_as(app: App, client: httpx.AsyncClient, viewer: str, code: str) -> None:

@@ -21,7 +21,9 @@ EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff]")
 
 
 async def submit(app: App, user: str, file_name: str = "submission.py") -> SubmissionReceipt:
-    return await app.service.submit(BOARD, Submitter(user, user), file_name, source(), gpus=["CPU"])
+    return await app.service.submissions.submit(
+        BOARD, Submitter(user, user), file_name, source(), gpus=["CPU"]
+    )
 
 
 async def finish(app: App, receipt: SubmissionReceipt, verdict: Verdict) -> None:

@@ -23,7 +23,7 @@ async def test_home_shows_open_tiles_with_their_leaders_and_ended_ones_below(
 ):
     for user, score in (("alice", 3e-6), ("bob", 2e-6), ("carol", 4e-6), ("dave", 9e-6)):
         await rank(app, user, score)
-    await app.service.create_leaderboard(
+    await app.service.leaderboards.create(
         "archive", load_task(IDENTITY), datetime(2099, 1, 1, tzinfo=UTC), ["CPU"]
     )
     await app.pool.execute(
@@ -97,7 +97,7 @@ async def test_an_unknown_leaderboard_is_a_404_page(client: httpx.AsyncClient):
 
 
 async def test_task_files_download_and_unknown_ones_are_404(app: App, client: httpx.AsyncClient):
-    files = await app.service.task_files(BOARD)
+    files = await app.service.leaderboards.task_files(BOARD)
     name = sorted(files)[0]
     got = await client.get(f"/leaderboards/{BOARD}/files/{name}")
     assert got.status_code == 200 and got.text == files[name]

@@ -21,7 +21,7 @@ from tests.web.helpers import HTML, rank, sign_in
     "only its hash is stored",
 )
 async def test_signing_in_keeps_a_session_id_not_the_token(app: App, client: httpx.AsyncClient):
-    token = await app.service.issue_token(Submitter("alice", "Alice"))
+    token = await app.service.accounts.issue_token(Submitter("alice", "Alice"))
     answer = await client.post("/login", data={"token": token, "next": f"/leaderboards/{BOARD}"})
     assert answer.status_code == 303 and answer.headers["location"] == f"/leaderboards/{BOARD}"
     cookie = answer.headers["set-cookie"]
@@ -37,7 +37,7 @@ async def test_signing_in_keeps_a_session_id_not_the_token(app: App, client: htt
 async def test_over_https_the_cookie_is_secure(app: App, api):
     transport = httpx.ASGITransport(app=api)
     async with httpx.AsyncClient(transport=transport, base_url="https://web.test") as https:
-        token = await app.service.issue_token(Submitter("alice", "Alice"))
+        token = await app.service.accounts.issue_token(Submitter("alice", "Alice"))
         answer = await https.post("/login", data={"token": token})
         assert "Secure" in answer.headers["set-cookie"]
 
@@ -49,18 +49,18 @@ async def test_over_https_the_cookie_is_secure(app: App, api):
     "20 sessions, the oldest closing first",
 )
 async def test_sign_ins_are_limited_and_sessions_do_not_pile_up(app: App, client):
-    token = await app.service.issue_token(Submitter("alice", "Alice"))
+    token = await app.service.accounts.issue_token(Submitter("alice", "Alice"))
     answers = [await client.post("/login", data={"token": token}) for _ in range(12)]
     assert [a.status_code for a in answers] == [303] * LOGIN_ATTEMPTS_PER_MINUTE + [429] * 2
     assert "over 10 sign-in attempts per minute from this address" in answers[-1].text
     assert "set-cookie" not in answers[-1].headers
     opened = [
-        await app.service.open_session(token, admin_token=ADMIN_TOKEN)
+        await app.service.sessions.open(token, admin_token=ADMIN_TOKEN)
         for _ in range(MAX_SESSIONS_PER_TOKEN + 5)
     ]
     assert await app.pool.fetchval("SELECT count(*) FROM web_sessions") == MAX_SESSIONS_PER_TOKEN
-    assert await app.service.session(opened[-1], admin_token=ADMIN_TOKEN) is not None
-    assert await app.service.session(opened[0], admin_token=ADMIN_TOKEN) is None
+    assert await app.service.sessions.get(opened[-1], admin_token=ADMIN_TOKEN) is not None
+    assert await app.service.sessions.get(opened[0], admin_token=ADMIN_TOKEN) is None
 
 
 async def test_a_wrong_token_is_refused_on_the_form(client: httpx.AsyncClient):
@@ -78,7 +78,7 @@ async def test_a_wrong_token_is_refused_on_the_form(client: httpx.AsyncClient):
 async def test_a_new_token_or_signing_out_ends_the_session(app: App, client: httpx.AsyncClient):
     await sign_in(app, client, "alice")
     assert 'class="who">alice<' in (await client.get("/")).text
-    await app.service.issue_token(Submitter("alice", "alice"))  # the old token is revoked
+    await app.service.accounts.issue_token(Submitter("alice", "alice"))  # the old token is revoked
     assert 'class="who">' not in (await client.get("/")).text
     await sign_in(app, client, "alice")
     saved = dict(client.cookies)
@@ -96,7 +96,7 @@ async def test_a_new_token_or_signing_out_ends_the_session(app: App, client: htt
     "redirected to / instead",
 )
 async def test_only_local_paths_are_followed_after_signing_in(app: App, client: httpx.AsyncClient):
-    token = await app.service.issue_token(Submitter("alice", "alice"))
+    token = await app.service.accounts.issue_token(Submitter("alice", "alice"))
     for target in ("//evil.test/x", "https://evil.test", "/\\evil.test"):
         answer = await client.post("/login", data={"token": token, "next": target})
         assert answer.headers["location"] == "/", target
@@ -108,7 +108,7 @@ async def test_only_local_paths_are_followed_after_signing_in(app: App, client: 
     "403, no cookie set",
 )
 async def test_forms_from_another_site_are_refused(app: App, client: httpx.AsyncClient):
-    token = await app.service.issue_token(Submitter("alice", "alice"))
+    token = await app.service.accounts.issue_token(Submitter("alice", "alice"))
     answer = await client.post(
         "/login", data={"token": token}, headers={"Origin": "http://evil.test"}
     )
@@ -137,7 +137,7 @@ async def test_the_admin_token_signs_in_as_admin(client: httpx.AsyncClient):
 
 
 async def test_behind_a_local_tls_proxy_the_cookie_is_secure(app: App, live_url: str):
-    token = await app.service.issue_token(Submitter("alice", "Alice"))
+    token = await app.service.accounts.issue_token(Submitter("alice", "Alice"))
     async with httpx.AsyncClient(base_url=live_url, timeout=60) as http:
         proxied = await http.post(
             "/login", data={"token": token}, headers={"X-Forwarded-Proto": "https"}

@@ -110,7 +110,7 @@ async def test_the_form_refuses_what_the_service_refuses(app: App, client: httpx
     assert wrong_gpu.status_code == 400 and "H100" in wrong_gpu.text
     await close(app)
     # Runs after the deadline are taken by default: refused once the organisers turn them off.
-    await app.service.set_after_deadline_runs(BOARD, False, "org")
+    await app.service.controls.set_after_deadline_runs(BOARD, False, "org")
     late = await client.post(
         f"/leaderboards/{BOARD}/submit", files=form["files"], data={"gpu": "CPU"}
     )
@@ -136,11 +136,11 @@ async def test_the_form_refuses_a_banned_user_and_a_paused_board(
 ):
     await sign_in(app, client, "alice")
     form = {"files": {"file": ("submission.py", source())}, "data": {"gpu": "CPU"}}
-    await app.service.ban_user(Submitter("alice", "alice"), "generated spam", "org")
+    await app.service.controls.ban(Submitter("alice", "alice"), "generated spam", "org")
     banned = await client.post(f"/leaderboards/{BOARD}/submit", **form)
     assert banned.status_code == 403 and "generated spam" in banned.text
-    await app.service.unban_user("alice")
-    await app.service.pause_submissions(BOARD, "reference being fixed", "org")
+    await app.service.controls.unban("alice")
+    await app.service.controls.pause(BOARD, "reference being fixed", "org")
     paused = await client.post(f"/leaderboards/{BOARD}/submit", **form)
     assert paused.status_code == 503 and "reference being fixed" in paused.text
     assert await app.pool.fetchval("SELECT count(*) FROM submissions") == 0

@@ -33,7 +33,9 @@ x = "<b>not bold</b>"
 
 async def test_the_description_is_markdown_made_safe(app: App, client: httpx.AsyncClient):
     task = dataclasses.replace(load_task(IDENTITY), description=HOSTILE)
-    await app.service.create_leaderboard("hostile", task, datetime(2099, 1, 1, tzinfo=UTC), ["CPU"])
+    await app.service.leaderboards.create(
+        "hostile", task, datetime(2099, 1, 1, tzinfo=UTC), ["CPU"]
+    )
     page = (await client.get("/leaderboards/hostile", headers=HTML)).text
     task_html = page.split('<div class="description">')[1].split("</div>")[0]
     assert "<code>softmax</code>" in task_html and "<strong>rows</strong>" in task_html

@@ -30,8 +30,8 @@ INVITE = re.compile(r'<code class="code">([^<]+)</code>')
 
 async def team_of_two(app: App, name: str = "Fast Ones") -> Team:
     """Alice's team with Bob in it."""
-    await app.service.create_team(BOARD, name, ALICE)
-    return await app.service.join_team(await app.service.team_invite(BOARD, ALICE), BOB)
+    await app.service.teams.create(BOARD, name, ALICE)
+    return await app.service.teams.join(await app.service.teams.invite(BOARD, ALICE), BOB)
 
 
 def section(html: str, anchor: str) -> str:
@@ -88,7 +88,7 @@ async def test_the_section_counts_teams_and_their_page_lists_them(
     assert "No teams yet." in section(await page(client), "teams")
     assert "No teams yet." in section(await page(client, TEAMS_PAGE), "teams")
     await team_of_two(app)
-    await app.service.create_team(BOARD, "Solo", CAROL)
+    await app.service.teams.create(BOARD, "Solo", CAROL)
     html = await page(client)
     teams = section(html, "teams")
     assert f'<a href="{TEAMS_PAGE}">2 teams</a>' in teams
@@ -143,7 +143,7 @@ async def test_create_invite_join_and_leave_through_the_forms(app: App, client: 
     left = await post(client, "leave")
     assert left.status_code == 303
     assert team_lines(await page(client, TEAMS_PAGE)) == ["Fast Ones 1 of 4 members alice"]
-    assert await app.service.team_of(BOARD, BOB) is None
+    assert await app.service.teams.of_user(BOARD, BOB) is None
 
 
 @pytest.mark.reliability(
@@ -153,7 +153,7 @@ async def test_create_invite_join_and_leave_through_the_forms(app: App, client: 
 )
 async def test_refusals_say_why_and_change_nothing(app: App, client: httpx.AsyncClient):
     await team_of_two(app)
-    code = await app.service.team_invite(BOARD, ALICE)
+    code = await app.service.teams.invite(BOARD, ALICE)
     await sign_in(app, client, "alice")
     second = await post(client, "create", name="Another")
     assert 400 <= second.status_code < 500 and "leave it first" in second.text
@@ -161,7 +161,7 @@ async def test_refusals_say_why_and_change_nothing(app: App, client: httpx.Async
     await sign_in(app, client, "carol")
     bad = await post(client, "create", name="no/slashes")
     assert 400 <= bad.status_code < 500 and "may only hold" in bad.text
-    await app.service.set_team_rules(BOARD, size=2)
+    await app.service.teams.set_rules(BOARD, size=2)
     full = await post(client, "join", code=code)
     assert 400 <= full.status_code < 500 and "as many as" in full.text
     used = await post(client, "join", code="team_nothing")

@@ -97,7 +97,7 @@ async def caller(request: Request) -> Caller:
         state.limiter.hit("admin")
         return Caller(None, admin=True)
     service: Service = state.service
-    user = await service.authenticate(token)
+    user = await service.accounts.authenticate(token)
     state.limiter.hit(f"user:{user.external_id}")
     return Caller(user)
 
@@ -108,7 +108,7 @@ async def signed_in(request: Request) -> WebSession | None:
     if not session_id:
         return None
     service: Service = request.app.state.service
-    return await service.session(session_id, admin_token=request.app.state.admin_token)
+    return await service.sessions.get(session_id, admin_token=request.app.state.admin_token)
 
 
 async def optional_caller(request: Request) -> Caller | None:

@@ -139,7 +139,7 @@ def client_status(
 
     A ranked submission succeeds only as the ranking decides: its public run scored and its
     secret run passed on each GPU, and neither is held out of the ranking (`holds`, from
-    `Service.ranking_holds`)."""
+    `Service.submissions.ranking_holds`)."""
     jobs = report.jobs
     if not report.done:
         dispatched = any(j.state is JobState.DISPATCHED for j in jobs)

@@ -66,7 +66,7 @@ class MetricsEndpoint:
 async def _read(service: Service) -> tuple[Figures | None, float]:
     started = time.perf_counter()
     try:
-        figures = await service.monitoring_figures()
+        figures = await service.monitoring.figures()
     except DatabaseUnavailableError:
         figures = None  # still answer: the latencies, and that the database is down
     return figures, time.perf_counter() - started

@@ -93,7 +93,7 @@ async def submission_stream(
 
     async def follow() -> None:
         try:
-            async for event in service.watch(submission_id):
+            async for event in service.events.watch(submission_id):
                 latest[0] = format_event(event)
         finally:
             done.set()
@@ -117,8 +117,10 @@ async def submission_stream(
             )
             yield sse("error", {"status": "error", "detail": detail})
             return
-        report = await service.report(submission_id)
-        yield sse("result", result_payload(report, await service.ranking_holds(submission_id)))
+        report = await service.submissions.report(submission_id)
+        yield sse(
+            "result", result_payload(report, await service.submissions.ranking_holds(submission_id))
+        )
     finally:
         follower.cancel()  # the submission goes on; only this client's view of it ends
 
@@ -172,10 +174,10 @@ def _result_item(run: RunRecord) -> dict[str, Any]:
 
 async def event_stream(service: Service, submission_id: int) -> AsyncIterator[Event]:
     """Our own live view: each `JobEvent` as `job`, then `done` with the final status."""
-    async for event in service.watch(submission_id):
+    async for event in service.events.watch(submission_id):
         yield {"event": "job", "data": json.dumps(event.to_json())}
-    report = await service.report(submission_id)
-    status, error = client_status(report, await service.ranking_holds(submission_id))
+    report = await service.submissions.report(submission_id)
+    status, error = client_status(report, await service.submissions.ranking_holds(submission_id))
     yield sse("done", {"status": status, "error": error, **_runs_of(report)})
 
 

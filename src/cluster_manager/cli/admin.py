@@ -49,7 +49,7 @@ def pause_command(settings: Settings, leaderboard: str | None, reason: str) -> N
     """Stop taking submissions (queued jobs still run)."""
 
     async def body(port: ServicePort) -> None:
-        pause = await port.pause_submissions(leaderboard, reason, _actor())
+        pause = await port.controls.pause(leaderboard, reason, _actor())
         click.echo(f"paused {pause.leaderboard or 'everywhere'}: {pause.reason}")
 
     _run(settings, body)
@@ -63,7 +63,7 @@ def resume_command(settings: Settings, leaderboard: str | None) -> None:
 
     async def body(port: ServicePort) -> None:
         where = leaderboard or "everywhere"
-        resumed = await port.resume_submissions(leaderboard)
+        resumed = await port.controls.resume(leaderboard)
         click.echo(f"resumed {where}" if resumed else f"{where} was not paused")
 
     _run(settings, body)
@@ -86,7 +86,9 @@ def ban_command(settings: Settings, user: str, reason: str, force: bool) -> None
 
     async def body(port: ServicePort) -> None:
         try:
-            ban = await port.ban_user(Submitter(user, user), reason, _actor(), known_only=not force)
+            ban = await port.controls.ban(
+                Submitter(user, user), reason, _actor(), known_only=not force
+            )
         except UnknownUserError:
             raise _unknown_user(user) from None
         click.echo(f"banned {ban.user}: {ban.reason}")
@@ -108,7 +110,7 @@ def unban_command(settings: Settings, user: str) -> None:
     """Let USER submit again, and show their rankings."""
 
     async def body(port: ServicePort) -> None:
-        lifted = await port.unban_user(user)
+        lifted = await port.controls.unban(user)
         click.echo(f"unbanned {user}" if lifted else f"{user} was not banned")
 
     _run(settings, body)
@@ -122,7 +124,7 @@ def invalidate_command(settings: Settings, submission_id: int, reason: str) -> N
     """Take a submission out of every ranking (kept; `restore` undoes it)."""
 
     async def body(port: ServicePort) -> None:
-        await port.invalidate_submission(submission_id, reason, _actor())
+        await port.controls.invalidate(submission_id, reason, _actor())
         click.echo(f"invalidated submission {submission_id}: {reason}; its user is ranked again")
 
     _run(settings, body)
@@ -135,7 +137,7 @@ def restore_command(settings: Settings, submission_id: int) -> None:
     """Undo `invalidate`: the submission ranks again where it is its user's best."""
 
     async def body(port: ServicePort) -> None:
-        await port.restore_submission(submission_id)
+        await port.controls.restore(submission_id)
         click.echo(f"restored submission {submission_id}")
 
     _run(settings, body)
@@ -153,7 +155,7 @@ def rerun_command(
     jobs); each keeps its score until its rerun is in."""
 
     async def body(port: ServicePort) -> None:
-        jobs = await port.rerun(leaderboard, user=user, submission_id=submission_id)
+        jobs = await port.reruns.enqueue(leaderboard, user=user, submission_id=submission_id)
         queued = sorted({j.submission_id for j in jobs})
         ids = ", ".join(map(str, queued))
         which = f" (submission{'' if len(queued) == 1 else 's'} {ids})" if queued else ""
@@ -169,7 +171,7 @@ def close_command(settings: Settings, leaderboard: str) -> None:
     """Make LEADERBOARD invite-only: listed to and submittable by its members only."""
 
     async def body(port: ServicePort) -> None:
-        await port.set_closed(leaderboard, True)
+        await port.invites.set_closed(leaderboard, True)
         click.echo(
             f"{leaderboard} is invite-only; mint codes with `admin invites {leaderboard} --mint N`"
         )
@@ -187,7 +189,7 @@ def channel_policy_command(settings: Settings, leaderboard: str, policy: str) ->
     line). Its output stays its submitter's under every policy."""
 
     async def body(port: ServicePort) -> None:
-        board = await port.set_channel_policy(leaderboard, policy, _actor())
+        board = await port.controls.set_channel_policy(leaderboard, policy, _actor())
         note = " (invite-only: its channel sees nothing while it is)" if board.closed else ""
         click.echo(f"{leaderboard}'s channel policy is {board.channel_policy.value}{note}")
 
@@ -203,7 +205,7 @@ def after_deadline_command(settings: Settings, leaderboard: str, state: str) -> 
     and ranked runs, ranked on their own and never in the competition's ranking."""
 
     async def body(port: ServicePort) -> None:
-        board = await port.set_after_deadline_runs(leaderboard, state == "on", _actor())
+        board = await port.controls.set_after_deadline_runs(leaderboard, state == "on", _actor())
         taken = "takes" if board.after_deadline_runs else "takes no"
         click.echo(f"{leaderboard} {taken} runs after its deadline")
 
@@ -227,7 +229,7 @@ def teams_command(
     """Set LEADERBOARD's team rules (what is not given stays) and print them."""
 
     async def body(port: ServicePort) -> None:
-        board = await port.set_team_rules(leaderboard, size=size, quotas=shared_quota)
+        board = await port.teams.set_rules(leaderboard, size=size, quotas=shared_quota)
         quota = "shared by each team" if board.team_quotas else "each member's own"
         click.echo(f"{board.name}: teams of up to {board.team_size}; the hourly quota is {quota}")
 
@@ -241,7 +243,7 @@ def open_command(settings: Settings, leaderboard: str) -> None:
     """Open LEADERBOARD to everyone again."""
 
     async def body(port: ServicePort) -> None:
-        await port.set_closed(leaderboard, False)
+        await port.invites.set_closed(leaderboard, False)
         click.echo(f"{leaderboard} is open to everyone")
 
     _run(settings, body)
@@ -257,9 +259,9 @@ def invites_command(settings: Settings, leaderboard: str, count: int | None, use
 
     async def body(port: ServicePort) -> None:
         if count is not None:
-            click.echo("\n".join(await port.mint_invites(leaderboard, count, uses, _actor())))
+            click.echo("\n".join(await port.invites.mint(leaderboard, count, uses, _actor())))
             return
-        found = await port.invites(leaderboard)
+        found = await port.invites.all(leaderboard)
         for invite in found:
             state = "revoked" if invite.revoked else f"{invite.uses}/{invite.max_uses} used"
             made = f"{invite.created_by}, {invite.created_at.isoformat()}"
@@ -277,7 +279,7 @@ def revoke_invite_command(settings: Settings, code: str) -> None:
     """Stop CODE from admitting anyone else (who joined with it stays)."""
 
     async def body(port: ServicePort) -> None:
-        revoked = await port.revoke_invite(code)
+        revoked = await port.invites.revoke(code)
         click.echo(f"revoked {code}" if revoked else f"{code} is unknown or already revoked")
 
     _run(settings, body)
@@ -297,12 +299,12 @@ def quota_command(
 
     async def body(port: ServicePort) -> None:
         if clear:
-            cleared = await port.clear_quota(user)
+            cleared = await port.controls.clear_quota(user)
             click.echo(f"{user} has the deployment's quotas" if cleared else f"{user} had none")
         elif per_hour is None and daily is None:
-            click.echo(format_user_quotas((await port.quota_of(user)).to_json()))
+            click.echo(format_user_quotas((await port.controls.quota_of(user)).to_json()))
         else:
-            await port.set_quota(
+            await port.controls.set_quota(
                 Submitter(user, user), per_hour=per_hour, daily=daily, actor=_actor()
             )
             click.echo(
@@ -318,11 +320,11 @@ def status_command(settings: Settings) -> None:
     """What is paused, who is banned and who has quotas of their own."""
 
     async def body(port: ServicePort) -> None:
-        pauses = [p.to_json() for p in await port.pauses()]
-        bans = [b.to_json() for b in await port.bans()]
-        quotas = [q.to_json() for q in await port.custom_quotas()]
-        policies = [p.to_json() for p in await port.channel_policies()]
-        refusals = [r.to_json() for r in await port.after_deadline_refusals()]
+        pauses = [p.to_json() for p in await port.controls.pauses()]
+        bans = [b.to_json() for b in await port.controls.bans()]
+        quotas = [q.to_json() for q in await port.controls.custom_quotas()]
+        policies = [p.to_json() for p in await port.controls.channel_policies()]
+        refusals = [r.to_json() for r in await port.controls.after_deadline_refusals()]
         click.echo(format_controls(pauses, bans, quotas, policies, refusals))
 
     _run(settings, body)
@@ -336,7 +338,7 @@ def stats_command(settings: Settings, last_day: bool, as_json: bool) -> None:
     """Submissions, users, runs and queue waits per GPU, failures by verdict."""
 
     async def body(port: ServicePort) -> None:
-        found = (await port.stats(last_day=last_day)).to_json()
+        found = (await port.controls.stats(last_day=last_day)).to_json()
         click.echo(json.dumps(found, indent=2) if as_json else format_stats(found))
 
     _run(settings, body)

@@ -89,7 +89,7 @@ async def run_demo(app: App, examples: Path, echo: Callable[[str], None] = print
     await _create_leaderboards(app.service, examples)
     echo(
         format_leaderboards(
-            await app.service.list_leaderboards(include_closed=True), datetime.now(UTC)
+            await app.service.leaderboards.all(include_closed=True), datetime.now(UTC)
         )
     )
     echo("")
@@ -110,8 +110,8 @@ Receipts = dict[int, tuple[DemoSubmission, SubmissionReceipt]]
 async def _create_leaderboards(service: Service, examples: Path) -> None:
     for name, folder in DEMO_LEADERBOARDS.items():
         with contextlib.suppress(NotFoundError):  # left over from an earlier demo
-            await service.delete_leaderboard(name)
-        await service.create_leaderboard(
+            await service.leaderboards.delete(name)
+        await service.leaderboards.create(
             name,
             load_task(examples / folder),
             datetime.now(UTC) + timedelta(days=7),
@@ -124,7 +124,7 @@ async def _submit_all(service: Service, examples: Path) -> Receipts:
     receipts: Receipts = {}
     for plan in DEMO_SUBMISSIONS:
         path = examples / DEMO_LEADERBOARDS[plan.leaderboard] / plan.path
-        receipt = await service.submit(
+        receipt = await service.submissions.submit(
             plan.leaderboard,
             Submitter(plan.user, plan.user),
             path.name,
@@ -139,7 +139,7 @@ async def _run_and_follow(app: App, receipts: Receipts, echo: Callable[[str], No
     scheduler = app.scheduler(_lenient_config(app, echo), submission_ids=set(receipts))
 
     async def follow() -> None:
-        async for event in app.service.watch(*receipts):
+        async for event in app.service.events.watch(*receipts):
             if event.state in SHOWN_EVENTS:
                 plan, _ = receipts[event.submission_id]
                 echo(
@@ -154,7 +154,7 @@ async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str],
     """Prints each submission's verdicts and the rankings; True if all were as expected."""
     rows, as_expected, surprises = [], True, []
     for submission_id, (plan, _) in receipts.items():
-        report = await service.report(submission_id, admin=True)  # the operator's demo
+        report = await service.submissions.report(submission_id, admin=True)  # the operator's demo
         verdicts = sorted(
             {r.verdict.value for r in report.runs}
             | {f"failed: {j.error}" for j in report.jobs if j.error and j.state.value == "failed"}
@@ -185,7 +185,7 @@ async def _summarise(service: Service, receipts: Receipts, echo: Callable[[str],
         echo(f"Unexpected: {line}")
     for name in DEMO_LEADERBOARDS:
         echo("")
-        echo(format_ranking(name, await service.ranking(name)))
+        echo(format_ranking(name, await service.leaderboards.ranking(name)))
     return as_expected
 
 
@@ -197,7 +197,7 @@ async def _check_order(service: Service, receipts: Receipts, echo: Callable[[str
         ranked = {p.path: r.submission_id for p, r in receipts.values() if p.leaderboard == name}
         if SOLUTION not in ranked or TEMPLATE not in ranked:
             continue
-        for gpu, entries in (await service.ranking(name)).items():
+        for gpu, entries in (await service.leaderboards.ranking(name)).items():
             line, fine = order_line(
                 folder,
                 gpu,

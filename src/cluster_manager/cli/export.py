@@ -48,8 +48,8 @@ def export_command(
 
     async def body(port: ServicePort) -> int:
         # Both refused before a file is made: through a server (no export), an unknown name.
-        pages = port.export_submissions(name) if everything else port.export_rankings(name)
-        board = await port.leaderboard(name)
+        pages = port.exports.submissions(name) if everything else port.exports.rankings(name)
+        board = await port.leaderboards.get(name)
         if everything and board.is_open(datetime.now(UTC)):
             click.echo(f"note: {name} is still open; this export holds its code", err=True)
         if str(target) == "-":

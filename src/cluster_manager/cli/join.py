@@ -28,7 +28,7 @@ def join_command(settings: Settings, code: str, user: str | None) -> None:
     name = user or getpass.getuser()  # through a server the token says who joins
 
     async def body(port: ServicePort) -> None:
-        board, joined = await port.join(code, Submitter(name, name))
+        board, joined = await port.invites.join(code, Submitter(name, name))
         click.echo(f"joined {board}" if joined else f"already a member of {board}")
 
     with_port(settings, body)

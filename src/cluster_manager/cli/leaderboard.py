@@ -149,7 +149,7 @@ def create_command(
         fail(str(exc))
 
     async def body(port: ServicePort) -> None:
-        board = await port.create_leaderboard(
+        board = await port.leaderboards.create(
             name,
             task,
             when,
@@ -171,7 +171,7 @@ def list_command(settings: Settings) -> None:
     """All leaderboards with their GPUs, deadline and time left."""
 
     async def body(port: ServicePort) -> None:
-        boards = await port.list_leaderboards(include_closed=True)
+        boards = await port.leaderboards.all(include_closed=True)
         click.echo(format_leaderboards(boards, datetime.now(UTC)))
 
     with_port(settings, body)
@@ -195,7 +195,9 @@ def show_command(
         gpu = gpu_names(settings, [gpu])[0]
 
     async def body(port: ServicePort) -> None:
-        rankings = await port.ranking(name, gpu, limit=limit, after_deadline=after_deadline)
+        rankings = await port.leaderboards.ranking(
+            name, gpu, limit=limit, after_deadline=after_deadline
+        )
         click.echo(format_ranking(name, rankings, after_deadline=after_deadline))
 
     with_port(settings, body)
@@ -210,12 +212,12 @@ def delete_command(settings: Settings, name: str, yes: bool) -> None:
     token)."""
 
     async def body(port: ServicePort) -> None:
-        await port.leaderboard(name)  # an unknown name is refused before --yes is asked
+        await port.leaderboards.get(name)  # an unknown name is refused before --yes is asked
         if not yes:
             raise ClusterManagerError(
                 f"deleting {name!r} removes all its submissions; pass --yes to confirm"
             )
-        await port.delete_leaderboard(name)
+        await port.leaderboards.delete(name)
         click.echo(f"deleted {name}")
 
     with_port(settings, body, role="admin")
@@ -235,8 +237,8 @@ def task_command(settings: Settings, name: str, out: Path | None) -> None:
     harness, and the templates."""
 
     async def body(port: ServicePort) -> tuple[str, dict[str, str]]:
-        files = await port.task_files(name)
-        return (await port.leaderboard(name)).task.description, files
+        files = await port.leaderboards.task_files(name)
+        return (await port.leaderboards.get(name)).task.description, files
 
     description, files = with_port(settings, body)
     if out is None:
@@ -277,7 +279,7 @@ def template_command(settings: Settings, name: str, language: str) -> None:
     task's lang: py, cu)."""
 
     async def body(port: ServicePort) -> str:
-        templates = await port.templates(name)
+        templates = await port.leaderboards.templates(name)
         found = find_template(templates, language)
         if found is None:
             raise ClusterManagerError(no_template(name, language, templates))

@@ -29,6 +29,6 @@ def queue_command(settings: Settings, user: str | None) -> None:
     name = user or getpass.getuser()  # through a server the token says whose jobs
 
     async def body(port: ServicePort) -> None:
-        click.echo(format_queue((await port.queues(Submitter(name, name))).to_json()))
+        click.echo(format_queue((await port.queues.view(Submitter(name, name))).to_json()))
 
     with_port(settings, body)

@@ -1,12 +1,13 @@
-"""The organisers' half of `RemoteService`: `service.port.ControlPort` over the admin API
-(`/admin/...`, for the admin token only; a user's token is refused there with 403)."""
+"""The organisers' parts of `RemoteService`: `service.port`'s `ControlsPort`, `RerunsPort`
+and `InvitesPort` over the admin API (`/admin/...`, for the admin token only; a user's token
+is refused there with 403), but for joining with a code, which any user does."""
 
 from __future__ import annotations
 
 from cluster_manager.cli import api_records as records
 from cluster_manager.cli.api_client import ApiClient, ApiError
 from cluster_manager.cli.api_client import segment as seg
-from cluster_manager.core.records import Job
+from cluster_manager.core.records import ChannelPolicy, Job, Leaderboard
 from cluster_manager.service import Submitter, UnknownUserError
 from cluster_manager.service.port import (
     AfterDeadlineRefusal,
@@ -14,6 +15,7 @@ from cluster_manager.service.port import (
     ChannelPolicySetting,
     CustomQuota,
     Invite,
+    LeaderboardsPort,
     Pause,
     Stats,
     UserQuotas,
@@ -21,24 +23,25 @@ from cluster_manager.service.port import (
 
 
 class RemoteControls:
-    """Each method as `Service`'s of the same name. The server records its own actor (the
-    admin API's), whatever `actor` says."""
+    """Each method as `Service.controls`' of the same name. The server records its own actor
+    (the admin API's), whatever `actor` says."""
 
-    def __init__(self, api: ApiClient) -> None:
+    def __init__(self, api: ApiClient, leaderboards: LeaderboardsPort) -> None:
         self.api = api
+        self.leaderboards = leaderboards
 
-    async def pause_submissions(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
+    async def pause(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
         body = {"leaderboard": leaderboard, "reason": reason}
         return records.pause(await self.api.call("POST", "/admin/stop", body))
 
-    async def resume_submissions(self, leaderboard: str | None) -> bool:
+    async def resume(self, leaderboard: str | None) -> bool:
         answer = await self.api.call("POST", "/admin/start", {"leaderboard": leaderboard})
         return bool(answer["was_paused"])
 
     async def pauses(self) -> list[Pause]:
         return [records.pause(p) for p in await self.api.get("/admin/pauses")]
 
-    async def ban_user(
+    async def ban(
         self, user: Submitter, reason: str, actor: str, *, known_only: bool = False
     ) -> Ban:
         body = {"reason": reason, "name": user.name, "force": not known_only}
@@ -50,30 +53,19 @@ class RemoteControls:
             raise
         return records.ban(answer)
 
-    async def unban_user(self, external_id: str) -> bool:
+    async def unban(self, external_id: str) -> bool:
         answer = await self.api.call("DELETE", f"/admin/bans/{seg(external_id)}")
         return bool(answer["status"] == "unbanned")
 
     async def bans(self) -> list[Ban]:
         return [records.ban(b) for b in await self.api.get("/admin/bans")]
 
-    async def invalidate_submission(self, submission_id: int, reason: str, actor: str) -> None:
+    async def invalidate(self, submission_id: int, reason: str, actor: str) -> None:
         path = f"/admin/submissions/{seg(submission_id)}/invalidate"
         await self.api.call("POST", path, {"reason": reason})
 
-    async def restore_submission(self, submission_id: int) -> None:
+    async def restore(self, submission_id: int) -> None:
         await self.api.call("POST", f"/admin/submissions/{seg(submission_id)}/restore")
-
-    async def rerun(
-        self, leaderboard: str, *, user: str | None = None, submission_id: int | None = None
-    ) -> list[Job]:
-        body = {"user": user, "submission_id": submission_id}
-        answer = await self.api.call("POST", f"/admin/leaderboards/{seg(leaderboard)}/rerun", body)
-        return [records.job(j) for j in answer["queued"]]
-
-    async def set_closed(self, name: str, closed: bool) -> None:
-        action = "close" if closed else "open"
-        await self.api.call("POST", f"/admin/leaderboards/{seg(name)}/{action}")
 
     async def after_deadline_refusals(self) -> list[AfterDeadlineRefusal]:
         found = await self.api.get("/admin/after-deadline-refusals")
@@ -82,18 +74,6 @@ class RemoteControls:
     async def channel_policies(self) -> list[ChannelPolicySetting]:
         found = await self.api.get("/admin/channel-policies")
         return [records.channel_policy_setting(p) for p in found]
-
-    async def mint_invites(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
-        body = {"leaderboard": name, "count": count, "max_uses": max_uses}
-        return list((await self.api.call("POST", "/admin/invites", body))["codes"])
-
-    async def invites(self, name: str) -> list[Invite]:
-        found = await self.api.get(f"/admin/leaderboards/{seg(name)}/invites")
-        return [records.invite(i) for i in found]
-
-    async def revoke_invite(self, code: str) -> bool:
-        answer = await self.api.call("DELETE", f"/admin/invites/{seg(code)}")
-        return bool(answer["status"] == "revoked")
 
     async def set_quota(
         self, user: Submitter, *, per_hour: int | None, daily: int | None, actor: str
@@ -115,3 +95,53 @@ class RemoteControls:
         return records.stats(
             await self.api.get("/admin/stats", last_day_only=str(last_day).lower())
         )
+
+    async def set_channel_policy(
+        self, name: str, policy: ChannelPolicy | str, actor: str
+    ) -> Leaderboard:
+        value = policy.value if isinstance(policy, ChannelPolicy) else policy
+        path = f"/admin/leaderboards/{seg(name)}/channel-policy"
+        await self.api.call("PUT", path, {"policy": value})
+        return await self.leaderboards.get(name)
+
+    async def set_after_deadline_runs(self, name: str, allowed: bool, actor: str) -> Leaderboard:
+        path = f"/admin/leaderboards/{seg(name)}/after-deadline"
+        await self.api.call("PUT", path, {"allowed": allowed})
+        return await self.leaderboards.get(name)
+
+
+class RemoteReruns:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def enqueue(
+        self, leaderboard: str, *, user: str | None = None, submission_id: int | None = None
+    ) -> list[Job]:
+        body = {"user": user, "submission_id": submission_id}
+        answer = await self.api.call("POST", f"/admin/leaderboards/{seg(leaderboard)}/rerun", body)
+        return [records.job(j) for j in answer["queued"]]
+
+
+class RemoteInvites:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def set_closed(self, name: str, closed: bool) -> None:
+        action = "close" if closed else "open"
+        await self.api.call("POST", f"/admin/leaderboards/{seg(name)}/{action}")
+
+    async def mint(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
+        body = {"leaderboard": name, "count": count, "max_uses": max_uses}
+        return list((await self.api.call("POST", "/admin/invites", body))["codes"])
+
+    async def all(self, name: str) -> list[Invite]:
+        found = await self.api.get(f"/admin/leaderboards/{seg(name)}/invites")
+        return [records.invite(i) for i in found]
+
+    async def revoke(self, code: str) -> bool:
+        answer = await self.api.call("DELETE", f"/admin/invites/{seg(code)}")
+        return bool(answer["status"] == "revoked")
+
+    async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
+        answer = await self.api.call("POST", "/user/join", {"code": code})
+        return str(answer["leaderboard"]), answer["status"] == "joined"

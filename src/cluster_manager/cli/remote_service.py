@@ -1,8 +1,9 @@
 """`RemoteService`: `service.port.ServicePort` over the HTTP API, for the CLI pointed at a
-server (CLUSTER_MANAGER_API_URL). It answers with the records `Service` answers with, read
-from the API's JSON by `api_records`; the server's refusals come back as `ApiError`s carrying
-its words. What the API does not offer is refused with `NotOverTheApiError`, never done on a
-database here instead."""
+server (CLUSTER_MANAGER_API_URL). Its parts are named as `Service`'s, each method as that
+part's; they answer with the records `Service` answers with, read from the API's JSON by
+`api_records`; the server's refusals come back as `ApiError`s carrying its words. What the
+API does not offer is refused with `NotOverTheApiError`, never done on a database here
+instead. The organisers' parts are in `remote_controls.py`."""
 
 from __future__ import annotations
 
@@ -12,14 +13,13 @@ from datetime import datetime
 from typing import NoReturn
 
 from cluster_manager.cli import api_records as records
-from cluster_manager.cli.api_client import ApiError
+from cluster_manager.cli.api_client import ApiClient, ApiError
 from cluster_manager.cli.api_client import segment as seg
-from cluster_manager.cli.remote_controls import RemoteControls
+from cluster_manager.cli.remote_controls import RemoteControls, RemoteInvites, RemoteReruns
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Mode, Task
 from cluster_manager.core.profiling import ProfileOptions, form_fields
 from cluster_manager.core.records import (
-    ChannelPolicy,
     JobEvent,
     Leaderboard,
     LeaderboardSummary,
@@ -31,7 +31,7 @@ from cluster_manager.core.task import load_task_zip_bytes
 from cluster_manager.core.task_folder import folder_files, folder_zip
 from cluster_manager.core.teams import Team
 from cluster_manager.service import QueueView, SubmissionReceipt, SubmissionReport, Submitter
-from cluster_manager.service.port import Row
+from cluster_manager.service.port import LeaderboardsPort, Row
 from cluster_manager.service.sync import Problems
 
 NO_USER_CREDENTIALS = (
@@ -68,11 +68,29 @@ def _refuse(message: str) -> NoReturn:
     raise NotOverTheApiError(message)
 
 
-class RemoteService(RemoteControls):
-    """Each method as `Service`'s of the same name. The caller is the token's: a `viewer` or
-    `user` given is the one the token names (`--user` is refused before, by the CLI)."""
+class RemoteService:
+    """The parts over one API client. The caller is the token's: a `viewer` or `user` given
+    is the one the token names (`--user` is refused before, by the CLI)."""
 
-    async def create_leaderboard(
+    def __init__(self, api: ApiClient) -> None:
+        self.leaderboards = RemoteLeaderboards(api)
+        self.problem_sets = RemoteProblemSets()
+        self.exports = RemoteExports()
+        self.submissions = RemoteSubmissions(api)
+        self.events = RemoteEvents(api)
+        self.queues = RemoteQueues(api)
+        self.accounts = RemoteAccounts()
+        self.controls = RemoteControls(api, self.leaderboards)
+        self.reruns = RemoteReruns(api)
+        self.invites = RemoteInvites(api)
+        self.teams = RemoteTeams(api, self.leaderboards)
+
+
+class RemoteLeaderboards:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def create(
         self,
         name: str,
         task: Task,
@@ -91,34 +109,13 @@ class RemoteService(RemoteControls):
         view = await self.api.upload("/admin/leaderboards", f"{task.name}.zip", archive, fields)
         return records.leaderboard(view, task)
 
-    async def set_channel_policy(
-        self, name: str, policy: ChannelPolicy | str, actor: str
-    ) -> Leaderboard:
-        value = policy.value if isinstance(policy, ChannelPolicy) else policy
-        path = f"/admin/leaderboards/{seg(name)}/channel-policy"
-        await self.api.call("PUT", path, {"policy": value})
-        return await self.leaderboard(name)
-
-    async def set_after_deadline_runs(self, name: str, allowed: bool, actor: str) -> Leaderboard:
-        path = f"/admin/leaderboards/{seg(name)}/after-deadline"
-        await self.api.call("PUT", path, {"allowed": allowed})
-        return await self.leaderboard(name)
-
-    async def set_team_rules(
-        self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None
-    ) -> Leaderboard:
-        """Through the admin API (a user's token is refused there with 403)."""
-        body = {"size": size, "quotas": quotas}
-        await self.api.call("PUT", f"/admin/leaderboards/{seg(leaderboard)}/teams", body)
-        return await self.leaderboard(leaderboard)
-
-    async def leaderboard(self, name: str) -> Leaderboard:
+    async def get(self, name: str) -> Leaderboard:
         view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)
         files = await self.task_files(name)
         task = await asyncio.to_thread(load_task_zip_bytes, folder_zip(files), f"{name}.zip")
         return records.leaderboard(view, task)
 
-    async def list_leaderboards(
+    async def all(
         self, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[LeaderboardSummary]:
         """What the token may see (the admin token: every leaderboard)."""
@@ -134,7 +131,7 @@ class RemoteService(RemoteControls):
         )
         return records.rankings(view)
 
-    async def delete_leaderboard(self, name: str) -> None:
+    async def delete(self, name: str) -> None:
         await self.api.call("DELETE", f"/admin/leaderboards/{seg(name)}")
 
     async def task_files(self, name: str) -> dict[str, str]:
@@ -147,16 +144,12 @@ class RemoteService(RemoteControls):
             for language in languages
         }
 
-    def export_rankings(self, name: str) -> AsyncIterator[list[Row]]:
-        _refuse(EXPORT_REFUSED)
-
-    def export_submissions(self, name: str) -> AsyncIterator[list[Row]]:
-        _refuse(EXPORT_REFUSED)
-
     async def gpus_not_served(self) -> dict[str, str]:
         _refuse(SYNC_REFUSED)
 
-    async def sync_problem_set(
+
+class RemoteProblemSets:
+    async def sync(
         self,
         problems: Problems,
         *,
@@ -165,6 +158,19 @@ class RemoteService(RemoteControls):
         force: bool = False,
     ) -> SyncPlan:
         _refuse(SYNC_REFUSED)
+
+
+class RemoteExports:
+    def rankings(self, name: str) -> AsyncIterator[list[Row]]:
+        _refuse(EXPORT_REFUSED)
+
+    def submissions(self, name: str) -> AsyncIterator[list[Row]]:
+        _refuse(EXPORT_REFUSED)
+
+
+class RemoteSubmissions:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
 
     async def submit(
         self,
@@ -199,12 +205,6 @@ class RemoteService(RemoteControls):
             )
         return offered[0]
 
-    async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
-        for submission_id in submission_ids:
-            async for event, payload in self.api.events(submission_id):
-                if event == "job":
-                    yield records.job_event(payload)
-
     async def report(self, submission_id: int) -> SubmissionReport:
         view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
         return records.submission_report(view)
@@ -213,35 +213,55 @@ class RemoteService(RemoteControls):
         view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
         return [records.placement(p) for p in view.get("placements", [])]
 
-    async def queues(self, user: Submitter | None = None) -> QueueView:
+
+class RemoteEvents:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
+        for submission_id in submission_ids:
+            async for event, payload in self.api.events(submission_id):
+                if event == "job":
+                    yield records.job_event(payload)
+
+
+class RemoteQueues:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+
+    async def view(self, user: Submitter | None = None) -> QueueView:
         return records.queue_view(await self.api.get("/queue"))
 
-    async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
-        answer = await self.api.call("POST", "/user/join", {"code": code})
-        return str(answer["leaderboard"]), answer["status"] == "joined"
 
+class RemoteAccounts:
     async def issue_token(self, user: Submitter) -> str:
         _refuse(TOKENS_REFUSED)
 
     async def revoke_token(self, external_id: str) -> bool:
         _refuse(TOKENS_REFUSED)
 
-    async def create_team(self, leaderboard: str, name: str, user: Submitter) -> Team:
+
+class RemoteTeams:
+    def __init__(self, api: ApiClient, leaderboards: LeaderboardsPort) -> None:
+        self.api = api
+        self.leaderboards = leaderboards
+
+    async def create(self, leaderboard: str, name: str, user: Submitter) -> Team:
         path = f"/leaderboards/{seg(leaderboard)}/teams"
         return records.team(await self.api.call("POST", path, {"name": name}))
 
-    async def team_invite(self, leaderboard: str, user: Submitter) -> str:
+    async def invite(self, leaderboard: str, user: Submitter) -> str:
         path = f"/leaderboards/{seg(leaderboard)}/teams/mine/invites"
         return str((await self.api.call("POST", path))["code"])
 
-    async def join_team(self, code: str, user: Submitter) -> Team:
+    async def join(self, code: str, user: Submitter) -> Team:
         return records.team(await self.api.call("POST", "/teams/join", {"code": code}))
 
-    async def leave_team(self, leaderboard: str, user: Submitter) -> str:
+    async def leave(self, leaderboard: str, user: Submitter) -> str:
         path = f"/leaderboards/{seg(leaderboard)}/teams/mine"
         return str((await self.api.call("DELETE", path))["left"])
 
-    async def team_of(self, leaderboard: str, user: Submitter) -> Team | None:
+    async def of_user(self, leaderboard: str, user: Submitter) -> Team | None:
         try:
             found = await self.api.get(f"/leaderboards/{seg(leaderboard)}/teams/mine")
         except ApiError as exc:
@@ -250,9 +270,17 @@ class RemoteService(RemoteControls):
             raise
         return records.team(found)
 
-    async def teams(
+    async def all(
         self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[Team]:
         """What the token may see (the admin token: an invite-only board's too)."""
         found = await self.api.get(f"/leaderboards/{seg(leaderboard)}/teams")
         return [records.team(t) for t in found]
+
+    async def set_rules(
+        self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None
+    ) -> Leaderboard:
+        """Through the admin API (a user's token is refused there with 403)."""
+        body = {"size": size, "quotas": quotas}
+        await self.api.call("PUT", f"/admin/leaderboards/{seg(leaderboard)}/teams", body)
+        return await self.leaderboards.get(leaderboard)

@@ -77,7 +77,7 @@ def submit_command(
     name = user or getpass.getuser()  # through a server the token says who submits
 
     async def body(port: ServicePort, run_jobs: RunJobs) -> bool:
-        receipt = await port.submit(
+        receipt = await port.submissions.submit(
             leaderboard,
             Submitter(name, name),
             file.name,
@@ -94,11 +94,11 @@ def submit_command(
         if no_wait:
             return True
         await _run_and_follow(port, run_jobs, receipt)
-        report = await port.report(receipt.submission_id)
+        report = await port.submissions.report(receipt.submission_id)
         click.echo(format_submission_report(report))
         if receipt.mode is Mode.LEADERBOARD:
             click.echo("")
-            for placement in await port.placements(receipt.submission_id):
+            for placement in await port.submissions.placements(receipt.submission_id):
                 click.echo(format_placement(placement))
         return report.passed
 
@@ -118,7 +118,7 @@ async def _run_and_follow(port: ServicePort, run_jobs: RunJobs, receipt: Submiss
 
     async def follow() -> None:
         try:
-            async for event in port.watch(receipt.submission_id):
+            async for event in port.events.watch(receipt.submission_id):
                 click.echo(format_event(event), err=True)
                 watching.set()
         finally:

@@ -43,10 +43,10 @@ def sync_command(
     server, upload the problem set to POST /admin/update-problems instead."""
 
     async def body(port: ServicePort) -> SyncPlan:
-        unserved = await port.gpus_not_served()
+        unserved = await port.leaderboards.gpus_not_served()
         registry = load_settings_registry(settings)  # the one `open_app` gives the service
         loaded = load_problem_set(competition_file(path, problem_set), registry, unserved)
-        return await port.sync_problem_set(
+        return await port.problem_sets.sync(
             loaded.problems, skipped=loaded.skipped, apply=not dry_run, force=force
         )
 

@@ -48,7 +48,7 @@ def create_command(settings: Settings, leaderboard: str, name: str, user: str | 
     who = _who(settings, user)
 
     async def body(port: ServicePort) -> None:
-        team = await port.create_team(leaderboard, name, who)
+        team = await port.teams.create(leaderboard, name, who)
         click.echo(f"created team {team.name} on {team.leaderboard}")
 
     with_port(settings, body)
@@ -63,7 +63,7 @@ def invite_command(settings: Settings, leaderboard: str, user: str | None) -> No
     who = _who(settings, user)
 
     async def body(port: ServicePort) -> None:
-        click.echo(await port.team_invite(leaderboard, who))
+        click.echo(await port.teams.invite(leaderboard, who))
 
     with_port(settings, body)
 
@@ -77,7 +77,7 @@ def join_command(settings: Settings, code: str, user: str | None) -> None:
     who = _who(settings, user)
 
     async def body(port: ServicePort) -> None:
-        team = await port.join_team(code, who)
+        team = await port.teams.join(code, who)
         click.echo(f"joined team {team.name} on {team.leaderboard}")
 
     with_port(settings, body)
@@ -92,7 +92,7 @@ def leave_command(settings: Settings, leaderboard: str, user: str | None) -> Non
     who = _who(settings, user)
 
     async def body(port: ServicePort) -> None:
-        left = await port.leave_team(leaderboard, who)
+        left = await port.teams.leave(leaderboard, who)
         click.echo(f"left team {left} on {leaderboard}")
 
     with_port(settings, body)
@@ -107,7 +107,7 @@ def show_command(settings: Settings, leaderboard: str, user: str | None) -> None
     who = _who(settings, user)
 
     async def body(port: ServicePort) -> None:
-        team = await port.team_of(leaderboard, who)
+        team = await port.teams.of_user(leaderboard, who)
         click.echo(f"you are in no team on {leaderboard}" if team is None else format_team(team))
 
     with_port(settings, body)
@@ -122,7 +122,7 @@ def list_command(settings: Settings, leaderboard: str) -> None:
     async def body(port: ServicePort) -> None:
         # On a database, whoever runs the command holds it all; through a server the token
         # decides what an invite-only leaderboard shows.
-        teams = await port.teams(leaderboard, include_closed=True)
+        teams = await port.teams.all(leaderboard, include_closed=True)
         click.echo(format_teams(leaderboard, teams))
 
     with_port(settings, body)

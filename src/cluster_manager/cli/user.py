@@ -29,10 +29,10 @@ def token_command(settings: Settings, name: str, revoke: bool) -> None:
 
     async def body(port: ServicePort) -> None:
         if revoke:
-            revoked = await port.revoke_token(name)
+            revoked = await port.accounts.revoke_token(name)
             click.echo(f"revoked the token of {name}" if revoked else f"{name} had no token")
             return
-        token = await port.issue_token(Submitter(name, name))
+        token = await port.accounts.issue_token(Submitter(name, name))
         click.echo(token)
         click.echo(
             f"API token of {name}: shown once, stored only as a hash. For popcorn-cli, put "

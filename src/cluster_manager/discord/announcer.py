@@ -45,7 +45,7 @@ class Announcer:
 
     async def announce_once(self) -> int:
         """Posts each change of leaders since the last time; how many were posted."""
-        changes = await self.bot.app.service.leader_changes(self.min_gap)
+        changes = await self.bot.app.service.announcements.leader_changes(self.min_gap)
         channel = self.bot.get_partial_messageable(self.channel_id)
         for change in changes:
             await channel.send(

@@ -38,7 +38,7 @@ async def leaderboard_names(
     command = interaction.command
     if command is not None and command.name == "submit":
         return await _submittable_names(interaction, current)
-    names = await app_of(interaction).service.leaderboard_names(
+    names = await app_of(interaction).service.leaderboards.names(
         current.strip().lower(),
         submitter(interaction.user),
         include_closed=is_admin(interaction.user),
@@ -51,7 +51,7 @@ async def _submittable_names(
 ) -> list[app_commands.Choice[str]]:
     """The boards that take a submission now: the open ones, then the ended ones whose
     organisers take runs after the deadline, marked so (those rank on their own)."""
-    found = await app_of(interaction).service.submittable_names(
+    found = await app_of(interaction).service.leaderboards.submittable_names(
         current.strip().lower(),
         submitter(interaction.user),
         include_closed=is_admin(interaction.user),
@@ -72,7 +72,7 @@ async def leaderboard_gpus(
     if not name:
         return []
     try:
-        board = await app_of(interaction).service.visible_leaderboard(
+        board = await app_of(interaction).service.leaderboards.visible(
             name, submitter(interaction.user), include_closed=is_admin(interaction.user)
         )
     except ClusterManagerError:

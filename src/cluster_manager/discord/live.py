@@ -244,7 +244,7 @@ async def follow_submission(
     """Follows a submission just made with a command: its status, then its report."""
     loop = asyncio.get_running_loop()
     channel = interaction.channel
-    await service.follow_started(
+    await service.follows.started(
         receipt.submission_id, interaction.user.id, interaction.channel_id or 0
     )
     status = LiveSubmission(receipt, interaction.user.mention, started=loop.time())
@@ -276,8 +276,8 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
     changed, over = asyncio.Event(), asyncio.Event()
     painter = asyncio.create_task(_paint(live, status, changed, over))
     try:
-        # Every follow of the process shares one database listener (`service.watch`).
-        async for event in service.watch(submission_id):
+        # Every follow of the process shares one database listener (`service.events.watch`).
+        async for event in service.events.watch(submission_id):
             status.apply(event)
             if status.done and status.finished_at is None:
                 status.finished_at = loop.time()
@@ -291,11 +291,11 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
         status.finished_at = loop.time()
     await live.show(status.render(loop.time()), final=True)  # unless it is shown already
 
-    report = await service.report(submission_id)
+    report = await service.submissions.report(submission_id)
     placements = []
     ranked = status.receipt.mode is Mode.LEADERBOARD
     if ranked and any(j.state is JobState.FINISHED for j in report.jobs):
-        placements = await service.placements(submission_id)
+        placements = await service.submissions.placements(submission_id)
     embed = render.report_embed(report, placements, profile_files.left_out(report))
     await live.deliver(lambda: {"embed": embed, "files": report_files(report)})
     if await _published(service, report):  # what the competition publishes
@@ -303,7 +303,7 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
             content=render.channel_line(report, placements, live.member.display_name),
             allowed_mentions=discord.AllowedMentions.none(),
         )
-    await service.follow_reported(submission_id)
+    await service.follows.reported(submission_id)
 
 
 async def _published(service: Service, report: SubmissionReport) -> bool:
@@ -313,7 +313,7 @@ async def _published(service: Service, report: SubmissionReport) -> bool:
     if report.submission.after_deadline:
         return False
     try:
-        board = await service.leaderboard(report.submission.leaderboard)
+        board = await service.leaderboards.get(report.submission.leaderboard)
     except NotFoundError:  # deleted since: nothing to publish
         return False
     return board.publishes(report.submission.mode)

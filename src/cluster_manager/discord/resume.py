@@ -25,7 +25,7 @@ RESUMED = "🔁 The bot restarted: this submission's status goes on here."
 
 async def resume_follows(bot: ClusterBot) -> list[asyncio.Task[None]]:
     """Starts a follow of its own for each unreported submission; each ends with its report."""
-    follows = await bot.app.service.unreported_follows()
+    follows = await bot.app.service.follows.unreported()
     if follows:
         log.info("taking up %d follow(s) left by an earlier bot process", len(follows))
     return [
@@ -37,10 +37,10 @@ async def resume_follows(bot: ClusterBot) -> list[asyncio.Task[None]]:
 async def _resume(bot: ClusterBot, submission_id: int, member_id: int, channel_id: int) -> None:
     service = bot.app.service
     try:
-        report = await service.report(submission_id)
+        report = await service.submissions.report(submission_id)
         member = await bot.fetch_user(member_id)
     except (NotFoundError, discord.NotFound):  # deleted since, or the member is gone
-        await service.follow_reported(submission_id)
+        await service.follows.reported(submission_id)
         return
     sub = report.submission
     receipt = SubmissionReceipt(

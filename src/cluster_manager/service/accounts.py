@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Callable
-from datetime import datetime
 
-import asyncpg
-
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import UnauthorizedError
 from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import leaderboards as lb_store
@@ -25,10 +22,11 @@ def token_hash(token: str) -> bytes:
 
 
 class Accounts:
-    """The account half of `Service`."""
+    """API tokens: issuing, revoking, authenticating."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
 
     async def issue_token(self, user: Submitter) -> str:
         """A new token for `user` (created if new); their previous token stops working. The

@@ -4,13 +4,11 @@ never sent by two processes (the comparison and its record are one locked transa
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import asyncpg
-
 from cluster_manager.core.records import RankingEntry
+from cluster_manager.service.context import Context
 from cluster_manager.storage import announcements as announce_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
@@ -28,10 +26,11 @@ class LeadersChanged:
 
 
 class Announcements:
-    """The announcing half of `Service`."""
+    """New leaders, announced once."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
 
     async def leader_changes(self, min_gap: timedelta) -> list[LeadersChanged]:
         """The open leaderboards whose top three changed since last announced (and not

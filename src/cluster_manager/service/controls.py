@@ -5,12 +5,10 @@ Discord channel sees of its submissions (its channel policy), and the numbers th
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime, timedelta
-
-import asyncpg
+from datetime import timedelta
 
 from cluster_manager.core.records import ChannelPolicy, Leaderboard, User
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import (
     BannedError,
     InvalidChannelPolicyError,
@@ -67,20 +65,22 @@ async def check_not_banned(db: Executor, user_id: int, action: str) -> None:
 
 
 class Controls:
-    """The organisers' half of `Service`."""
+    """Organisers' controls: pausing, bans, invalidation, quotas, channel policies, runs after
+    the deadline, stats."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
-    allow_unsandboxed_ranking: bool
-    quotas: QuotaPolicy
+    def __init__(self, ctx: Context, quotas: QuotaPolicy) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
+        self.allow_unsandboxed_ranking = ctx.allow_unsandboxed_ranking
+        self.quotas = quotas
 
-    async def pause_submissions(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
+    async def pause(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
         """Stops new submissions (everywhere with None); jobs already queued keep running."""
         board_id, name = await self._scope(leaderboard)
         await control_store.pause(self.pool, board_id, _reason(reason), actor, self.clock())
         return next(p for p in await control_store.pauses(self.pool) if p.leaderboard == name)
 
-    async def resume_submissions(self, leaderboard: str | None) -> bool:
+    async def resume(self, leaderboard: str | None) -> bool:
         """Ends a pause; False when that scope was not paused."""
         board_id, _ = await self._scope(leaderboard)
         return await control_store.resume(self.pool, board_id)
@@ -88,7 +88,7 @@ class Controls:
     async def pauses(self) -> list[Pause]:
         return await control_store.pauses(self.pool)
 
-    async def ban_user(
+    async def ban(
         self, user: Submitter, reason: str, actor: str, *, known_only: bool = False
     ) -> Ban:
         """Refuses the user's submissions from now on and hides their rankings (kept, so that
@@ -104,7 +104,7 @@ class Controls:
         assert ban is not None
         return ban
 
-    async def unban_user(self, external_id: str) -> bool:
+    async def unban(self, external_id: str) -> bool:
         found = await self._known_user(external_id)
         async with self.pool.acquire() as conn, conn.transaction():
             lifted = await control_store.unban(conn, found.id)
@@ -114,13 +114,13 @@ class Controls:
     async def bans(self) -> list[Ban]:
         return await control_store.bans(self.pool)
 
-    async def invalidate_submission(self, submission_id: int, reason: str, actor: str) -> None:
+    async def invalidate(self, submission_id: int, reason: str, actor: str) -> None:
         """Takes a submission out of every ranking and chart (kept, with why and who), and
         ranks its user again from their other submissions, in one transaction."""
         await self._set_invalidated(submission_id, _reason(reason), actor)
 
-    async def restore_submission(self, submission_id: int) -> None:
-        """Undoes `invalidate_submission`: it ranks again if it is its user's best."""
+    async def restore(self, submission_id: int) -> None:
+        """Undoes `invalidate`: it ranks again if it is its user's best."""
         await self._set_invalidated(submission_id, None, None)
 
     async def _set_invalidated(

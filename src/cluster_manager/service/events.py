@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Collection
 import asyncpg
 
 from cluster_manager.core.records import Job, JobEvent
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import NotFoundError
 from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.receipts import TERMINAL_EVENTS, TERMINAL_STATES
@@ -22,10 +23,12 @@ RECHECK_S = 5
 
 
 class LiveEvents:
-    """The event half of `Service`."""
+    """Live job events: what a front end shows while a submission runs."""
 
-    pool: asyncpg.Pool
-    event_hub: EventHub
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        # Every watch of this process shares its one listening connection.
+        self.event_hub = EventHub(ctx.pool)
 
     async def watch(self, *submission_ids: int) -> AsyncIterator[JobEvent]:
         """Live transitions of these submissions' jobs, from their current state until all

@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import asyncpg
-
+from cluster_manager.service.context import Context
 from cluster_manager.service.leaderboards import find_leaderboard
 from cluster_manager.storage import exports as export_store
 from cluster_manager.storage import runs as run_store
@@ -17,11 +16,12 @@ Row = dict[str, Any]
 
 
 class Exports:
-    """The export half of `Service`."""
+    """A leaderboard as a data set: its rankings, or every submission."""
 
-    pool: asyncpg.Pool
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
 
-    async def export_rankings(self, name: str) -> AsyncIterator[list[Row]]:
+    async def rankings(self, name: str) -> AsyncIterator[list[Row]]:
         """Pages of ranking rows, GPU by GPU, as the rankings show them (banned users and
         invalidated submissions left out)."""
         board = await find_leaderboard(self.pool, name)
@@ -48,7 +48,7 @@ class Exports:
                 ]
                 offset += len(entries)
 
-    async def export_submissions(self, name: str) -> AsyncIterator[list[Row]]:
+    async def submissions(self, name: str) -> AsyncIterator[list[Row]]:
         """Pages of every submission to the leaderboard, with code and runs."""
         board = await find_leaderboard(self.pool, name)
         after = 0

@@ -1,5 +1,7 @@
-"""`Service`: the leaderboard, submission, script, event and account parts over one pool, GPU
-registry and clock, with the limits a deployment sets."""
+"""`Service`: one part per role (leaderboards, submissions, scripts, events, accounts, ...),
+each a plain class over one shared `Context` (pool, GPU registry, clock), with the limits a
+deployment sets handed to the parts they bind. A front end calls a part:
+`service.leaderboards.create(...)`, `service.submissions.submit(...)`."""
 
 from __future__ import annotations
 
@@ -12,8 +14,8 @@ from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.service.accounts import Accounts
 from cluster_manager.service.announcements import Announcements
+from cluster_manager.service.context import Context
 from cluster_manager.service.controls import Controls
-from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.events import LiveEvents
 from cluster_manager.service.exports import Exports
 from cluster_manager.service.follows import Follows
@@ -21,6 +23,7 @@ from cluster_manager.service.history import History
 from cluster_manager.service.invites import Invites
 from cluster_manager.service.leaderboards import Leaderboards
 from cluster_manager.service.monitoring import Monitoring
+from cluster_manager.service.queues import Queues
 from cluster_manager.service.quotas import QuotaPolicy
 from cluster_manager.service.rates import (
     DEFAULT_RATE_LIMIT_PER_HOUR,
@@ -33,25 +36,33 @@ from cluster_manager.service.submissions import Submissions
 from cluster_manager.service.sync import ProblemSets
 from cluster_manager.service.teams import Teams
 
+# The attributes of `Service` that are its parts, in the order they are built.
+PARTS = (
+    "leaderboards",
+    "problem_sets",
+    "submissions",
+    "reruns",
+    "history",
+    "queues",
+    "events",
+    "scripts",
+    "accounts",
+    "sessions",
+    "controls",
+    "invites",
+    "teams",
+    "exports",
+    "announcements",
+    "follows",
+    "monitoring",
+)
 
-class Service(
-    ProblemSets,
-    Reruns,
-    Leaderboards,
-    Submissions,
-    History,
-    ScriptRuns,
-    LiveEvents,
-    Accounts,
-    WebSessions,
-    Controls,
-    Exports,
-    Invites,
-    Teams,
-    Announcements,
-    Follows,
-    Monitoring,
-):
+
+class Service:
+    """The parts, and what they share: `pool` (for the composition root and the tests),
+    `registry` and `clock` (what a front end reads beside the parts: GPU types, the time a
+    page is drawn at)."""
+
     def __init__(
         self,
         pool: asyncpg.Pool,
@@ -67,19 +78,31 @@ class Service(
         allow_unsandboxed_ranking: bool = False,
         unserved_gpus: Mapping[str, str] | None = None,
     ) -> None:
+        ctx = Context(pool, registry, clock, allow_unsandboxed_ranking)
         self.pool = pool
         self.registry = registry
-        # GPU types this process has no launcher for, each with why (GpuRegistry.unserved_by).
-        self.unserved_gpus = dict(unserved_gpus or {})
-        # The hourly limit per leaderboard is the policy's unless the policy is given whole.
-        self.quotas = quotas or QuotaPolicy(per_hour=default_rate_limit_per_hour)
-        self.script_rate_limit = script_rate_limit_per_hour
-        # How long a script run waits for a free slot of its GPU type before giving up.
-        self.script_wait_s = script_wait_s
-        # Carried in script runs' dispatch keys; read from the database when not given.
-        self._installation = installation
-        self.max_submission_bytes = max_submission_bytes
         self.clock = clock
-        # As the scheduler's: re-ranking after a deletion follows the same rule.
-        self.allow_unsandboxed_ranking = allow_unsandboxed_ranking
-        self.event_hub = EventHub(pool)
+        # The hourly limit per leaderboard is the policy's unless the policy is given whole.
+        quotas = quotas or QuotaPolicy(per_hour=default_rate_limit_per_hour)
+        self.leaderboards = Leaderboards(ctx, unserved_gpus)
+        self.problem_sets = ProblemSets(ctx, self.leaderboards)
+        self.submissions = Submissions(ctx, quotas, max_submission_bytes)
+        self.reruns = Reruns(ctx)
+        self.history = History(ctx)
+        self.queues = Queues(ctx)
+        self.events = LiveEvents(ctx)
+        self.scripts = ScriptRuns(
+            ctx,
+            rate_limit_per_hour=script_rate_limit_per_hour,
+            wait_s=script_wait_s,
+            installation=installation,
+        )
+        self.accounts = Accounts(ctx)
+        self.sessions = WebSessions(ctx)
+        self.controls = Controls(ctx, quotas)
+        self.invites = Invites(ctx)
+        self.teams = Teams(ctx)
+        self.exports = Exports(ctx)
+        self.announcements = Announcements(ctx)
+        self.follows = Follows(ctx)
+        self.monitoring = Monitoring(ctx)

@@ -3,12 +3,8 @@ submission is reported as not found, so ids cannot be probed."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import datetime
-
-import asyncpg
-
 from cluster_manager.core.models import Mode
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import NotFoundError, StillRunningError
 from cluster_manager.service.leaderboards import find_leaderboard, visible_or_none
 from cluster_manager.service.receipts import SubmissionReport, Submitter
@@ -23,13 +19,14 @@ MAX_LISTED = 100
 
 
 class History:
-    """The history half of `Service`."""
+    """A user's own submissions: listing, reading, deleting."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
-    allow_unsandboxed_ranking: bool
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
+        self.allow_unsandboxed_ranking = ctx.allow_unsandboxed_ranking
 
-    async def user_submissions(
+    async def submissions(
         self, user: Submitter, *, leaderboard: str | None = None, limit: int = 20
     ) -> list[SubmissionReport]:
         """The user's submissions, newest first (at most `MAX_LISTED`)."""
@@ -72,7 +69,7 @@ class History:
             raise NotFoundError(f"there is no submission {submission_id}")
         return report
 
-    async def delete_submission(
+    async def delete(
         self, submission_id: int, user: Submitter | None, *, admin: bool = False
     ) -> None:
         """Deletes a finished submission of the user's, and ranks them again without it."""

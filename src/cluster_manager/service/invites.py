@@ -5,12 +5,9 @@ codes, and a user joining with one. Submissions to a closed leaderboard pass
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from datetime import datetime
-
-import asyncpg
 
 from cluster_manager.core.records import Leaderboard
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import InvalidInviteError, InvalidMintError
 from cluster_manager.service.leaderboards import find_leaderboard, missing
 from cluster_manager.service.receipts import Submitter
@@ -37,17 +34,18 @@ async def check_member(db: Executor, board: Leaderboard, user_id: int) -> None:
 
 
 class Invites:
-    """The invite half of `Service`."""
+    """Invite-only leaderboards: closing and opening one, its codes, joining with one."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
 
     async def set_closed(self, name: str, closed: bool) -> None:
         """Closes a leaderboard to all but its members, or opens it to everyone."""
         board = await find_leaderboard(self.pool, name)
         await invite_store.set_closed(self.pool, board.id, closed)
 
-    async def mint_invites(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
+    async def mint(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
         """`count` new codes for the leaderboard, each good for `max_uses` users."""
         if not 1 <= count <= MAX_MINTED:
             raise InvalidMintError(f"mint 1 to {MAX_MINTED} codes at a time, not {count}")
@@ -59,11 +57,11 @@ class Invites:
             await invite_store.insert_invites(conn, board.id, codes, max_uses, actor, self.clock())
         return codes
 
-    async def invites(self, name: str) -> list[Invite]:
+    async def all(self, name: str) -> list[Invite]:
         board = await find_leaderboard(self.pool, name)
         return await invite_store.invites_of(self.pool, board.id)
 
-    async def revoke_invite(self, code: str) -> bool:
+    async def revoke(self, code: str) -> bool:
         """Stops a code from being redeemed again (who joined with it stays a member)."""
         return await invite_store.revoke(self.pool, code.strip(), self.clock())
 

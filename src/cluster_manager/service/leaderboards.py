@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 import asyncpg
 
 from cluster_manager.core.errors import ClusterManagerError
-from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Task
 from cluster_manager.core.names import did_you_mean
 from cluster_manager.core.protocol import new_secret_seed
@@ -24,6 +23,7 @@ from cluster_manager.core.records import (
 )
 from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.task_folder import folder_files
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import (
     AlreadyExistsError,
     GpuNotAllowedError,
@@ -117,12 +117,14 @@ async def visible_or_none(
 
 
 class Leaderboards:
-    """The leaderboard half of `Service`."""
+    """Creating, reading, ranking and deleting leaderboards."""
 
-    pool: asyncpg.Pool
-    registry: GpuRegistry
-    clock: Callable[[], datetime]
-    unserved_gpus: dict[str, str]
+    def __init__(self, ctx: Context, unserved_gpus: Mapping[str, str] | None = None) -> None:
+        self.pool = ctx.pool
+        self.registry = ctx.registry
+        self.clock = ctx.clock
+        # GPU types this process has no launcher for, each with why (GpuRegistry.unserved_by).
+        self.unserved_gpus = dict(unserved_gpus or {})
 
     async def gpus_not_served(self) -> dict[str, str]:
         """The GPU types a new leaderboard may not list, each with why: this process has no
@@ -148,7 +150,7 @@ class Leaderboards:
             if gpu in unserved:
                 raise GpuNotServedError(f"cannot run a leaderboard on {gpu}: {unserved[gpu]}")
 
-    async def create_leaderboard(
+    async def create(
         self,
         name: str,
         task: Task,
@@ -158,7 +160,7 @@ class Leaderboards:
         creator: Submitter | None = None,
         rate_limit_per_hour: int | None = None,
     ) -> Leaderboard:
-        self._check_new(name, task, deadline, gpus, rate_limit_per_hour)
+        self.check_new(name, task, deadline, gpus, rate_limit_per_hour)
         await self.check_served(gpus)
         async with self.pool.acquire() as conn, conn.transaction():
             created = await insert_new_leaderboard(
@@ -166,9 +168,9 @@ class Leaderboards:
             )
             if not created:
                 raise AlreadyExistsError(f"a leaderboard named {name!r} already exists")
-        return await self.leaderboard(name)
+        return await self.get(name)
 
-    def _check_new(
+    def check_new(
         self,
         name: str,
         task: Task,
@@ -193,20 +195,20 @@ class Leaderboards:
         if rate_limit_per_hour is not None and rate_limit_per_hour <= 0:
             raise ClusterManagerError("the rate limit must be a positive number per hour")
 
-    async def leaderboard(self, name: str) -> Leaderboard:
+    async def get(self, name: str) -> Leaderboard:
         return await find_leaderboard(self.pool, name)
 
-    async def visible_leaderboard(
+    async def visible(
         self, name: str, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> Leaderboard:
-        """`leaderboard` for `viewer`: an invite-only one they have not joined is missing, in
+        """`get` for `viewer`: an invite-only one they have not joined is missing, in
         the same words, so that a front end cannot tell that it exists."""
         found = await visible_or_none(self.pool, name, viewer, include_closed)
         if found is None:
             raise await missing_for(self.pool, name, viewer, include_closed)
         return found
 
-    async def list_leaderboards(
+    async def all(
         self, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[LeaderboardSummary]:
         """What `viewer` may see: open leaderboards, and closed ones they joined; everything
@@ -214,7 +216,7 @@ class Leaderboards:
         who = None if viewer is None else viewer.external_id
         return await lb_store.list_leaderboards(self.pool, who, include_closed)
 
-    async def leaderboard_names(
+    async def names(
         self,
         typed: str = "",
         viewer: Submitter | None = None,
@@ -238,11 +240,11 @@ class Leaderboards:
             self.pool, who, include_closed, typed, self.clock(), submittable_only=True
         )
 
-    async def delete_leaderboard(
+    async def delete(
         self, name: str, *, actor: Submitter | None = None, admin: bool = True
     ) -> None:
         """Deletes it with all its submissions. Non-admins may delete only what they created."""
-        board = await self.leaderboard(name)
+        board = await self.get(name)
         check_may_delete(board, actor, admin=admin)
         async with self.pool.acquire() as conn, conn.transaction():
             await lb_store.delete_leaderboard(conn, board.id)
@@ -258,7 +260,7 @@ class Leaderboards:
     ) -> dict[str, list[RankingEntry]]:
         """Per GPU, the competition's ranking, or with `after_deadline` that of the runs made
         after the deadline (which never enter the competition's)."""
-        board = await self.leaderboard(name)
+        board = await self.get(name)
         if gpu is not None:
             check_gpu(board, gpu)
         gpus = [gpu] if gpu is not None else list(board.gpus)
@@ -278,13 +280,13 @@ class Leaderboards:
         """The current state of the ranking's history on `gpu`: one cheap read that says
         whether what was derived from the history (a chart) is still up to date."""
         if isinstance(board, str):
-            board = await self.leaderboard(board)
+            board = await self.get(board)
         check_gpu(board, gpu)
         return HistoryKey(board.name, gpu, await history_store.history_version(self.pool, board.id))
 
     async def score_history(self, name: str, gpu: str) -> ScoreHistory:
         """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
-        board = await self.leaderboard(name)
+        board = await self.get(name)
         check_gpu(board, gpu)
         version = await history_store.history_version(self.pool, board.id)
         rows = await history_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
@@ -293,7 +295,7 @@ class Leaderboards:
 
     async def personal_runs(self, name: str, user: Submitter) -> list[RunRecord]:
         """All of one user's runs; secret runs show only their verdict."""
-        board = await self.leaderboard(name)
+        board = await self.get(name)
         found = await lb_store.get_user(self.pool, user.external_id)
         if found is None:
             return []
@@ -303,7 +305,7 @@ class Leaderboards:
     async def task_files(self, name: str) -> dict[str, str]:
         """The files a participant may read (the submission slot is theirs to write), its
         templates and a task.yml: a folder `eval` runs as it is."""
-        return folder_files((await self.leaderboard(name)).task)
+        return folder_files((await self.get(name)).task)
 
     async def templates(self, name: str) -> dict[str, str]:
-        return dict((await self.leaderboard(name)).task.templates)
+        return dict((await self.get(name)).task.templates)

@@ -1,11 +1,13 @@
 """What `/metrics` watches: per GPU type the queue and the schedulers that serve it, and the
-jobs that ended, as the database holds them for every process that shares it."""
+jobs that ended, as the database holds them for every process that shares it; and what
+`/health` asks (the database's round trip, the GPU types served)."""
 
 from __future__ import annotations
 
-import asyncpg
-
+from cluster_manager.service.context import Context
 from cluster_manager.storage import metrics as metrics_store
+from cluster_manager.storage import served as served_store
+from cluster_manager.storage.database import round_trip_ms
 from cluster_manager.storage.metrics import DISPATCH_ERROR as DISPATCH_ERROR
 from cluster_manager.storage.metrics import LOST as LOST
 from cluster_manager.storage.metrics import NOT_DISPATCHED as NOT_DISPATCHED
@@ -17,10 +19,19 @@ from cluster_manager.storage.metrics import RunSeconds as RunSeconds
 
 
 class Monitoring:
-    """The monitoring half of `Service`."""
+    """What `/metrics` and `/health` read."""
 
-    pool: asyncpg.Pool
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
 
-    async def monitoring_figures(self) -> Figures:
+    async def figures(self) -> Figures:
         """The queue, the live schedulers and the ended jobs, read now (storage.metrics)."""
         return await metrics_store.figures(self.pool)
+
+    async def database_ms(self) -> float:
+        """One round trip to the database, in milliseconds (`/health`)."""
+        return await round_trip_ms(self.pool)
+
+    async def served_gpus(self) -> list[str]:
+        """The GPU types that a live scheduler runs (storage.served)."""
+        return await served_store.served_gpus(self.pool)

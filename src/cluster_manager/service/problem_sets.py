@@ -47,7 +47,7 @@ def load_problem_set(
     """The competition file's problems, each task read from files under the file's own folder
     (its problems' directories must be there too): an uploaded archive whose file names its
     own folder as a task cannot reach the server's files through its sources. `unserved`:
-    the GPU types nothing here runs, each with why (`Service.gpus_not_served`)."""
+    the GPU types nothing here runs, each with why (`Service.leaderboards.gpus_not_served`)."""
     competition = load_competition(path)
     root = path.resolve().parent
     label = path.name

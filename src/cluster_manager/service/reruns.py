@@ -5,18 +5,23 @@ the new pair is in, then takes the new one, better or worse (`storage.runs.recor
 from __future__ import annotations
 
 from cluster_manager.core.records import Job
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import NotFoundError
 from cluster_manager.service.leaderboards import find_leaderboard
-from cluster_manager.service.submissions import Submissions
+from cluster_manager.service.submissions import announce
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import runs as run_store
 
 
-class Reruns(Submissions):
-    """The rerun half of `Service` (its jobs are announced as submissions' are)."""
+class Reruns:
+    """Ranked submissions run again after a task fix (their jobs announced as a new
+    submission's are)."""
 
-    async def rerun(
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+
+    async def enqueue(
         self, leaderboard: str, *, user: str | None = None, submission_id: int | None = None
     ) -> list[Job]:
         """Queues the ranked submissions of a leaderboard (or of one user, or one
@@ -37,5 +42,5 @@ class Reruns(Submissions):
         async with self.pool.acquire() as conn, conn.transaction():
             for ranked_id, gpu in targets:
                 jobs += await job_store.enqueue_rerun(conn, ranked_id, gpu)
-        await self._announce(jobs)
+        await announce(self.pool, jobs)
         return jobs

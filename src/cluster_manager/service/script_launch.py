@@ -2,7 +2,7 @@
 
 Unlike submissions these are not queued and their results are not stored: the caller waits for
 the result. They go through the same launchers and runner as everything else, and through the
-service (`Service.run_script`) for a slot of the GPU type's concurrency and a per-user limit.
+service (`Service.scripts.run`) for a slot of the GPU type's concurrency and a per-user limit.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ async def run_script(
     key: str | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> RunResult:
-    """Runs it and waits for the result. Front ends go through `Service.run_script`, which
+    """Runs it and waits for the result. Front ends go through `Service.scripts.run`, which
     holds a slot of the GPU type's concurrency and applies the per-user limit. Torch
     extensions the script builds aim at the type's arch."""
     launcher = launcher_for(registry, launchers, gpu)

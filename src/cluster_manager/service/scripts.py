@@ -11,15 +11,13 @@ import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import datetime
 
-import asyncpg
-
-from cluster_manager.core.gpus import GpuRegistry, GpuType
+from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.models import RunRequest, RunResult
 from cluster_manager.core.records import dispatch_key
 from cluster_manager.launchers.base import Launcher, ProgressCallback
 from cluster_manager.service import script_launch
+from cluster_manager.service.context import Context
 from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import GpuBusyError
 from cluster_manager.service.rates import RATE_WINDOW, check_rate, human_duration
@@ -37,16 +35,26 @@ StateCallback = Callable[[str], Awaitable[None]]
 
 
 class ScriptRuns:
-    """The script half of `Service`."""
+    """Script runs (`/run`): their GPU slots and per-user limit."""
 
-    pool: asyncpg.Pool
-    registry: GpuRegistry
-    clock: Callable[[], datetime]
-    script_rate_limit: int
-    script_wait_s: float
-    _installation: str | None
+    def __init__(
+        self,
+        ctx: Context,
+        *,
+        rate_limit_per_hour: int,
+        wait_s: float,
+        installation: str | None = None,
+    ) -> None:
+        self.pool = ctx.pool
+        self.registry = ctx.registry
+        self.clock = ctx.clock
+        self.rate_limit_per_hour = rate_limit_per_hour
+        # How long a script run waits for a free slot of its GPU type before giving up.
+        self.wait_s = wait_s
+        # Carried in script runs' dispatch keys; read from the database when not given.
+        self._installation = installation
 
-    async def run_script(
+    async def run(
         self,
         user: Submitter,
         gpu: str,
@@ -73,8 +81,8 @@ class ScriptRuns:
     async def _script_slot(
         self, user: Submitter, gpu: GpuType, on_state: StateCallback | None
     ) -> int:
-        """Waits for a free slot of `gpu` (up to `script_wait_s`); the slot's id."""
-        deadline = time.monotonic() + self.script_wait_s
+        """Waits for a free slot of `gpu` (up to `wait_s`); the slot's id."""
+        deadline = time.monotonic() + self.wait_s
         waiting = False
         while True:
             script_id = await self._try_script_slot(user, gpu)
@@ -86,7 +94,7 @@ class ScriptRuns:
             if time.monotonic() >= deadline:
                 raise GpuBusyError(
                     f"all {gpu.max_concurrent} slot(s) of {gpu.name} stayed busy for "
-                    f"{human_duration(int(self.script_wait_s))}; try again later"
+                    f"{human_duration(int(self.wait_s))}; try again later"
                 )
             await asyncio.sleep(SCRIPT_SLOT_POLL_S)
 
@@ -100,7 +108,7 @@ class ScriptRuns:
             recent = await script_store.started_since(
                 conn, user_id=found.id, since=now - RATE_WINDOW
             )
-            check_rate(recent, self.script_rate_limit, now, "script runs per hour")
+            check_rate(recent, self.rate_limit_per_hour, now, "script runs per hour")
             return await script_store.take_slot(
                 conn,
                 user_id=found.id,

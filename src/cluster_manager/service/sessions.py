@@ -6,13 +6,11 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
-
-import asyncpg
+from datetime import timedelta
 
 from cluster_manager.service.accounts import MAX_TOKEN_CHARS, token_hash
+from cluster_manager.service.context import Context
 from cluster_manager.service.errors import UnauthorizedError
 from cluster_manager.service.receipts import Submitter
 from cluster_manager.storage import sessions as session_store
@@ -37,12 +35,13 @@ def _same(a: bytes | None, b: bytes | None) -> bool:
 
 
 class WebSessions:
-    """The session half of `Service`."""
+    """Web sessions: signing in to the pages with a token."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
 
-    async def open_session(self, token: str, *, admin_token: str | None) -> str:
+    async def open(self, token: str, *, admin_token: str | None) -> str:
         """A new session id for a live API token, or for the admin token."""
         token = token.strip()
         if not token or len(token) > MAX_TOKEN_CHARS:
@@ -64,7 +63,7 @@ class WebSessions:
             raise UnauthorizedError("unknown or revoked API token")
         return session_id
 
-    async def session(self, session_id: str, *, admin_token: str | None) -> WebSession | None:
+    async def get(self, session_id: str, *, admin_token: str | None) -> WebSession | None:
         """Whose session this is; None once it has expired, its token was revoked, or (for an
         admin session) the admin token has changed."""
         if not session_id or len(session_id) > MAX_SESSION_ID_CHARS:
@@ -77,6 +76,6 @@ class WebSessions:
         admin_hash = token_hash(admin_token) if admin_token else None
         return WebSession(None, admin=True) if _same(found.admin_token_hash, admin_hash) else None
 
-    async def close_session(self, session_id: str) -> None:
+    async def close(self, session_id: str) -> None:
         if session_id and len(session_id) <= MAX_SESSION_ID_CHARS:
             await session_store.close_session(self.pool, _id_hash(session_id))

@@ -4,19 +4,19 @@ transaction) and reading it back (its report, its placements, its code)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 
 import asyncpg
 
 from cluster_manager.core.errors import ClusterManagerError
-from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfileOptions
 from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
+from cluster_manager.service.context import Context
 from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import (
     DeadlinePassedError,
@@ -27,21 +27,12 @@ from cluster_manager.service.errors import (
 from cluster_manager.service.invites import check_member
 from cluster_manager.service.leaderboards import check_gpu, find_leaderboard
 from cluster_manager.service.quotas import QuotaPolicy, check_quotas
-from cluster_manager.service.receipts import (
-    QueueStatus,
-    QueueView,
-    SubmissionReceipt,
-    SubmissionReport,
-    Submitter,
-)
+from cluster_manager.service.receipts import SubmissionReceipt, SubmissionReport, Submitter
 from cluster_manager.service.rules import HELD_RERUN, redact, redact_job
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
-from cluster_manager.storage import queue as queue_store
 from cluster_manager.storage import runs as run_store
-from cluster_manager.storage import served as served_store
 from cluster_manager.storage import submissions as sub_store
-from cluster_manager.storage.database import round_trip_ms
 from cluster_manager.storage.submissions import StoredSubmission
 
 log = logging.getLogger(__name__)
@@ -56,14 +47,15 @@ def check_takes_submissions(board: Leaderboard, now: datetime) -> None:
 
 
 class Submissions:
-    """The submission half of `Service`."""
+    """Taking a submission in and reading it back."""
 
-    pool: asyncpg.Pool
-    registry: GpuRegistry
-    clock: Callable[[], datetime]
-    quotas: QuotaPolicy
-    max_submission_bytes: int
-    allow_unsandboxed_ranking: bool
+    def __init__(self, ctx: Context, quotas: QuotaPolicy, max_bytes: int) -> None:
+        self.pool = ctx.pool
+        self.registry = ctx.registry
+        self.clock = ctx.clock
+        self.allow_unsandboxed_ranking = ctx.allow_unsandboxed_ranking
+        self.quotas = quotas
+        self.max_bytes = max_bytes
 
     async def submit(
         self,
@@ -82,9 +74,7 @@ class Submissions:
         check_profile_options(mode, profile)
         now = self.clock()
         check_takes_submissions(board, now)
-        submission = validate_submission(
-            file_name, data, board.task.lang, max_bytes=self.max_submission_bytes
-        )
+        submission = validate_submission(file_name, data, board.task.lang, max_bytes=self.max_bytes)
         chosen = choose_gpus(board, gpus or ([submission.gpu] if submission.gpu else None))
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
@@ -113,7 +103,7 @@ class Submissions:
                 after_deadline=not board.is_open(now),
             )
             jobs = await job_store.enqueue(conn, submission_id, job_specs(chosen, mode))
-        await self._announce(jobs)
+        await announce(self.pool, jobs)
         return SubmissionReceipt(
             submission_id,
             board.name,
@@ -123,43 +113,6 @@ class Submissions:
             tuple(jobs),
             after_deadline=not board.is_open(now),
         )
-
-    async def _announce(self, jobs: Sequence[Job]) -> None:
-        """Publishes each new job with its place in the queue, once it is committed."""
-        for job in jobs:
-            position = await job_store.queue_position(self.pool, job.id)
-            log.info(
-                "job %s: queued on %s, submission %s in %s mode%s, place %s in line",
-                job.id,
-                job.gpu,
-                job.submission_id,
-                job.mode.value,
-                " (secret run)" if job.secret else "",
-                position,
-            )
-            await job_store.publish(self.pool, JobEvent.of_job(job, position=position))
-
-    async def queue_status(self, gpu: str) -> QueueStatus:
-        return QueueStatus(
-            gpu=gpu,
-            launcher=self.registry.get(gpu).launcher,
-            queued=await job_store.queued_count(self.pool, [gpu]),
-            running=await job_store.active_on_gpu(self.pool, gpu),
-        )
-
-    async def queues(self, user: Submitter | None = None) -> QueueView:
-        """Per GPU type, the jobs waiting and running and whether a live scheduler runs it;
-        with a user, their open jobs and their places in line."""
-        mine = [] if user is None else await queue_store.open_jobs_of(self.pool, user.external_id)
-        return QueueView(await queue_store.queues(self.pool), mine)
-
-    async def database_ms(self) -> float:
-        """One round trip to the database, in milliseconds (`/health`)."""
-        return await round_trip_ms(self.pool)
-
-    async def served_gpus(self) -> list[str]:
-        """The GPU types that a live scheduler runs (storage.served)."""
-        return await served_store.served_gpus(self.pool)
 
     async def ranking_holds(self, submission_id: int) -> dict[str, str]:
         """Per GPU of a ranked submission, why its passing score does not count in the ranking
@@ -184,7 +137,7 @@ class Submissions:
                 holds.setdefault(run.gpu, HELD_RERUN if run.secret else reason)
         return holds
 
-    async def submission_code(self, submission_id: int, user: Submitter) -> tuple[str, str]:
+    async def code(self, submission_id: int, user: Submitter) -> tuple[str, str]:
         """(file name, code) of a submission; only its author may read it."""
         found = await self._stored(submission_id)
         if found.user != user.external_id:
@@ -229,6 +182,22 @@ class Submissions:
         if found is None:
             raise NotFoundError(f"there is no submission {submission_id}")
         return found
+
+
+async def announce(pool: asyncpg.Pool, jobs: Sequence[Job]) -> None:
+    """Publishes each new job with its place in the queue, once it is committed."""
+    for job in jobs:
+        position = await job_store.queue_position(pool, job.id)
+        log.info(
+            "job %s: queued on %s, submission %s in %s mode%s, place %s in line",
+            job.id,
+            job.gpu,
+            job.submission_id,
+            job.mode.value,
+            " (secret run)" if job.secret else "",
+            position,
+        )
+        await job_store.publish(pool, JobEvent.of_job(job, position=position))
 
 
 def _pair_score(runs: Sequence[RunRecord], gpu: str) -> float | None:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.sync_plan import Action, PlanItem, ProblemSpec, SyncPlan, plan_item
+from cluster_manager.service.context import Context
 from cluster_manager.service.leaderboards import Leaderboards, insert_new_leaderboard
 from cluster_manager.service.receipts import Submitter
 from cluster_manager.service.rules import check_fresh_inputs
@@ -18,10 +19,16 @@ from cluster_manager.storage.database import Connection
 Problems = Sequence[tuple[ProblemSpec, Sequence[str]]]
 
 
-class ProblemSets(Leaderboards):
-    """The problem-set half of `Service` (built on the leaderboards' rules)."""
+class ProblemSets:
+    """A problem set's leaderboards created or updated at once, by the rules the
+    leaderboards part checks a new one with."""
 
-    async def sync_problem_set(
+    def __init__(self, ctx: Context, leaderboards: Leaderboards) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
+        self.leaderboards = leaderboards
+
+    async def sync(
         self,
         problems: Problems,
         *,
@@ -43,10 +50,12 @@ class ProblemSets(Leaderboards):
                         "has passed, so it is not created"
                     )
                     continue
-                self._check_new(spec.name, spec.task, spec.deadline, spec.gpus, None)
-                await self.check_served(spec.gpus)
+                self.leaderboards.check_new(spec.name, spec.task, spec.deadline, spec.gpus, None)
+                await self.leaderboards.check_served(spec.gpus)
             elif board is not None:
-                await self.check_served(set(spec.gpus) - set(board.gpus))  # the types it gains
+                await self.leaderboards.check_served(
+                    set(spec.gpus) - set(board.gpus)
+                )  # the types it gains
                 if board.task != spec.task:  # a new task: its cases too
                     check_fresh_inputs(spec.task)
             items.append(item)

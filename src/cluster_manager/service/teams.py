@@ -5,13 +5,10 @@ entry (storage.runs), and where the leaderboard says so share its hourly quota
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable
-from datetime import datetime
-
-import asyncpg
 
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.core.teams import MAX_TEAM_SIZE, Team, check_team_name
+from cluster_manager.service.context import Context
 from cluster_manager.service.controls import check_not_banned
 from cluster_manager.service.errors import (
     AlreadyExistsError,
@@ -38,12 +35,13 @@ UNKNOWN_CODE = "that team code is unknown or was used already"
 
 
 class Teams:
-    """The team half of `Service`."""
+    """Teams on a leaderboard: create, invite, join, leave."""
 
-    pool: asyncpg.Pool
-    clock: Callable[[], datetime]
+    def __init__(self, ctx: Context) -> None:
+        self.pool = ctx.pool
+        self.clock = ctx.clock
 
-    async def create_team(self, leaderboard: str, name: str, user: Submitter) -> Team:
+    async def create(self, leaderboard: str, name: str, user: Submitter) -> Team:
         """A new team on the leaderboard with `user` as its first member."""
         check_team_name(name)
         board = await self._team_board(leaderboard, user)
@@ -58,7 +56,7 @@ class Teams:
             team_id = await team_store.create_team(conn, board.id, name, found.id, self.clock())
             return await _team(conn, team_id)
 
-    async def team_invite(self, leaderboard: str, user: Submitter) -> str:
+    async def invite(self, leaderboard: str, user: Submitter) -> str:
         """A code that lets one more user join `user`'s team (each code is good once)."""
         board = await self._team_board(leaderboard, user)
         async with self.pool.acquire() as conn, conn.transaction():
@@ -75,7 +73,7 @@ class Teams:
             await team_store.insert_invite(conn, code, team_id, found.id, self.clock())
             return code
 
-    async def join_team(self, code: str, user: Submitter) -> Team:
+    async def join(self, code: str, user: Submitter) -> Team:
         """Redeems a team's code: `user` joins the team, if the leaderboard's size limit and
         their other teams allow."""
         async with self.pool.acquire() as conn, conn.transaction():
@@ -100,7 +98,7 @@ class Teams:
             await team_store.add_member(conn, board.id, team_id, found.id, self.clock())
             return await _team(conn, team_id)
 
-    async def leave_team(self, leaderboard: str, user: Submitter) -> str:
+    async def leave(self, leaderboard: str, user: Submitter) -> str:
         """Takes `user` out of their team on the leaderboard (a team left empty is gone);
         the team's name. Their ranked submissions rank as their own again."""
         board = await self._team_board(leaderboard, user)
@@ -114,12 +112,12 @@ class Teams:
             await team_store.remove_member(conn, board.id, found.id)
             return team.name
 
-    async def team_of(self, leaderboard: str, user: Submitter) -> Team | None:
+    async def of_user(self, leaderboard: str, user: Submitter) -> Team | None:
         board = await self._team_board(leaderboard, user)
         found = await lb_store.get_user(self.pool, user.external_id)
         return None if found is None else await team_store.team_of(self.pool, board.id, found.id)
 
-    async def teams(
+    async def all(
         self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[Team]:
         """Every team on the leaderboard with its members, by name (an invite-only board's
@@ -127,14 +125,14 @@ class Teams:
         board = await self._team_board(leaderboard, viewer, include_closed)
         return await team_store.teams_of_board(self.pool, board.id)
 
-    async def team_count(
+    async def count(
         self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> int:
         """How many teams the leaderboard has (seen by whoever may see its teams)."""
         board = await self._team_board(leaderboard, viewer, include_closed)
         return await team_store.count_teams(self.pool, board.id)
 
-    async def set_team_rules(
+    async def set_rules(
         self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None
     ) -> Leaderboard:
         """The leaderboard's largest team, and whether its hourly quota counts a team's

@@ -51,9 +51,9 @@ async def home(request: Request) -> Response:
     tiles: dict[bool, list[view_models.Tile]] = {True: [], False: []}
     viewer = await signed_in(request)
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
-    for summary in await service.list_leaderboards(user, include_closed=admin):
-        board = await service.leaderboard(summary.name)
-        rankings = await service.ranking(board.name, None, limit=TOP_PER_GPU)
+    for summary in await service.leaderboards.all(user, include_closed=admin):
+        board = await service.leaderboards.get(summary.name)
+        rankings = await service.leaderboards.ranking(board.name, None, limit=TOP_PER_GPU)
         tiles[board.is_open(now)].append(
             view_models.tile(board, summary.submissions, rankings, now)
         )
@@ -89,8 +89,10 @@ async def leaderboard_page(
     now = service.clock()
     is_open = board.is_open(now)
     after = not is_open and ranking == view_models.AFTER_DEADLINE
-    rankings = await service.ranking(name, None, limit=RANKING_ROWS, after_deadline=after)
-    peaks = service.published_peaks(board.gpus)
+    rankings = await service.leaderboards.ranking(
+        name, None, limit=RANKING_ROWS, after_deadline=after
+    )
+    peaks = service.leaderboards.published_peaks(board.gpus)
     of_peak = {gpu: partial(share_text, board.task, peaks.get(gpu)) for gpu in board.gpus}
     sections = [
         view_models.GpuSection(
@@ -107,7 +109,7 @@ async def leaderboard_page(
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
     mine = []
     if user is not None:
-        found = await service.user_submissions(user, leaderboard=name, limit=MY_SUBMISSIONS)
+        found = await service.history.submissions(user, leaderboard=name, limit=MY_SUBMISSIONS)
         mine = [view_models.submission_line(r) for r in found]
     page = await render(
         request,
@@ -141,8 +143,8 @@ async def teams_section(
     """How many teams there are and the viewer's own: all of them are on their own page (a
     season's hundreds would outweigh the rankings)."""
     service = service_of(request)
-    count = await service.team_count(name, user, include_closed=admin)
-    mine = None if user is None or not count else await service.team_of(name, user)
+    count = await service.teams.count(name, user, include_closed=admin)
+    mine = None if user is None or not count else await service.teams.of_user(name, user)
     return {
         "team_count": count,
         "my_team": None if mine is None else view_models.team_view(mine, user),
@@ -155,9 +157,11 @@ async def records_of(request: Request, board: Leaderboard, gpu: str) -> list[vie
     charts: ChartCache = request.app.state.charts
 
     async def records() -> list[view_models.RecordRow]:
-        return view_models.record_rows(await service.score_history(board.name, gpu))
+        return view_models.record_rows(await service.leaderboards.score_history(board.name, gpu))
 
-    return await charts.derived(await service.history_key(board, gpu), "records", records)
+    return await charts.derived(
+        await service.leaderboards.history_key(board, gpu), "records", records
+    )
 
 
 @router.get("/leaderboards/{name}/chart/{gpu}.svg")
@@ -166,9 +170,13 @@ async def chart(name: str, gpu: str, request: Request, size: Size = "wide") -> R
     `size=narrow` is drawn for a phone's width, its labels as large as the wide one's."""
     service = service_of(request)
     charts: ChartCache = request.app.state.charts
-    key = await service.history_key(await visible_board(request, name), gpu)
+    key = await service.leaderboards.history_key(await visible_board(request, name), gpu)
     svg = await charts.chart(
-        key, "svg", lambda: service.score_history(name, gpu), size=size, now=service.clock()
+        key,
+        "svg",
+        lambda: service.leaderboards.score_history(name, gpu),
+        size=size,
+        now=service.clock(),
     )
     # Cheap to ask again: the server keeps the drawing until the history changes.
     return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "no-cache"})
@@ -178,7 +186,7 @@ async def chart(name: str, gpu: str, request: Request, size: Size = "wide") -> R
 async def task_file(name: str, file_name: str, request: Request) -> Response:
     """One of the task's readable files, to download."""
     await visible_board(request, name)
-    files = await service_of(request).task_files(name)
+    files = await service_of(request).leaderboards.task_files(name)
     if file_name not in files:
         raise NotFoundError(f"{name!r} has no file {file_name!r}")
     download = file_name.rsplit("/", 1)[-1]

@@ -58,7 +58,7 @@ async def visible_board(request: Request, name: str) -> Leaderboard:
     """The leaderboard, if whoever is signed in may see it; else 404 as for a missing one."""
     viewer = await signed_in(request)
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
-    return await service_of(request).visible_leaderboard(name, user, include_closed=admin)
+    return await service_of(request).leaderboards.visible(name, user, include_closed=admin)
 
 
 async def render(request: Request, template: str, status: int = 200, **context: Any) -> Response:

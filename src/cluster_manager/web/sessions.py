@@ -38,7 +38,7 @@ async def login(request: Request) -> Response:
     try:
         # Per address: guessing tokens, or opening sessions by the hundred, is slow going.
         request.app.state.login_limiter.hit(request.client.host if request.client else "")
-        session_id = await service.open_session(token, admin_token=request.app.state.admin_token)
+        session_id = await service.sessions.open(token, admin_token=request.app.state.admin_token)
     except RateLimitedError as exc:
         return await render(request, "login.html", 429, next=target, error=str(exc))
     except UnauthorizedError as exc:
@@ -60,7 +60,7 @@ async def logout(request: Request) -> Response:
     check_same_origin(request)
     session_id = request.cookies.get(SESSION_COOKIE)
     if session_id:
-        await service_of(request).close_session(session_id)
+        await service_of(request).sessions.close(session_id)
     response = RedirectResponse("/", status_code=303)
     response.delete_cookie(SESSION_COOKIE, httponly=True, samesite="strict")
     return response

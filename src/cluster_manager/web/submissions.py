@@ -41,7 +41,7 @@ async def submission(submission_id: int, request: Request) -> Response:
     viewer = await signed_in(request)
     user, admin = (viewer.user, viewer.admin) if viewer else (None, False)
     try:
-        report = await service.visible_report(submission_id, user, admin=admin)
+        report = await service.history.visible_report(submission_id, user, admin=admin)
     except NotFoundError:
         if viewer is None:
             return login_redirect(request)
@@ -75,7 +75,7 @@ async def placements_of(request: Request, report: SubmissionReport) -> list[tupl
     ranking: the competition's or that of the runs after the deadline."""
     if report.submission.mode is not Mode.LEADERBOARD or not report.done:
         return []
-    placements = await service_of(request).placements(report.submission.id)
+    placements = await service_of(request).submissions.placements(report.submission.id)
     return [(p.gpu, view_models.placement_text(p)) for p in placements if p.rank is not None]
 
 
@@ -84,7 +84,7 @@ async def places_in_line(request: Request, report: SubmissionReport) -> dict[int
     if report.done:
         return {}
     author = Submitter(report.submission.user, report.submission.user)
-    view = await service_of(request).queues(author)
+    view = await service_of(request).queues.view(author)
     return {j.job_id: j.position for j in view.mine if j.submission_id == report.submission.id}
 
 
@@ -100,8 +100,8 @@ async def submit(name: str, request: Request) -> Response:
     service = service_of(request)
     # An unknown board, or one hidden from the user, is refused before the upload is read.
     await visible_board(request, name)
-    upload = await read_upload(request, service.max_submission_bytes)
-    receipt = await service.submit(
+    upload = await read_upload(request, service.submissions.max_bytes)
+    receipt = await service.submissions.submit(
         name,
         viewer.user,
         upload.file_name,

@@ -57,7 +57,7 @@ async def teams_page(name: str, request: Request) -> Response:
     board = await visible_board(request, name)
     viewer = await signed_in(request)
     user, admin = (None, False) if viewer is None else (viewer.user, viewer.admin)
-    teams = await service_of(request).teams(board.name, user, include_closed=admin)
+    teams = await service_of(request).teams.all(board.name, user, include_closed=admin)
     return await render(
         request,
         "teams.html",
@@ -72,7 +72,7 @@ async def create_team(name: str, request: Request) -> Response:
     user = await acting_user(request, name)
     if isinstance(user, Response):
         return user
-    await service_of(request).create_team(name, await form_field(request, "name"), user)
+    await service_of(request).teams.create(name, await form_field(request, "name"), user)
     return await back_to_teams(request, name)
 
 
@@ -83,7 +83,7 @@ async def team_invite(name: str, request: Request) -> Response:
     user = await acting_user(request, name)
     if isinstance(user, Response):
         return user
-    code = await service_of(request).team_invite(name, user)
+    code = await service_of(request).teams.invite(name, user)
     return await leaderboard_page(request, name, invite_code=code)
 
 
@@ -94,7 +94,7 @@ async def join_team(name: str, request: Request) -> Response:
         return user
     await visible_board(request, name)
     # The code names its team, and so its leaderboard: the answer is that leaderboard's page.
-    team = await service_of(request).join_team(await form_field(request, "code"), user)
+    team = await service_of(request).teams.join(await form_field(request, "code"), user)
     return RedirectResponse("/leaderboards/" + quote(team.leaderboard, safe="") + TEAMS, 303)
 
 
@@ -103,5 +103,5 @@ async def leave_team(name: str, request: Request) -> Response:
     user = await acting_user(request, name)
     if isinstance(user, Response):
         return user
-    await service_of(request).leave_team(name, user)
+    await service_of(request).teams.leave(name, user)
     return await back_to_teams(request, name)

@@ -49,7 +49,7 @@ async def stop(
     reason: Annotated[str, Body(embed=True)] = DEFAULT_PAUSE_REASON,
 ) -> dict[str, Any]:
     """Pauses new submissions, everywhere or on one leaderboard; queued jobs still run."""
-    pause = await service_of(request).pause_submissions(leaderboard, reason, API_ACTOR)
+    pause = await service_of(request).controls.pause(leaderboard, reason, API_ACTOR)
     return {"status": "stopped", **pause.to_json()}
 
 
@@ -57,13 +57,13 @@ async def stop(
 async def start(
     request: Request, leaderboard: Annotated[str | None, Body(embed=True)] = None
 ) -> dict[str, Any]:
-    resumed = await service_of(request).resume_submissions(leaderboard)
+    resumed = await service_of(request).controls.resume(leaderboard)
     return {"status": "started", "leaderboard": leaderboard, "was_paused": resumed}
 
 
 @router.get("/pauses")
 async def pauses(request: Request) -> list[dict[str, Any]]:
-    return [p.to_json() for p in await service_of(request).pauses()]
+    return [p.to_json() for p in await service_of(request).controls.pauses()]
 
 
 # A task zip: as large as Discord's `/leaderboard create` takes one.
@@ -84,7 +84,7 @@ async def create_leaderboard(request: Request) -> dict[str, Any]:
         raise BadRequestError(f"rate_limit_per_hour must be a whole number, got {rate!r}")
     creator = fields.get("creator") or None
     task = await asyncio.to_thread(load_task_zip_bytes, upload.data, upload.file_name)
-    board = await service_of(request).create_leaderboard(
+    board = await service_of(request).leaderboards.create(
         fields.get("name", ""),
         task,
         deadline,
@@ -98,20 +98,20 @@ async def create_leaderboard(request: Request) -> dict[str, Any]:
 @router.delete("/leaderboards/{name}")
 async def delete_leaderboard(name: str, request: Request) -> dict[str, Any]:
     """Deletes a leaderboard with all its submissions and results."""
-    await service_of(request).delete_leaderboard(name)
+    await service_of(request).leaderboards.delete(name)
     return {"status": "deleted", "leaderboard": name}
 
 
 @router.post("/leaderboards/{name}/close")
 async def close(name: str, request: Request) -> dict[str, Any]:
     """Invite-only from now on: listed to and submittable by its members only."""
-    await service_of(request).set_closed(name, True)
+    await service_of(request).invites.set_closed(name, True)
     return {"status": "invite-only", "leaderboard": name}
 
 
 @router.post("/leaderboards/{name}/open")
 async def open_(name: str, request: Request) -> dict[str, Any]:
-    await service_of(request).set_closed(name, False)
+    await service_of(request).invites.set_closed(name, False)
     return {"status": "open", "leaderboard": name}
 
 
@@ -121,7 +121,7 @@ async def channel_policy(
 ) -> dict[str, Any]:
     """What the leaderboard's Discord channel sees of its submissions: `ranked` (a ranked
     submission's verdict and places), `none`, or `all` (every submission's verdict line)."""
-    board = await service_of(request).set_channel_policy(name, policy, API_ACTOR)
+    board = await service_of(request).controls.set_channel_policy(name, policy, API_ACTOR)
     return {"leaderboard": board.name, "channel_policy": board.channel_policy.value}
 
 
@@ -131,7 +131,7 @@ async def after_deadline(
 ) -> dict[str, Any]:
     """Whether the leaderboard takes runs after its deadline (ranked on their own, never in
     the competition's ranking); `allowed` is a JSON true or false, nothing read as one."""
-    board = await service_of(request).set_after_deadline_runs(name, allowed, API_ACTOR)
+    board = await service_of(request).controls.set_after_deadline_runs(name, allowed, API_ACTOR)
     return {"leaderboard": board.name, "after_deadline_runs": board.after_deadline_runs}
 
 
@@ -144,7 +144,7 @@ async def team_rules(
 ) -> dict[str, Any]:
     """The leaderboard's largest team (`size`) and whether its hourly quota counts a team's
     submissions together (`quotas`); null or left out keeps what is set. The rules now."""
-    board = await service_of(request).set_team_rules(name, size=size, quotas=quotas)
+    board = await service_of(request).teams.set_rules(name, size=size, quotas=quotas)
     return {
         "leaderboard": board.name,
         "team_size": board.team_size,
@@ -155,13 +155,13 @@ async def team_rules(
 @router.get("/after-deadline-refusals")
 async def after_deadline_refusals(request: Request) -> list[dict[str, Any]]:
     """The leaderboards that take no runs after their deadline, with who set each."""
-    return [r.to_json() for r in await service_of(request).after_deadline_refusals()]
+    return [r.to_json() for r in await service_of(request).controls.after_deadline_refusals()]
 
 
 @router.get("/channel-policies")
 async def channel_policies(request: Request) -> list[dict[str, Any]]:
     """The leaderboards whose channel policy is not the default, with who set each."""
-    return [p.to_json() for p in await service_of(request).channel_policies()]
+    return [p.to_json() for p in await service_of(request).controls.channel_policies()]
 
 
 @router.post("/leaderboards/{name}/rerun")
@@ -172,7 +172,7 @@ async def rerun(
     submission_id: Annotated[int | None, Body(embed=True)] = None,
 ) -> dict[str, Any]:
     """Runs the ranked submissions again (after a task fix), behind everyone's own jobs."""
-    jobs = await service_of(request).rerun(name, user=user, submission_id=submission_id)
+    jobs = await service_of(request).reruns.enqueue(name, user=user, submission_id=submission_id)
     return {
         "status": "queued",
         "leaderboard": name,
@@ -190,31 +190,31 @@ async def mint(
     max_uses: Annotated[int, Body(embed=True)] = 1,
 ) -> dict[str, Any]:
     """`count` codes for a leaderboard, each good for `max_uses` users."""
-    codes = await service_of(request).mint_invites(leaderboard, count, max_uses, API_ACTOR)
+    codes = await service_of(request).invites.mint(leaderboard, count, max_uses, API_ACTOR)
     return {"leaderboard": leaderboard, "max_uses": max_uses, "codes": codes}
 
 
 @router.get("/leaderboards/{name}/invites")
 async def invites(name: str, request: Request) -> list[dict[str, Any]]:
-    return [i.to_json() for i in await service_of(request).invites(name)]
+    return [i.to_json() for i in await service_of(request).invites.all(name)]
 
 
 @router.delete("/invites/{code}")
 async def revoke_invite(code: str, request: Request) -> dict[str, Any]:
-    revoked = await service_of(request).revoke_invite(code)
+    revoked = await service_of(request).invites.revoke(code)
     return {"status": "revoked" if revoked else "unknown or already revoked", "code": code}
 
 
 @router.get("/quotas")
 async def quotas(request: Request) -> list[dict[str, Any]]:
     """Every user's quotas of their own (admins' overrides)."""
-    return [q.to_json() for q in await service_of(request).custom_quotas()]
+    return [q.to_json() for q in await service_of(request).controls.custom_quotas()]
 
 
 @router.get("/quotas/{user}")
 async def quota(user: str, request: Request) -> dict[str, Any]:
     """A user's quotas as they hold now, and the override behind them, if any."""
-    return (await service_of(request).quota_of(user)).to_json()
+    return (await service_of(request).controls.quota_of(user)).to_json()
 
 
 @router.put("/quotas/{user}")
@@ -225,7 +225,7 @@ async def set_quota(
     daily: Annotated[int | None, Body(embed=True)] = None,
 ) -> dict[str, Any]:
     """Overrides a user's submissions per hour per leaderboard and/or per day."""
-    await service_of(request).set_quota(
+    await service_of(request).controls.set_quota(
         Submitter(user, user), per_hour=per_hour, daily=daily, actor=API_ACTOR
     )
     return {"status": "set", "user": user, "per_hour": per_hour, "daily": daily}
@@ -233,7 +233,7 @@ async def set_quota(
 
 @router.delete("/quotas/{user}")
 async def clear_quota(user: str, request: Request) -> dict[str, Any]:
-    cleared = await service_of(request).clear_quota(user)
+    cleared = await service_of(request).controls.clear_quota(user)
     return {"status": "cleared" if cleared else "had none", "user": user}
 
 
@@ -254,9 +254,9 @@ async def update_problems(request: Request) -> dict[str, Any]:
         root = Path(tmp)
         await asyncio.to_thread(unpack_problem_sets, upload.data, root)
         path = find_problem_set(root, fields.get("problem_set", "").strip())
-        unserved = await service.gpus_not_served()
+        unserved = await service.leaderboards.gpus_not_served()
         loaded = await asyncio.to_thread(load_problem_set, path, service.registry, unserved)
-        plan = await service.sync_problem_set(
+        plan = await service.problem_sets.sync(
             loaded.problems, skipped=loaded.skipped, apply=not dry_run, force=force
         )
     return {
@@ -280,12 +280,12 @@ async def update_problems(request: Request) -> dict[str, Any]:
 
 @router.get("/stats")
 async def stats(request: Request, last_day_only: bool = False) -> dict[str, Any]:
-    return (await service_of(request).stats(last_day=last_day_only)).to_json()
+    return (await service_of(request).controls.stats(last_day=last_day_only)).to_json()
 
 
 @router.get("/bans")
 async def bans(request: Request) -> list[dict[str, Any]]:
-    return [b.to_json() for b in await service_of(request).bans()]
+    return [b.to_json() for b in await service_of(request).controls.bans()]
 
 
 @router.put("/bans/{user}")
@@ -298,7 +298,7 @@ async def ban(
 ) -> dict[str, Any]:
     """Bans `user` (their id as the bot or CLI knows them): submissions refused, rankings
     hidden until unbanned. With `force` false, a user never seen here is refused (404)."""
-    found = await service_of(request).ban_user(
+    found = await service_of(request).controls.ban(
         Submitter(user, name or user), reason, API_ACTOR, known_only=not force
     )
     return {"status": "banned", **found.to_json()}
@@ -306,7 +306,7 @@ async def ban(
 
 @router.delete("/bans/{user}")
 async def unban(user: str, request: Request) -> dict[str, Any]:
-    lifted = await service_of(request).unban_user(user)
+    lifted = await service_of(request).controls.unban(user)
     return {"status": "unbanned" if lifted else "not banned", "user": user}
 
 
@@ -320,18 +320,18 @@ async def invalidate(
     submission_id: int, request: Request, reason: Annotated[str, Body(embed=True)]
 ) -> dict[str, Any]:
     """Out of every ranking (kept, with the reason); its user is ranked again without it."""
-    await service_of(request).invalidate_submission(submission_id, reason, API_ACTOR)
+    await service_of(request).controls.invalidate(submission_id, reason, API_ACTOR)
     return {"status": "invalidated", "id": submission_id}
 
 
 @router.post("/submissions/{submission_id}/restore")
 async def restore(submission_id: int, request: Request) -> dict[str, Any]:
-    await service_of(request).restore_submission(submission_id)
+    await service_of(request).controls.restore(submission_id)
     return {"status": "restored", "id": submission_id}
 
 
 @router.delete("/submissions/{submission_id}")
 async def purge(submission_id: int, request: Request) -> dict[str, Any]:
     """Deletes a finished submission for real; the rankings it held are computed again."""
-    await service_of(request).delete_submission(submission_id, None, admin=True)
+    await service_of(request).history.delete(submission_id, None, admin=True)
     return {"status": "deleted", "id": submission_id}

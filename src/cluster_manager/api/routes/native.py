@@ -25,8 +25,8 @@ async def health(request: Request) -> dict[str, Any]:
     service = service_of(request)
     return {
         "status": "ok",
-        "database_ms": round(await service.database_ms(), 2),
-        "served_gpus": await service.served_gpus(),
+        "database_ms": round(await service.monitoring.database_ms(), 2),
+        "served_gpus": await service.monitoring.served_gpus(),
     }
 
 
@@ -43,8 +43,10 @@ async def leaderboard(
     the deadline instead."""
     board = await visible_board(request, name, who)
     service = service_of(request)
-    rankings = await service.ranking(name, gpu, limit=limit, after_deadline=after_deadline)
-    peaks = service.published_peaks(board.gpus)
+    rankings = await service.leaderboards.ranking(
+        name, gpu, limit=limit, after_deadline=after_deadline
+    )
+    peaks = service.leaderboards.published_peaks(board.gpus)
     return json_shapes.ranking_view(board, rankings, peaks, after_deadline=after_deadline)
 
 
@@ -53,14 +55,14 @@ async def task(name: str, request: Request, who: Viewer) -> dict[str, Any]:
     board = await visible_board(request, name, who)
     return {
         **json_shapes.task_view(board.task),
-        "files": await service_of(request).task_files(name),
+        "files": await service_of(request).leaderboards.task_files(name),
     }
 
 
 @router.get("/leaderboards/{name}/template/{language}")
 async def template(name: str, language: str, request: Request, who: Viewer) -> PlainTextResponse:
     await visible_board(request, name, who)
-    templates = await service_of(request).templates(name)
+    templates = await service_of(request).leaderboards.templates(name)
     found = find_template(templates, language)
     if found is None:
         raise NotFoundError(no_template(name, language, templates))
@@ -74,12 +76,12 @@ async def queue(
     """Per GPU type, jobs queued and running; with a user's token, their own open jobs and
     their places in line."""
     user = None if who is None else who.user
-    return (await service_of(request).queues(user)).to_json()
+    return (await service_of(request).queues.view(user)).to_json()
 
 
 @router.get("/submissions/{submission_id}/events")
 async def events(submission_id: int, request: Request, who: Authenticated) -> Response:
     service = service_of(request)
-    await service.own_report(submission_id, who.user, admin=who.admin)
+    await service.history.own_report(submission_id, who.user, admin=who.admin)
     streams = request.app.state.streams
     return event_response(streams.counted(who.key, event_stream(service, submission_id)))

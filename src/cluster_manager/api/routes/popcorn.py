@@ -45,7 +45,7 @@ def service_of(request: Request) -> Service:
 async def visible_board(request: Request, name: str, who: Caller | None) -> Leaderboard:
     """The leaderboard, if the caller may see it; else 404 as for a missing one."""
     user, admin = (None, False) if who is None else (who.user, who.admin)
-    return await service_of(request).visible_leaderboard(name, user, include_closed=admin)
+    return await service_of(request).leaderboards.visible(name, user, include_closed=admin)
 
 
 def parse_mode(raw: str) -> Mode:
@@ -66,10 +66,10 @@ async def leaderboards(request: Request, who: Viewer) -> list[dict[str, Any]]:
     """Open leaderboards, and the invite-only ones the caller joined (all for the admin)."""
     service = service_of(request)
     user, admin = (None, False) if who is None else (who.user, who.admin)
-    summaries = await service.list_leaderboards(user, include_closed=admin)
+    summaries = await service.leaderboards.all(user, include_closed=admin)
     return [
         {
-            **json_shapes.leaderboard_view(await service.leaderboard(s.name)),
+            **json_shapes.leaderboard_view(await service.leaderboards.get(s.name)),
             "submissions": s.submissions,
         }
         for s in summaries
@@ -89,8 +89,8 @@ async def _submit(
     chosen = parse_mode(mode)
     # An unknown board, or one hidden from the caller, is 404 before the upload is read.
     await visible_board(request, leaderboard, who)
-    upload = await read_upload(request, service.max_submission_bytes)
-    return await service.submit(
+    upload = await read_upload(request, service.submissions.max_bytes)
+    return await service.submissions.submit(
         leaderboard,
         user,
         upload.file_name,
@@ -142,7 +142,7 @@ async def submit(
 ) -> dict[str, Any]:
     """Accepted at once; the client polls `GET /user/submissions/{id}`."""
     receipt = await _submit(request, who, leaderboard, gpu, mode)
-    queue = await service_of(request).queue_status(receipt.jobs[0].gpu)
+    queue = await service_of(request).queues.status(receipt.jobs[0].gpu)
     return {
         "status": "accepted",
         "details": {"id": receipt.submission_id, "job_status_id": receipt.jobs[0].id},
@@ -156,7 +156,7 @@ async def join(
     request: Request, who: Authenticated, code: Annotated[str, Body(embed=True)]
 ) -> dict[str, Any]:
     """Redeems an invite code: the caller becomes a member of its invite-only leaderboard."""
-    board, joined = await service_of(request).join(code, who.require_user())
+    board, joined = await service_of(request).invites.join(code, who.require_user())
     return {"leaderboard": board, "status": "joined" if joined else "already a member"}
 
 
@@ -170,11 +170,11 @@ async def my_submissions(
     service = service_of(request)
     if leaderboard is not None:
         await visible_board(request, leaderboard, who)
-    reports = await service.user_submissions(
+    reports = await service.history.submissions(
         who.require_user(), leaderboard=leaderboard, limit=limit
     )
     return [
-        json_shapes.submission_summary(r, await service.ranking_holds(r.submission.id))
+        json_shapes.submission_summary(r, await service.submissions.ranking_holds(r.submission.id))
         for r in reports
     ]
 
@@ -186,12 +186,16 @@ async def my_submission(submission_id: int, request: Request, who: Authenticated
 
 async def submission_answer(service: Service, submission_id: int, who: Caller) -> Any:
     """A submission with its runs, job state, queue and placements (owner or admin)."""
-    report = await service.own_report(submission_id, who.user, admin=who.admin)
+    report = await service.history.own_report(submission_id, who.user, admin=who.admin)
     waiting = next((j for j in report.jobs if j.state is JobState.QUEUED), None)
-    queue = await service.queue_status(waiting.gpu) if waiting else None
-    view = json_shapes.submission_view(report, queue, await service.ranking_holds(submission_id))
+    queue = await service.queues.status(waiting.gpu) if waiting else None
+    view = json_shapes.submission_view(
+        report, queue, await service.submissions.ranking_holds(submission_id)
+    )
     if report.done and report.submission.mode is Mode.LEADERBOARD:
-        view["placements"] = [asdict(p) for p in await service.placements(submission_id)]
+        view["placements"] = [
+            asdict(p) for p in await service.submissions.placements(submission_id)
+        ]
     return view
 
 
@@ -199,7 +203,7 @@ async def submission_answer(service: Service, submission_id: int, who: Caller) -
 async def delete_my_submission(
     submission_id: int, request: Request, who: Authenticated
 ) -> dict[str, Any]:
-    await service_of(request).delete_submission(submission_id, who.user, admin=who.admin)
+    await service_of(request).history.delete(submission_id, who.user, admin=who.admin)
     return {"status": "deleted", "id": submission_id}
 
 

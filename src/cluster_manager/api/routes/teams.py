@@ -24,7 +24,7 @@ async def create_team(
     name: Annotated[StrictStr, Body(embed=True)],
 ) -> dict[str, Any]:
     """A new team on the leaderboard, the caller its first member."""
-    team = await service_of(request).create_team(leaderboard, name, who.require_user())
+    team = await service_of(request).teams.create(leaderboard, name, who.require_user())
     return team.to_json()
 
 
@@ -32,13 +32,13 @@ async def create_team(
 async def teams(leaderboard: str, request: Request, who: Viewer) -> list[dict[str, Any]]:
     """Every team with its members, as public as the ranking."""
     user, admin = (None, False) if who is None else (who.user, who.admin)
-    found = await service_of(request).teams(leaderboard, user, include_closed=admin)
+    found = await service_of(request).teams.all(leaderboard, user, include_closed=admin)
     return [t.to_json() for t in found]
 
 
 @router.get("/leaderboards/{leaderboard}/teams/mine")
 async def my_team(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
-    team = await service_of(request).team_of(leaderboard, who.require_user())
+    team = await service_of(request).teams.of_user(leaderboard, who.require_user())
     if team is None:
         raise NotFoundError(NO_TEAM.format(leaderboard=leaderboard))
     return team.to_json()
@@ -47,7 +47,7 @@ async def my_team(leaderboard: str, request: Request, who: Authenticated) -> dic
 @router.post("/leaderboards/{leaderboard}/teams/mine/invites", status_code=201)
 async def invite(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
     """A code that lets one more user join the caller's team (good once)."""
-    code = await service_of(request).team_invite(leaderboard, who.require_user())
+    code = await service_of(request).teams.invite(leaderboard, who.require_user())
     return {"leaderboard": leaderboard, "code": code}
 
 
@@ -55,12 +55,12 @@ async def invite(leaderboard: str, request: Request, who: Authenticated) -> dict
 async def join(
     request: Request, who: Authenticated, code: Annotated[StrictStr, Body(embed=True)]
 ) -> dict[str, Any]:
-    team = await service_of(request).join_team(code, who.require_user())
+    team = await service_of(request).teams.join(code, who.require_user())
     return team.to_json()
 
 
 @router.delete("/leaderboards/{leaderboard}/teams/mine")
 async def leave(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
     """The caller's ranked submissions rank as their own again."""
-    left = await service_of(request).leave_team(leaderboard, who.require_user())
+    left = await service_of(request).teams.leave(leaderboard, who.require_user())
     return {"leaderboard": leaderboard, "left": left}

@@ -43,17 +43,19 @@ class AccountCog(commands.Cog):
         service = self.bot.app.service
         user = submitter(interaction.user)
         if revoke:
-            revoked = await service.revoke_token(user.external_id)
+            revoked = await service.accounts.revoke_token(user.external_id)
             content = "Your API token is revoked." if revoked else "You had no API token."
         else:
-            content = token_message(await service.issue_token(user), self.bot.app.settings.api_url)
+            content = token_message(
+                await service.accounts.issue_token(user), self.bot.app.settings.api_url
+            )
         await interaction.edit_original_response(content=content)
 
     @app_commands.command(name="join", description="Join an invite-only leaderboard with a code")
     @app_commands.describe(code="The invite code an organiser gave you")
     async def join(self, interaction: discord.Interaction, code: str) -> None:
         await defer(interaction, ephemeral=True)
-        board, joined = await self.bot.app.service.join(code, submitter(interaction.user))
+        board, joined = await self.bot.app.service.invites.join(code, submitter(interaction.user))
         content = (
             f"✅ You joined **{board}**: you can submit to it now."
             if joined

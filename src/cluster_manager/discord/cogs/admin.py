@@ -104,7 +104,7 @@ class AdminCog(
         self, interaction: discord.Interaction, reason: str, leaderboard: str | None = None
     ) -> None:
         await defer(interaction, ephemeral=True)
-        found = await self.service.pause_submissions(leaderboard, reason, actor(interaction))
+        found = await self.service.controls.pause(leaderboard, reason, actor(interaction))
         await self._say(
             interaction, f"⏸ Paused {found.leaderboard or 'everywhere'}: {found.reason}"
         )
@@ -118,7 +118,7 @@ class AdminCog(
     ) -> None:
         await defer(interaction, ephemeral=True)
         where = leaderboard or "everywhere"
-        resumed = await self.service.resume_submissions(leaderboard)
+        resumed = await self.service.controls.resume(leaderboard)
         await self._say(
             interaction, f"▶️ Resumed {where}." if resumed else f"{where} was not paused."
         )
@@ -130,7 +130,7 @@ class AdminCog(
     @admins_only
     async def ban(self, interaction: discord.Interaction, user: discord.User, reason: str) -> None:
         await defer(interaction, ephemeral=True)
-        found = await self.service.ban_user(submitter(user), reason, actor(interaction))
+        found = await self.service.controls.ban(submitter(user), reason, actor(interaction))
         await self._say(interaction, f"⛔ Banned {user.mention}: {found.reason}")
 
     @app_commands.command(
@@ -140,7 +140,7 @@ class AdminCog(
     @admins_only
     async def unban(self, interaction: discord.Interaction, user: discord.User) -> None:
         await defer(interaction, ephemeral=True)
-        lifted = await self.service.unban_user(submitter(user).external_id)
+        lifted = await self.service.controls.unban(submitter(user).external_id)
         await self._say(
             interaction,
             f"Unbanned {user.mention}." if lifted else f"{user.mention} was not banned.",
@@ -153,7 +153,7 @@ class AdminCog(
         self, interaction: discord.Interaction, submission_id: int, reason: str
     ) -> None:
         await defer(interaction, ephemeral=True)
-        await self.service.invalidate_submission(submission_id, reason, actor(interaction))
+        await self.service.controls.invalidate(submission_id, reason, actor(interaction))
         await self._say(
             interaction, f"🚫 Submission {submission_id} is out of the rankings: {reason}"
         )
@@ -163,7 +163,7 @@ class AdminCog(
     @admins_only
     async def restore(self, interaction: discord.Interaction, submission_id: int) -> None:
         await defer(interaction, ephemeral=True)
-        await self.service.restore_submission(submission_id)
+        await self.service.controls.restore(submission_id)
         await self._say(interaction, f"Submission {submission_id} ranks again.")
 
     @app_commands.command(name="rerun", description="Run ranked submissions again after a task fix")
@@ -183,7 +183,7 @@ class AdminCog(
     ) -> None:
         await defer(interaction, ephemeral=True)
         who = None if user is None else submitter(user).external_id
-        jobs = await self.service.rerun(leaderboard, user=who, submission_id=submission_id)
+        jobs = await self.service.reruns.enqueue(leaderboard, user=who, submission_id=submission_id)
         count = len({j.submission_id for j in jobs})
         await self._say(
             interaction,
@@ -197,7 +197,7 @@ class AdminCog(
     @admins_only
     async def close(self, interaction: discord.Interaction, leaderboard: str) -> None:
         await defer(interaction, ephemeral=True)
-        await self.service.set_closed(leaderboard, True)
+        await self.service.invites.set_closed(leaderboard, True)
         await self._say(
             interaction, f"🔒 {leaderboard} is invite-only; `/admin invites` mints codes."
         )
@@ -208,7 +208,7 @@ class AdminCog(
     @admins_only
     async def open_(self, interaction: discord.Interaction, leaderboard: str) -> None:
         await defer(interaction, ephemeral=True)
-        await self.service.set_closed(leaderboard, False)
+        await self.service.invites.set_closed(leaderboard, False)
         await self._say(interaction, f"🔓 {leaderboard} is open to everyone.")
 
     @app_commands.command(name="invites", description="Mint invite codes, or list a board's codes")
@@ -224,7 +224,7 @@ class AdminCog(
     ) -> None:
         await defer(interaction, ephemeral=True)
         if mint:
-            codes = await self.service.mint_invites(leaderboard, mint, uses, actor(interaction))
+            codes = await self.service.invites.mint(leaderboard, mint, uses, actor(interaction))
             await self._say_long(
                 interaction,
                 "\n".join(codes),
@@ -233,7 +233,7 @@ class AdminCog(
                 code=True,
             )
             return
-        found = await self.service.invites(leaderboard)
+        found = await self.service.invites.all(leaderboard)
         lines = [
             f"{i.code}  {'revoked' if i.revoked else f'{i.uses}/{i.max_uses} used'}" for i in found
         ]
@@ -252,7 +252,7 @@ class AdminCog(
     @admins_only
     async def revoke_invite(self, interaction: discord.Interaction, code: str) -> None:
         await defer(interaction, ephemeral=True)
-        revoked = await self.service.revoke_invite(code)
+        revoked = await self.service.invites.revoke(code)
         await self._say(
             interaction,
             f"Revoked `{code}`." if revoked else f"`{code}` is unknown or already revoked.",
@@ -279,7 +279,7 @@ class AdminCog(
     ) -> None:
         await defer(interaction, ephemeral=True)
         if per_hour is None and daily is None and not clear:  # what holds for them now
-            found = await self.service.quota_of(submitter(user).external_id)
+            found = await self.service.controls.quota_of(submitter(user).external_id)
             await self._say_long(
                 interaction,
                 format_user_quotas(found.to_json()),
@@ -288,14 +288,14 @@ class AdminCog(
             )
             return
         if clear:
-            cleared = await self.service.clear_quota(submitter(user).external_id)
+            cleared = await self.service.controls.clear_quota(submitter(user).external_id)
             content = (
                 f"{user.mention} has the deployment's quotas."
                 if cleared
                 else f"{user.mention} had none."
             )
         else:
-            await self.service.set_quota(
+            await self.service.controls.set_quota(
                 submitter(user), per_hour=per_hour, daily=daily, actor=actor(interaction)
             )
             hourly, days = per_hour or "default", daily or "default"
@@ -316,7 +316,9 @@ class AdminCog(
         policy: app_commands.Choice[str],
     ) -> None:
         await defer(interaction, ephemeral=True)
-        board = await self.service.set_channel_policy(leaderboard, policy.value, actor(interaction))
+        board = await self.service.controls.set_channel_policy(
+            leaderboard, policy.value, actor(interaction)
+        )
         content = (
             f"📣 **{board.name}**'s channel policy is {board.channel_policy.value}: the channel "
             f"sees {CHANNEL_SEES[board.channel_policy]}; output and files stay private."
@@ -341,7 +343,9 @@ class AdminCog(
         self, interaction: discord.Interaction, leaderboard: str, allowed: bool
     ) -> None:
         await defer(interaction, ephemeral=True)
-        board = await self.service.set_after_deadline_runs(leaderboard, allowed, actor(interaction))
+        board = await self.service.controls.set_after_deadline_runs(
+            leaderboard, allowed, actor(interaction)
+        )
         await self._say(interaction, after_deadline_state(board.name, board.after_deadline_runs))
 
     @app_commands.command(name="teams", description="A leaderboard's team size and quota rule")
@@ -360,7 +364,7 @@ class AdminCog(
         shared_quota: bool | None = None,
     ) -> None:
         await defer(interaction, ephemeral=True)
-        board = await self.service.set_team_rules(leaderboard, size=size, quotas=shared_quota)
+        board = await self.service.teams.set_rules(leaderboard, size=size, quotas=shared_quota)
         await self._say(interaction, team_rules(board.name, board.team_size, board.team_quotas))
 
     @app_commands.command(
@@ -371,11 +375,11 @@ class AdminCog(
         await defer(interaction, ephemeral=True)
         service = self.service
         text = format_controls(
-            [p.to_json() for p in await service.pauses()],
-            [b.to_json() for b in await service.bans()],
-            [q.to_json() for q in await service.custom_quotas()],
-            [c.to_json() for c in await service.channel_policies()],
-            [r.to_json() for r in await service.after_deadline_refusals()],
+            [p.to_json() for p in await service.controls.pauses()],
+            [b.to_json() for b in await service.controls.bans()],
+            [q.to_json() for q in await service.controls.custom_quotas()],
+            [c.to_json() for c in await service.controls.channel_policies()],
+            [r.to_json() for r in await service.controls.after_deadline_refusals()],
         )
         await self._say_long(interaction, text, file_name="status.txt")
 
@@ -384,7 +388,7 @@ class AdminCog(
     @admins_only
     async def stats(self, interaction: discord.Interaction, last_day: bool = False) -> None:
         await defer(interaction, ephemeral=True)
-        found = await self.service.stats(last_day=last_day)
+        found = await self.service.controls.stats(last_day=last_day)
         await self._say_long(
             interaction, format_stats(found.to_json()), file_name="stats.txt", code=True
         )

@@ -109,7 +109,7 @@ class LeaderboardCog(
         profile = _ncu_filter(ncu_kernel_name, ncu_launch_count)
         data = await read_attachment(
             script,
-            max_bytes=self.service.max_submission_bytes,
+            max_bytes=self.service.submissions.max_bytes,
             suffixes=SUBMISSION_SUFFIXES,
             what="a submission",
         )
@@ -117,7 +117,7 @@ class LeaderboardCog(
         if chosen is None:
             return
         board, gpus = chosen
-        receipt = await self.service.submit(
+        receipt = await self.service.submissions.submit(
             board.name,
             submitter(interaction.user),
             script.filename,
@@ -141,7 +141,7 @@ class LeaderboardCog(
         """The board if the member may see it; an invite-only one they have not joined is
         missing, in the same words, so that nobody learns that it exists."""
         user = interaction.user
-        return await self.service.visible_leaderboard(
+        return await self.service.leaderboards.visible(
             name, submitter(user), include_closed=is_admin(user)
         )
 
@@ -210,7 +210,7 @@ class LeaderboardCog(
         )
         if not gpus:
             return
-        board = await self.service.create_leaderboard(
+        board = await self.service.leaderboards.create(
             name, loaded, when, gpus, creator=submitter(interaction.user)
         )
         await interaction.edit_original_response(
@@ -227,12 +227,12 @@ class LeaderboardCog(
     async def delete(self, interaction: discord.Interaction, name: str) -> None:
         await defer(interaction, ephemeral=True)
         actor, admin = submitter(interaction.user), is_admin(interaction.user)
-        board = await self.service.leaderboard(name)
+        board = await self.service.leaderboards.get(name)
         check_may_delete(board, actor, admin=admin)  # ask only those who may
         prompt = f"Delete **{board.name}** with all its submissions and results? This is final."
         if not await confirm(interaction, prompt, timeout=self.bot.config.view_timeout):
             return
-        await self.service.delete_leaderboard(board.name, actor=actor, admin=admin)
+        await self.service.leaderboards.delete(board.name, actor=actor, admin=admin)
         await interaction.edit_original_response(content=f"🗑️ Deleted **{board.name}**.")
 
     # --- reading -----------------------------------------------------------------------------
@@ -240,9 +240,7 @@ class LeaderboardCog(
     @app_commands.command(name="list", description="All leaderboards with GPUs and deadlines")
     async def list_(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=False)
-        boards = (
-            await self.service.list_leaderboards()
-        )  # a public answer: invite-only ones stay out
+        boards = await self.service.leaderboards.all()  # a public answer: invite-only ones stay out
         pages = render.leaderboard_pages(boards, self.service.clock())
         await show_pages(interaction, pages, ephemeral=False, timeout=self.bot.config.view_timeout)
 
@@ -263,7 +261,7 @@ class LeaderboardCog(
         # An invite-only board's ranking goes to the member who asked, not to the channel.
         board = await self._visible(interaction, name)
         await defer(interaction, ephemeral=board.closed)
-        rankings = await self.service.ranking(name, gpu, after_deadline=after_deadline)
+        rankings = await self.service.leaderboards.ranking(name, gpu, after_deadline=after_deadline)
         pages = render.ranking_pages(name, rankings, after_deadline=after_deadline)
         files: list[PageFile] = []
         # The chart draws the competition's history, which runs after the deadline never enter.
@@ -285,8 +283,8 @@ class LeaderboardCog(
         shown = next(iter(rankings))
         if not rankings[shown]:
             return []
-        key = await self.service.history_key(name, shown)
-        load = functools.partial(self.service.score_history, name, shown)
+        key = await self.service.leaderboards.history_key(name, shown)
+        load = functools.partial(self.service.leaderboards.score_history, name, shown)
         png = await self.charts.chart(key, "png", load)
         page.set_image(url=f"attachment://{CHART_FILE}")
         return [(CHART_FILE, png)]
@@ -297,7 +295,7 @@ class LeaderboardCog(
     async def show_personal(self, interaction: discord.Interaction, name: str) -> None:
         await defer(interaction, ephemeral=True)
         await self._visible(interaction, name)
-        runs = await self.service.personal_runs(name, submitter(interaction.user))
+        runs = await self.service.leaderboards.personal_runs(name, submitter(interaction.user))
         pages = render.personal_pages(name, runs)
         await show_pages(interaction, pages, ephemeral=True, timeout=self.bot.config.view_timeout)
 
@@ -310,10 +308,12 @@ class LeaderboardCog(
         an admin, any submission's."""
         await defer(interaction, ephemeral=True)
         user = interaction.user
-        report = await self.service.own_report(submission_id, submitter(user), admin=is_admin(user))
+        report = await self.service.history.own_report(
+            submission_id, submitter(user), admin=is_admin(user)
+        )
         placements = []
         if report.done and report.submission.mode is Mode.LEADERBOARD:
-            placements = await self.service.placements(submission_id)
+            placements = await self.service.submissions.placements(submission_id)
         code = text_file(report.submission.file_name, report.submission.code)
         await answer(
             interaction,
@@ -328,7 +328,7 @@ class LeaderboardCog(
     async def task(self, interaction: discord.Interaction, name: str) -> None:
         await defer(interaction, ephemeral=True)
         board = await self._visible(interaction, name)
-        files = await self.service.task_files(name)
+        files = await self.service.leaderboards.task_files(name)
         items = sorted(files.items())
         for i in range(0, len(items), MAX_FILES_PER_MESSAGE):
             batch = items[i : i + MAX_FILES_PER_MESSAGE]
@@ -357,7 +357,7 @@ class LeaderboardCog(
     ) -> None:
         await defer(interaction, ephemeral=True)
         await self._visible(interaction, name)
-        templates = await self.service.templates(name)
+        templates = await self.service.leaderboards.templates(name)
         if not templates:
             raise NotFoundError(f"{name!r} has no starter files")
         lang = language.value if language else next(iter(templates))

@@ -40,7 +40,7 @@ class OpsCog(commands.Cog):
     @app_commands.command(name="queue", description="Jobs waiting and running per GPU, and yours")
     async def queue(self, interaction: discord.Interaction) -> None:
         await defer(interaction, ephemeral=True)
-        found = await self.bot.app.service.queues(submitter(interaction.user))
+        found = await self.bot.app.service.queues.view(submitter(interaction.user))
         text = format_queue(found.to_json())
         await answer(interaction, ephemeral=True, **fitted(text, file_name="queue.txt", code=True))
 

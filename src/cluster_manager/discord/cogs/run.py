@@ -63,7 +63,7 @@ class RunCog(commands.Cog):
             await interaction.edit_original_response(content=_status(state, name, gpu))
 
         # The service applies the per-user limit and waits for a slot of the GPU type.
-        result = await app.service.run_script(
+        result = await app.service.scripts.run(
             submitter(interaction.user), gpu, request, app.launchers, on_state=show
         )
         await interaction.edit_original_response(

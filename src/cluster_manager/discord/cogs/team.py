@@ -61,7 +61,7 @@ class TeamCog(
     @app_commands.autocomplete(leaderboard=leaderboard_names)
     async def create(self, interaction: discord.Interaction, leaderboard: str, name: str) -> None:
         await defer(interaction, ephemeral=True)
-        team = await self.service.create_team(leaderboard, name, submitter(interaction.user))
+        team = await self.service.teams.create(leaderboard, name, submitter(interaction.user))
         await self._say(
             interaction,
             f"👥 Team **{discord.utils.escape_markdown(team.name)}** is on "
@@ -74,14 +74,14 @@ class TeamCog(
     @app_commands.autocomplete(leaderboard=leaderboard_names)
     async def invite(self, interaction: discord.Interaction, leaderboard: str) -> None:
         await defer(interaction, ephemeral=True)
-        code = await self.service.team_invite(leaderboard, submitter(interaction.user))
+        code = await self.service.teams.invite(leaderboard, submitter(interaction.user))
         await self._say(interaction, invite_message(leaderboard, code))
 
     @app_commands.command(name="join", description="Join a team with a code a member gave you")
     @app_commands.describe(code="The team code (team_...)")
     async def join(self, interaction: discord.Interaction, code: str) -> None:
         await defer(interaction, ephemeral=True)
-        team = await self.service.join_team(code, submitter(interaction.user))
+        team = await self.service.teams.join(code, submitter(interaction.user))
         await self._say(interaction, joined_message(team))
 
     @app_commands.command(name="leave", description="Leave your team on a leaderboard")
@@ -89,7 +89,7 @@ class TeamCog(
     @app_commands.autocomplete(leaderboard=leaderboard_names)
     async def leave(self, interaction: discord.Interaction, leaderboard: str) -> None:
         await defer(interaction, ephemeral=True)
-        name = await self.service.leave_team(leaderboard, submitter(interaction.user))
+        name = await self.service.teams.leave(leaderboard, submitter(interaction.user))
         await self._say(
             interaction,
             f"👋 You left team **{discord.utils.escape_markdown(name)}** on **{leaderboard}**: "
@@ -107,12 +107,12 @@ class TeamCog(
         user = submitter(interaction.user)
         if all_:
             # Admins see the teams of invite-only boards, as they see those boards elsewhere.
-            teams = await self.service.teams(
+            teams = await self.service.teams.all(
                 leaderboard, user, include_closed=is_admin(interaction.user)
             )
             pages = render.teams_pages(leaderboard, teams)
         else:
-            team = await self.service.team_of(leaderboard, user)
+            team = await self.service.teams.of_user(leaderboard, user)
             if team is None:
                 await self._say(
                     interaction,
