@@ -4,7 +4,7 @@ Exit codes: 0 the submission passed, 1 it did not, 2 bad input (a one-line error
 
 A command's body is written once against `service.port.ServicePort`; `common.with_port` hands
 it the database's `Service`, or `remote_service.RemoteService` (the HTTP API, read back into
-the same records by `api_records`) when CLUSTER_MANAGER_API_URL is set.
+the same records by the API's own models, `api/models/`) when CLUSTER_MANAGER_API_URL is set.
 """
 
 from __future__ import annotations

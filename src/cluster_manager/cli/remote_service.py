@@ -1,8 +1,8 @@
 """`RemoteService`: `service.port.ServicePort` over the HTTP API, for the CLI pointed at a
-server (CLUSTER_MANAGER_API_URL). It answers with the records `Service` answers with, read
-from the API's JSON by `api_records`; the server's refusals come back as `ApiError`s carrying
-its words. What the API does not offer is refused with `NotOverTheApiError`, never done on a
-database here instead."""
+server (CLUSTER_MANAGER_API_URL). It answers with the records `Service` answers with: the
+API's JSON read by the models the server writes it with (`api/models/`), each turned into
+its record. The server's refusals come back as `ApiError`s carrying its words. What the API
+does not offer is refused with `NotOverTheApiError`, never done on a database here instead."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import NoReturn
 
-from cluster_manager.cli import api_records as records
+from cluster_manager.api.models.answers import Joined, QueuesView
+from cluster_manager.api.models.leaderboards import (
+    LeaderboardCreated,
+    LeaderboardListed,
+    RankingView,
+    TaskFiles,
+)
+from cluster_manager.api.models.submissions import SubmissionView, SubmitAccepted
+from cluster_manager.api.models.teams import TeamCode, TeamLeft, TeamView
 from cluster_manager.cli.api_client import ApiError
 from cluster_manager.cli.api_client import segment as seg
 from cluster_manager.cli.remote_controls import RemoteControls
@@ -89,7 +97,7 @@ class RemoteService(RemoteControls):
             fields["rate_limit_per_hour"] = str(rate_limit_per_hour)
         archive = folder_zip(folder_files(task))  # the task as Discord's create takes it
         view = await self.api.upload("/admin/leaderboards", f"{task.name}.zip", archive, fields)
-        return records.leaderboard(view, task)
+        return LeaderboardCreated.model_validate(view).to_record(task)
 
     async def set_channel_policy(
         self, name: str, policy: ChannelPolicy | str, actor: str
@@ -116,13 +124,14 @@ class RemoteService(RemoteControls):
         view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)
         files = await self.task_files(name)
         task = await asyncio.to_thread(load_task_zip_bytes, folder_zip(files), f"{name}.zip")
-        return records.leaderboard(view, task)
+        return RankingView.model_validate(view).to_record(task)
 
     async def list_leaderboards(
         self, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[LeaderboardSummary]:
         """What the token may see (the admin token: every leaderboard)."""
-        return [records.leaderboard_summary(b) for b in await self.api.get("/leaderboards")]
+        listed = await self.api.get("/leaderboards")
+        return [LeaderboardListed.model_validate(b).to_summary() for b in listed]
 
     async def ranking(
         self, name: str, gpu: str | None = None, *, limit: int = 100, after_deadline: bool = False
@@ -132,16 +141,18 @@ class RemoteService(RemoteControls):
         view = await self.api.get(
             f"/leaderboards/{seg(name)}", gpu=gpu, limit=limit, after_deadline=flag
         )
-        return records.rankings(view)
+        return RankingView.model_validate(view).entries()
 
     async def delete_leaderboard(self, name: str) -> None:
         await self.api.call("DELETE", f"/admin/leaderboards/{seg(name)}")
 
     async def task_files(self, name: str) -> dict[str, str]:
-        return dict((await self.api.get(f"/leaderboards/{seg(name)}/task"))["files"])
+        view = await self.api.get(f"/leaderboards/{seg(name)}/task")
+        return TaskFiles.model_validate(view).files
 
     async def templates(self, name: str) -> dict[str, str]:
-        languages = (await self.api.get(f"/leaderboards/{seg(name)}/task"))["templates"]
+        view = await self.api.get(f"/leaderboards/{seg(name)}/task")
+        languages = TaskFiles.model_validate(view).templates
         return {
             language: await self.api.text(f"/leaderboards/{seg(name)}/template/{seg(language)}")
             for language in languages
@@ -183,7 +194,7 @@ class RemoteService(RemoteControls):
         gpu = await self._one_gpu(leaderboard, gpus or ())
         path = f"/submission/{seg(leaderboard)}/{seg(gpu)}/{mode.value}"
         answer = await self.api.upload(path, file_name, data, form_fields(profile))
-        return records.receipt(answer["receipt"])
+        return SubmitAccepted.model_validate(answer).receipt.to_record()
 
     async def _one_gpu(self, leaderboard: str, gpus: Sequence[str]) -> str:
         if len(gpus) > 1:
@@ -203,22 +214,22 @@ class RemoteService(RemoteControls):
         for submission_id in submission_ids:
             async for event, payload in self.api.events(submission_id):
                 if event == "job":
-                    yield records.job_event(payload)
+                    yield JobEvent.from_json(payload)
 
     async def report(self, submission_id: int) -> SubmissionReport:
         view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
-        return records.submission_report(view)
+        return SubmissionView.model_validate(view).to_report()
 
     async def placements(self, submission_id: int) -> list[Placement]:
         view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
-        return [records.placement(p) for p in view.get("placements", [])]
+        return SubmissionView.model_validate(view).placement_records()
 
     async def queues(self, user: Submitter | None = None) -> QueueView:
-        return records.queue_view(await self.api.get("/queue"))
+        return QueuesView.model_validate(await self.api.get("/queue")).to_record()
 
     async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
-        answer = await self.api.call("POST", "/user/join", {"code": code})
-        return str(answer["leaderboard"]), answer["status"] == "joined"
+        answer = Joined.model_validate(await self.api.call("POST", "/user/join", {"code": code}))
+        return answer.leaderboard, answer.newly
 
     async def issue_token(self, user: Submitter) -> str:
         _refuse(TOKENS_REFUSED)
@@ -228,18 +239,21 @@ class RemoteService(RemoteControls):
 
     async def create_team(self, leaderboard: str, name: str, user: Submitter) -> Team:
         path = f"/leaderboards/{seg(leaderboard)}/teams"
-        return records.team(await self.api.call("POST", path, {"name": name}))
+        return TeamView.model_validate(
+            await self.api.call("POST", path, {"name": name})
+        ).to_record()
 
     async def team_invite(self, leaderboard: str, user: Submitter) -> str:
         path = f"/leaderboards/{seg(leaderboard)}/teams/mine/invites"
-        return str((await self.api.call("POST", path))["code"])
+        return TeamCode.model_validate(await self.api.call("POST", path)).code
 
     async def join_team(self, code: str, user: Submitter) -> Team:
-        return records.team(await self.api.call("POST", "/teams/join", {"code": code}))
+        answer = await self.api.call("POST", "/teams/join", {"code": code})
+        return TeamView.model_validate(answer).to_record()
 
     async def leave_team(self, leaderboard: str, user: Submitter) -> str:
         path = f"/leaderboards/{seg(leaderboard)}/teams/mine"
-        return str((await self.api.call("DELETE", path))["left"])
+        return TeamLeft.model_validate(await self.api.call("DELETE", path)).left
 
     async def team_of(self, leaderboard: str, user: Submitter) -> Team | None:
         try:
@@ -248,11 +262,11 @@ class RemoteService(RemoteControls):
             if exc.status == 404 and str(exc).startswith(NO_TEAM):
                 return None
             raise
-        return records.team(found)
+        return TeamView.model_validate(found).to_record()
 
     async def teams(
         self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[Team]:
         """What the token may see (the admin token: an invite-only board's too)."""
         found = await self.api.get(f"/leaderboards/{seg(leaderboard)}/teams")
-        return [records.team(t) for t in found]
+        return [TeamView.model_validate(t).to_record() for t in found]
