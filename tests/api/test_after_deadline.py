@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
+from cluster_manager.api.models.submissions import SubmitAccepted
 from cluster_manager.app import App
-from cluster_manager.cli import api_records
 from cluster_manager.core.models import Mode
 from cluster_manager.service import Submitter
 from tests.api.conftest import ADMIN_TOKEN, BOARD, popcorn_headers, source, token_of
@@ -49,7 +49,7 @@ async def ranked_after_the_deadline(app: App, client: httpx.AsyncClient, user: s
     answer = await submit(client, await token_of(app, user), "leaderboard")
     assert answer.status_code == 202, answer.text
     assert answer.json()["receipt"]["after_deadline"] is True
-    receipt = api_records.receipt(answer.json()["receipt"])
+    receipt = SubmitAccepted.model_validate(answer.json()).receipt.to_record()
     assert receipt.after_deadline
     await finish_submission(app.pool, receipt, 1.0)
     return receipt.submission_id

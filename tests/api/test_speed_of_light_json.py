@@ -9,7 +9,7 @@ import asyncio
 import httpx
 import pytest
 
-from cluster_manager.api.json_shapes import key_form
+from cluster_manager.api.models.runs import key_form
 from cluster_manager.app import App
 from cluster_manager.core.gpus import GpuRegistry
 from cluster_manager.core.models import RunResult

@@ -72,6 +72,9 @@ async def test_docs_is_a_page_of_this_site(client: httpx.AsyncClient):
         assert f"<code>{endpoint}</code>" in docs.text, endpoint
     assert "Authorization: Bearer" in docs.text and 'href="/openapi.json"' in docs.text
     assert "Organisers&#39; endpoints" in docs.text and "/admin/bans/{user}" in docs.text
+    # Each answer names its model, or its media type where it is no JSON.
+    assert "202 Successful Response: SubmitAccepted" in docs.text
+    assert "string (text/event-stream)" in docs.text
     schema = await client.get("/openapi.json")
     assert schema.status_code == 200 and "/queue" in schema.json()["paths"]
     assert "/docs" not in schema.json()["paths"]

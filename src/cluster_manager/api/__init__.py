@@ -5,8 +5,9 @@
     auth.py            who calls: an API token (X-Popcorn-Cli-Id or Bearer) or the admin token
     error_handlers.py  every refusal as {"detail": ...} with its status; a 500 carries a log id
     uploads.py         the submitted file from a bounded multipart body, or from a small archive
-    json_shapes.py     JSON shapes popcorn-cli parses (leaderboards, submissions, runs), and
-                       ours (jobs, receipts) that our CLI reads records back from
+    models/            every answer's JSON as a pydantic model: what the routes return, what
+                       `/openapi.json` documents and what our CLI reads records back from
+    client_status.py   a submission's state in popcorn-cli's words, and what went wrong
     streams.py         server-sent events: live progress of a submission, then its result
     metrics.py         GET /metrics (Prometheus): who may read it, one scrape's exposition
     job_metrics.py     the queue and the jobs as metric families, from the database's figures

@@ -22,7 +22,9 @@ from typing import Any
 
 from sse_starlette import EventSourceResponse
 
-from cluster_manager.api.json_shapes import client_status, key_form, run_view
+from cluster_manager.api.client_status import client_status
+from cluster_manager.api.models.answers import media_answer
+from cluster_manager.api.models.runs import RunView, key_form
 from cluster_manager.core.models import Mode, RunResult
 from cluster_manager.core.profiling import ProfilerOutcome
 from cluster_manager.core.records import RunRecord
@@ -71,6 +73,18 @@ class OpenStreams:
                 self._open[caller] -= 1
 
         return stream()
+
+
+def streamed(description: str) -> dict[int | str, dict[str, Any]]:
+    """How a streaming route states its answer in the OpenAPI schema (it has no model)."""
+    return media_answer("text/event-stream", f"Server-sent events: {description}")
+
+
+# The submit routes' stream, as popcorn-cli reads it.
+SUBMISSION_EVENTS = streamed(
+    "`status` every few seconds while it runs (`message`, `elapsed_time`), then `result` "
+    "(`submission_status`, `results`, `reports`) or `error` (`detail`)"
+)
 
 
 def event_response(events: AsyncIterator[Event]) -> EventSourceResponse:
@@ -183,7 +197,9 @@ async def event_stream(service: Service, submission_id: int) -> AsyncIterator[Ev
 
 def _runs_of(report: SubmissionReport) -> dict[str, Any]:
     jobs = {j.id: j for j in report.jobs}
-    return {"runs": [run_view(r, jobs.get(r.job_id)) for r in report.runs]}
+    return {
+        "runs": [RunView.of(r, jobs.get(r.job_id)).model_dump(mode="json") for r in report.runs]
+    }
 
 
 def profile_runs(result: RunResult) -> dict[str, Any]:

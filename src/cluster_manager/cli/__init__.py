@@ -5,7 +5,7 @@ Exit codes: 0 the submission passed, 1 it did not, 2 bad input (a one-line error
 
 A command's body is written once against `service.port.ServicePort`; `common.with_port` hands
 it the database's `Service`, or `remote_service.RemoteService` (the HTTP API, read back into
-the same records by `api_records`) when CLUSTER_MANAGER_API_URL is set.
+the same records by the API's own models, `api/models/`) when CLUSTER_MANAGER_API_URL is set.
 
     common.py           the group, settings, exit codes, the app's lifetime, `with_port`
     local_eval.py       `eval`: one submission against one task here, no database
@@ -25,10 +25,10 @@ the same records by `api_records`) when CLUSTER_MANAGER_API_URL is set.
     serve.py            `serve`: the HTTP API and the pages, with a scheduler of its own
     bot.py              `bot`: the Discord bot, with a scheduler of its own
     logs.py             the long-running commands' log: stderr, text or JSON, secrets scrubbed
+    errors.py           the one-line answer to each error, for the commands that end on one
     demo.py             `demo`, over `demo_run.py`
     demo_run.py         `make demo`: example leaderboards, right and wrong kernels, rankings
     api_client.py       the HTTP API from the client's side (httpx, server-sent events)
-    api_records.py      the API's JSON read back into the service's records
     remote_service.py   `RemoteService`: `ServicePort` over the HTTP API
     remote_controls.py  its organisers' half, over the admin API
 """

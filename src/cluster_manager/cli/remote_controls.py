@@ -4,7 +4,24 @@ is refused there with 403), but for joining with a code, which any user does."""
 
 from __future__ import annotations
 
-from cluster_manager.cli import api_records as records
+from cluster_manager.api.models.admin import (
+    Banned,
+    BanView,
+    CustomQuotaView,
+    InviteView,
+    Minted,
+    PauseView,
+    Started,
+    StatsView,
+    Stopped,
+    UserQuotasView,
+)
+from cluster_manager.api.models.answers import InviteRevoked, Joined, UserDone
+from cluster_manager.api.models.leaderboard_admin import (
+    AfterDeadlineRefusalView,
+    ChannelPolicySettingView,
+    Rerun,
+)
 from cluster_manager.cli.api_client import ApiClient, ApiError
 from cluster_manager.cli.api_client import segment as seg
 from cluster_manager.core.records import ChannelPolicy, Job, Leaderboard
@@ -32,14 +49,17 @@ class RemoteControls:
 
     async def pause(self, leaderboard: str | None, reason: str, actor: str) -> Pause:
         body = {"leaderboard": leaderboard, "reason": reason}
-        return records.pause(await self.api.call("POST", "/admin/stop", body))
+        answer = await self.api.call("POST", "/admin/stop", body)
+        return Stopped.model_validate(answer).to_record()
 
     async def resume(self, leaderboard: str | None) -> bool:
         answer = await self.api.call("POST", "/admin/start", {"leaderboard": leaderboard})
-        return bool(answer["was_paused"])
+        return Started.model_validate(answer).was_paused
 
     async def pauses(self) -> list[Pause]:
-        return [records.pause(p) for p in await self.api.get("/admin/pauses")]
+        return [
+            PauseView.model_validate(p).to_record() for p in await self.api.get("/admin/pauses")
+        ]
 
     async def ban(
         self, user: Submitter, reason: str, actor: str, *, known_only: bool = False
@@ -51,14 +71,14 @@ class RemoteControls:
             if exc.status == 404:  # the service's UnknownUserError, as the API answers it
                 raise UnknownUserError(str(exc)) from None
             raise
-        return records.ban(answer)
+        return Banned.model_validate(answer).to_record()
 
     async def unban(self, external_id: str) -> bool:
         answer = await self.api.call("DELETE", f"/admin/bans/{seg(external_id)}")
-        return bool(answer["status"] == "unbanned")
+        return UserDone.model_validate(answer).status == "unbanned"
 
     async def bans(self) -> list[Ban]:
-        return [records.ban(b) for b in await self.api.get("/admin/bans")]
+        return [BanView.model_validate(b).to_record() for b in await self.api.get("/admin/bans")]
 
     async def invalidate(self, submission_id: int, reason: str, actor: str) -> None:
         path = f"/admin/submissions/{seg(submission_id)}/invalidate"
@@ -69,11 +89,11 @@ class RemoteControls:
 
     async def after_deadline_refusals(self) -> list[AfterDeadlineRefusal]:
         found = await self.api.get("/admin/after-deadline-refusals")
-        return [records.after_deadline_refusal(r) for r in found]
+        return [AfterDeadlineRefusalView.model_validate(r).to_record() for r in found]
 
     async def channel_policies(self) -> list[ChannelPolicySetting]:
         found = await self.api.get("/admin/channel-policies")
-        return [records.channel_policy_setting(p) for p in found]
+        return [ChannelPolicySettingView.model_validate(p).to_record() for p in found]
 
     async def set_quota(
         self, user: Submitter, *, per_hour: int | None, daily: int | None, actor: str
@@ -83,18 +103,21 @@ class RemoteControls:
 
     async def clear_quota(self, external_id: str) -> bool:
         answer = await self.api.call("DELETE", f"/admin/quotas/{seg(external_id)}")
-        return bool(answer["status"] == "cleared")
+        return UserDone.model_validate(answer).status == "cleared"
 
     async def quota_of(self, external_id: str) -> UserQuotas:
-        return records.user_quotas(await self.api.get(f"/admin/quotas/{seg(external_id)}"))
+        answer = await self.api.get(f"/admin/quotas/{seg(external_id)}")
+        return UserQuotasView.model_validate(answer).to_record()
 
     async def custom_quotas(self) -> list[CustomQuota]:
-        return [records.custom_quota(q) for q in await self.api.get("/admin/quotas")]
+        return [
+            CustomQuotaView.model_validate(q).to_record()
+            for q in await self.api.get("/admin/quotas")
+        ]
 
     async def stats(self, *, last_day: bool = False) -> Stats:
-        return records.stats(
-            await self.api.get("/admin/stats", last_day_only=str(last_day).lower())
-        )
+        answer = await self.api.get("/admin/stats", last_day_only=str(last_day).lower())
+        return StatsView.model_validate(answer).to_record()
 
     async def set_channel_policy(
         self, name: str, policy: ChannelPolicy | str, actor: str
@@ -119,7 +142,7 @@ class RemoteReruns:
     ) -> list[Job]:
         body = {"user": user, "submission_id": submission_id}
         answer = await self.api.call("POST", f"/admin/leaderboards/{seg(leaderboard)}/rerun", body)
-        return [records.job(j) for j in answer["queued"]]
+        return [j.to_record() for j in Rerun.model_validate(answer).queued]
 
 
 class RemoteInvites:
@@ -132,16 +155,16 @@ class RemoteInvites:
 
     async def mint(self, name: str, count: int, max_uses: int, actor: str) -> list[str]:
         body = {"leaderboard": name, "count": count, "max_uses": max_uses}
-        return list((await self.api.call("POST", "/admin/invites", body))["codes"])
+        return Minted.model_validate(await self.api.call("POST", "/admin/invites", body)).codes
 
     async def all(self, name: str) -> list[Invite]:
         found = await self.api.get(f"/admin/leaderboards/{seg(name)}/invites")
-        return [records.invite(i) for i in found]
+        return [InviteView.model_validate(i).to_record() for i in found]
 
     async def revoke(self, code: str) -> bool:
         answer = await self.api.call("DELETE", f"/admin/invites/{seg(code)}")
-        return bool(answer["status"] == "revoked")
+        return InviteRevoked.model_validate(answer).revoked
 
     async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
-        answer = await self.api.call("POST", "/user/join", {"code": code})
-        return str(answer["leaderboard"]), answer["status"] == "joined"
+        answer = Joined.model_validate(await self.api.call("POST", "/user/join", {"code": code}))
+        return answer.leaderboard, answer.newly

@@ -1,9 +1,10 @@
 """`RemoteService`: `service.port.ServicePort` over the HTTP API, for the CLI pointed at a
 server (CLUSTER_MANAGER_API_URL). Its parts are named as `Service`'s, each method as that
-part's; they answer with the records `Service` answers with, read from the API's JSON by
-`api_records`; the server's refusals come back as `ApiError`s carrying its words. What the
-API does not offer is refused with `NotOverTheApiError`, never done on a database here
-instead. The organisers' parts are in `remote_controls.py`."""
+part's; they answer with the records `Service` answers with: the API's JSON read by the
+models the server writes it with (`api/models/`), each turned into its record. The server's
+refusals come back as `ApiError`s carrying its words. What the API does not offer is refused
+with `NotOverTheApiError`, never done on a database here instead. The organisers' parts are in
+`remote_controls.py`."""
 
 from __future__ import annotations
 
@@ -12,7 +13,15 @@ from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import NoReturn
 
-from cluster_manager.cli import api_records as records
+from cluster_manager.api.models.answers import QueuesView
+from cluster_manager.api.models.leaderboards import (
+    LeaderboardCreated,
+    LeaderboardListed,
+    RankingView,
+    TaskFiles,
+)
+from cluster_manager.api.models.submissions import SubmissionView, SubmitAccepted
+from cluster_manager.api.models.teams import TeamCode, TeamLeft, TeamView
 from cluster_manager.cli.api_client import ApiClient, ApiError
 from cluster_manager.cli.api_client import segment as seg
 from cluster_manager.cli.remote_controls import RemoteControls, RemoteInvites, RemoteReruns
@@ -107,19 +116,20 @@ class RemoteLeaderboards:
             fields["rate_limit_per_hour"] = str(rate_limit_per_hour)
         archive = folder_zip(folder_files(task))  # the task as Discord's create takes it
         view = await self.api.upload("/admin/leaderboards", f"{task.name}.zip", archive, fields)
-        return records.leaderboard(view, task)
+        return LeaderboardCreated.model_validate(view).to_record(task)
 
     async def get(self, name: str) -> Leaderboard:
         view = await self.api.get(f"/leaderboards/{seg(name)}", limit=1)
         files = await self.task_files(name)
         task = await asyncio.to_thread(load_task_zip_bytes, folder_zip(files), f"{name}.zip")
-        return records.leaderboard(view, task)
+        return RankingView.model_validate(view).to_record(task)
 
     async def all(
         self, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[LeaderboardSummary]:
         """What the token may see (the admin token: every leaderboard)."""
-        return [records.leaderboard_summary(b) for b in await self.api.get("/leaderboards")]
+        listed = await self.api.get("/leaderboards")
+        return [LeaderboardListed.model_validate(b).to_summary() for b in listed]
 
     async def ranking(
         self, name: str, gpu: str | None = None, *, limit: int = 100, after_deadline: bool = False
@@ -129,16 +139,18 @@ class RemoteLeaderboards:
         view = await self.api.get(
             f"/leaderboards/{seg(name)}", gpu=gpu, limit=limit, after_deadline=flag
         )
-        return records.rankings(view)
+        return RankingView.model_validate(view).entries()
 
     async def delete(self, name: str) -> None:
         await self.api.call("DELETE", f"/admin/leaderboards/{seg(name)}")
 
     async def task_files(self, name: str) -> dict[str, str]:
-        return dict((await self.api.get(f"/leaderboards/{seg(name)}/task"))["files"])
+        view = await self.api.get(f"/leaderboards/{seg(name)}/task")
+        return TaskFiles.model_validate(view).files
 
     async def templates(self, name: str) -> dict[str, str]:
-        languages = (await self.api.get(f"/leaderboards/{seg(name)}/task"))["templates"]
+        view = await self.api.get(f"/leaderboards/{seg(name)}/task")
+        languages = TaskFiles.model_validate(view).templates
         return {
             language: await self.api.text(f"/leaderboards/{seg(name)}/template/{seg(language)}")
             for language in languages
@@ -189,7 +201,7 @@ class RemoteSubmissions:
         gpu = await self._one_gpu(leaderboard, gpus or ())
         path = f"/submission/{seg(leaderboard)}/{seg(gpu)}/{mode.value}"
         answer = await self.api.upload(path, file_name, data, form_fields(profile))
-        return records.receipt(answer["receipt"])
+        return SubmitAccepted.model_validate(answer).receipt.to_record()
 
     async def _one_gpu(self, leaderboard: str, gpus: Sequence[str]) -> str:
         if len(gpus) > 1:
@@ -207,11 +219,11 @@ class RemoteSubmissions:
 
     async def report(self, submission_id: int) -> SubmissionReport:
         view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
-        return records.submission_report(view)
+        return SubmissionView.model_validate(view).to_report()
 
     async def placements(self, submission_id: int) -> list[Placement]:
         view = await self.api.get(f"/user/submissions/{seg(submission_id)}")
-        return [records.placement(p) for p in view.get("placements", [])]
+        return SubmissionView.model_validate(view).placement_records()
 
 
 class RemoteEvents:
@@ -222,7 +234,7 @@ class RemoteEvents:
         for submission_id in submission_ids:
             async for event, payload in self.api.events(submission_id):
                 if event == "job":
-                    yield records.job_event(payload)
+                    yield JobEvent.from_json(payload)
 
 
 class RemoteQueues:
@@ -230,7 +242,7 @@ class RemoteQueues:
         self.api = api
 
     async def view(self, user: Submitter | None = None) -> QueueView:
-        return records.queue_view(await self.api.get("/queue"))
+        return QueuesView.model_validate(await self.api.get("/queue")).to_record()
 
 
 class RemoteAccounts:
@@ -248,18 +260,21 @@ class RemoteTeams:
 
     async def create(self, leaderboard: str, name: str, user: Submitter) -> Team:
         path = f"/leaderboards/{seg(leaderboard)}/teams"
-        return records.team(await self.api.call("POST", path, {"name": name}))
+        return TeamView.model_validate(
+            await self.api.call("POST", path, {"name": name})
+        ).to_record()
 
     async def invite(self, leaderboard: str, user: Submitter) -> str:
         path = f"/leaderboards/{seg(leaderboard)}/teams/mine/invites"
-        return str((await self.api.call("POST", path))["code"])
+        return TeamCode.model_validate(await self.api.call("POST", path)).code
 
     async def join(self, code: str, user: Submitter) -> Team:
-        return records.team(await self.api.call("POST", "/teams/join", {"code": code}))
+        answer = await self.api.call("POST", "/teams/join", {"code": code})
+        return TeamView.model_validate(answer).to_record()
 
     async def leave(self, leaderboard: str, user: Submitter) -> str:
         path = f"/leaderboards/{seg(leaderboard)}/teams/mine"
-        return str((await self.api.call("DELETE", path))["left"])
+        return TeamLeft.model_validate(await self.api.call("DELETE", path)).left
 
     async def of_user(self, leaderboard: str, user: Submitter) -> Team | None:
         try:
@@ -268,14 +283,14 @@ class RemoteTeams:
             if exc.status == 404 and str(exc).startswith(NO_TEAM):
                 return None
             raise
-        return records.team(found)
+        return TeamView.model_validate(found).to_record()
 
     async def all(
         self, leaderboard: str, viewer: Submitter | None = None, *, include_closed: bool = False
     ) -> list[Team]:
         """What the token may see (the admin token: an invite-only board's too)."""
         found = await self.api.get(f"/leaderboards/{seg(leaderboard)}/teams")
-        return [records.team(t) for t in found]
+        return [TeamView.model_validate(t).to_record() for t in found]
 
     async def set_rules(
         self, leaderboard: str, *, size: int | None = None, quotas: bool | None = None

@@ -88,8 +88,19 @@ def operation_of(path: str, method: str, op: dict[str, Any], schemas: dict[str, 
         render_markdown(str(op.get("description", ""))),
         fields + _body_fields(op, schemas),
         list(op.get("requestBody", {}).get("content", {})),
-        [f"{code} {answer.get('description', '')}" for code, answer in op["responses"].items()],
+        [_answer(code, answer, schemas) for code, answer in op["responses"].items()],
     )
+
+
+def _answer(code: str, answer: dict[str, Any], schemas: dict[str, Any]) -> str:
+    """`200 Successful Response: RankingView`; a media type other than JSON said too."""
+    kinds = [
+        kind_of(content.get("schema", {}), schemas)
+        + ("" if media == "application/json" else f" ({media})")
+        for media, content in answer.get("content", {}).items()
+    ]
+    said = f"{code} {answer.get('description', '')}"
+    return f"{said}: {', '.join(kinds)}" if kinds else said
 
 
 def sections_of(openapi: dict[str, Any]) -> list[tuple[str, list[Operation]]]:

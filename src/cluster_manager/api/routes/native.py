@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import PlainTextResponse
 
-from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller, optional_caller
+from cluster_manager.api.models.answers import Health, QueuesView, media_answer
+from cluster_manager.api.models.leaderboards import RankingView, TaskFiles
 from cluster_manager.api.routes.popcorn import Viewer, service_of, visible_board
-from cluster_manager.api.streams import event_response, event_stream
+from cluster_manager.api.streams import event_response, event_stream, streamed
 from cluster_manager.core.task import find_template, no_template
 from cluster_manager.service import NotFoundError
 
@@ -19,15 +20,14 @@ Authenticated = Annotated[Caller, Depends(caller)]
 
 
 @router.get("/health")
-async def health(request: Request) -> dict[str, Any]:
+async def health(request: Request) -> Health:
     """The database's round trip, and the GPU types a live scheduler runs: a type a
     leaderboard lists but missing here has its jobs failed after a minute in the queue."""
     service = service_of(request)
-    return {
-        "status": "ok",
-        "database_ms": round(await service.monitoring.database_ms(), 2),
-        "served_gpus": await service.monitoring.served_gpus(),
-    }
+    return Health(
+        database_ms=round(await service.monitoring.database_ms(), 2),
+        served_gpus=await service.monitoring.served_gpus(),
+    )
 
 
 @router.get("/leaderboards/{name}")
@@ -38,7 +38,7 @@ async def leaderboard(
     gpu: str | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     after_deadline: bool = False,
-) -> dict[str, Any]:
+) -> RankingView:
     """The competition's ranking per GPU; with `after_deadline`, that of the runs made after
     the deadline instead."""
     board = await visible_board(request, name, who)
@@ -47,19 +47,23 @@ async def leaderboard(
         name, gpu, limit=limit, after_deadline=after_deadline
     )
     peaks = service.leaderboards.published_peaks(board.gpus)
-    return json_shapes.ranking_view(board, rankings, peaks, after_deadline=after_deadline)
+    return RankingView.ranked(board, rankings, peaks, after_deadline=after_deadline)
 
 
 @router.get("/leaderboards/{name}/task")
-async def task(name: str, request: Request, who: Viewer) -> dict[str, Any]:
+async def task(name: str, request: Request, who: Viewer) -> TaskFiles:
     board = await visible_board(request, name, who)
-    return {
-        **json_shapes.task_view(board.task),
-        "files": await service_of(request).leaderboards.task_files(name),
-    }
+    return TaskFiles.of(board.task, await service_of(request).leaderboards.task_files(name))
 
 
-@router.get("/leaderboards/{name}/template/{language}")
+TEMPLATE = media_answer("text/plain", "The task's template for the language, as text")
+
+
+@router.get(
+    "/leaderboards/{name}/template/{language}",
+    response_class=PlainTextResponse,
+    responses=TEMPLATE,
+)
 async def template(name: str, language: str, request: Request, who: Viewer) -> PlainTextResponse:
     await visible_board(request, name, who)
     templates = await service_of(request).leaderboards.templates(name)
@@ -72,14 +76,20 @@ async def template(name: str, language: str, request: Request, who: Viewer) -> P
 @router.get("/queue")
 async def queue(
     request: Request, who: Annotated[Caller | None, Depends(optional_caller)]
-) -> dict[str, Any]:
+) -> QueuesView:
     """Per GPU type, jobs queued and running; with a user's token, their own open jobs and
     their places in line."""
     user = None if who is None else who.user
-    return (await service_of(request).queues.view(user)).to_json()
+    return QueuesView.of(await service_of(request).queues.view(user))
 
 
-@router.get("/submissions/{submission_id}/events")
+JOB_EVENTS = streamed(
+    "`job` for each change of one of its jobs (`core.records.JobEvent`), then `done` "
+    "(`status`, `error`, `runs`)"
+)
+
+
+@router.get("/submissions/{submission_id}/events", response_class=Response, responses=JOB_EVENTS)
 async def events(submission_id: int, request: Request, who: Authenticated) -> Response:
     service = service_of(request)
     await service.history.own_report(submission_id, who.user, admin=who.admin)

@@ -4,16 +4,20 @@ polled; or streamed as server-sent events), reading and deleting one's submissio
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
-from fastapi.responses import JSONResponse
 
-from cluster_manager.api import json_shapes
 from cluster_manager.api.auth import Caller, caller, optional_caller
 from cluster_manager.api.error_handlers import BadRequestError
-from cluster_manager.api.streams import event_response, submission_stream
+from cluster_manager.api.models.answers import Detail, Joined, SubmissionDone
+from cluster_manager.api.models.leaderboards import LeaderboardListed
+from cluster_manager.api.models.submissions import (
+    SubmissionSummary,
+    SubmissionView,
+    SubmitAccepted,
+)
+from cluster_manager.api.streams import SUBMISSION_EVENTS, event_response, submission_stream
 from cluster_manager.api.uploads import read_upload
 from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import (
@@ -57,21 +61,19 @@ def parse_mode(raw: str) -> Mode:
 
 
 @router.get("/auth/init", status_code=501)
-async def auth_init() -> JSONResponse:
-    return JSONResponse({"detail": REGISTER_HINT}, status_code=501)
+async def auth_init() -> Detail:
+    """popcorn-cli's `register`, which this server does not take: how to get a token."""
+    return Detail(detail=REGISTER_HINT)
 
 
 @router.get("/leaderboards")
-async def leaderboards(request: Request, who: Viewer) -> list[dict[str, Any]]:
+async def leaderboards(request: Request, who: Viewer) -> list[LeaderboardListed]:
     """Open leaderboards, and the invite-only ones the caller joined (all for the admin)."""
     service = service_of(request)
     user, admin = (None, False) if who is None else (who.user, who.admin)
     summaries = await service.leaderboards.all(user, include_closed=admin)
     return [
-        {
-            **json_shapes.leaderboard_view(await service.leaderboards.get(s.name)),
-            "submissions": s.submissions,
-        }
+        LeaderboardListed.listed(await service.leaderboards.get(s.name), s.submissions)
         for s in summaries
     ]
 
@@ -120,44 +122,43 @@ def ncu_filter(fields: dict[str, str]) -> ProfileOptions | None:
     when none is given. Read in every mode: the service refuses a filter outside profile mode
     rather than drop it."""
     given = {name: raw for name in FORM_FIELDS if (raw := fields.get(name, "").strip())}
-    chosen: dict[str, Any] = {}
-    for name, raw in given.items():
-        if name in NCU_NUMBERS:
-            try:
-                chosen[FORM_FIELDS[name]] = int(raw)
-            except ValueError:
-                raise BadRequestError(f"{name} must be a whole number, got {raw!r}") from None
-        else:
-            chosen[FORM_FIELDS[name]] = raw
+    numbers = {name: _whole_number(name, given[name]) for name in NCU_NUMBERS if name in given}
     try:
-        return chosen_options(**chosen)
+        return chosen_options(
+            kernel_name=given.get("ncu_kernel_name"),
+            kernel_name_base=given.get("ncu_kernel_name_base"),
+            launch_skip=numbers.get("ncu_launch_skip"),
+            launch_count=numbers.get("ncu_launch_count"),
+        )
     except InvalidProfileOptions as exc:
         field = next(name for name, option in FORM_FIELDS.items() if option == exc.option)
         raise BadRequestError(f"{field}: {exc}") from None
 
 
+def _whole_number(name: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequestError(f"{name} must be a whole number, got {raw!r}") from None
+
+
 @router.post("/submission/{leaderboard}/{gpu}/{mode}", status_code=202)
 async def submit(
     leaderboard: str, gpu: str, mode: str, request: Request, who: Authenticated
-) -> dict[str, Any]:
+) -> SubmitAccepted:
     """Accepted at once; the client polls `GET /user/submissions/{id}`."""
     receipt = await _submit(request, who, leaderboard, gpu, mode)
     queue = await service_of(request).queues.status(receipt.jobs[0].gpu)
-    return {
-        "status": "accepted",
-        "details": {"id": receipt.submission_id, "job_status_id": receipt.jobs[0].id},
-        "runner_queue": json_shapes.queue_view(queue),
-        "receipt": json_shapes.receipt_view(receipt),  # ours: the jobs it queued
-    }
+    return SubmitAccepted.of(receipt, queue)
 
 
 @router.post("/user/join")
 async def join(
     request: Request, who: Authenticated, code: Annotated[str, Body(embed=True)]
-) -> dict[str, Any]:
+) -> Joined:
     """Redeems an invite code: the caller becomes a member of its invite-only leaderboard."""
     board, joined = await service_of(request).invites.join(code, who.require_user())
-    return {"leaderboard": board, "status": "joined" if joined else "already a member"}
+    return Joined(leaderboard=board, status="joined" if joined else "already a member")
 
 
 @router.get("/user/submissions")
@@ -166,7 +167,7 @@ async def my_submissions(
     who: Authenticated,
     leaderboard: str | None = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
-) -> list[dict[str, Any]]:
+) -> list[SubmissionSummary]:
     service = service_of(request)
     if leaderboard is not None:
         await visible_board(request, leaderboard, who)
@@ -174,47 +175,44 @@ async def my_submissions(
         who.require_user(), leaderboard=leaderboard, limit=limit
     )
     return [
-        json_shapes.submission_summary(r, await service.submissions.ranking_holds(r.submission.id))
+        SubmissionSummary.of(r, await service.submissions.ranking_holds(r.submission.id))
         for r in reports
     ]
 
 
 @router.get("/user/submissions/{submission_id}")
-async def my_submission(submission_id: int, request: Request, who: Authenticated) -> Any:
+async def my_submission(submission_id: int, request: Request, who: Authenticated) -> SubmissionView:
     return await submission_answer(service_of(request), submission_id, who)
 
 
-async def submission_answer(service: Service, submission_id: int, who: Caller) -> Any:
+async def submission_answer(service: Service, submission_id: int, who: Caller) -> SubmissionView:
     """A submission with its runs, job state, queue and placements (owner or admin)."""
     report = await service.history.own_report(submission_id, who.user, admin=who.admin)
     waiting = next((j for j in report.jobs if j.state is JobState.QUEUED), None)
     queue = await service.queues.status(waiting.gpu) if waiting else None
-    view = json_shapes.submission_view(
-        report, queue, await service.submissions.ranking_holds(submission_id)
-    )
+    holds = await service.submissions.ranking_holds(submission_id)
+    placements = None
     if report.done and report.submission.mode is Mode.LEADERBOARD:
-        view["placements"] = [
-            asdict(p) for p in await service.submissions.placements(submission_id)
-        ]
-    return view
+        placements = await service.submissions.placements(submission_id)
+    return SubmissionView.of(report, queue, holds, placements)
 
 
 @router.delete("/user/submissions/{submission_id}")
 async def delete_my_submission(
     submission_id: int, request: Request, who: Authenticated
-) -> dict[str, Any]:
+) -> SubmissionDone:
     await service_of(request).history.delete(submission_id, who.user, admin=who.admin)
-    return {"status": "deleted", "id": submission_id}
+    return SubmissionDone(status="deleted", id=submission_id)
 
 
-@router.post("/profile/{leaderboard}/{gpu}")
+@router.post("/profile/{leaderboard}/{gpu}", response_class=Response, responses=SUBMISSION_EVENTS)
 async def profile(leaderboard: str, gpu: str, request: Request, who: Authenticated) -> Response:
     request.app.state.streams.check(who.key)  # before anything is submitted
     receipt = await _submit(request, who, leaderboard, gpu, Mode.PROFILE.value)
     return _stream(request, who, receipt)
 
 
-@router.post("/{leaderboard}/{gpu}/{mode}")
+@router.post("/{leaderboard}/{gpu}/{mode}", response_class=Response, responses=SUBMISSION_EVENTS)
 async def submit_streaming(
     leaderboard: str, gpu: str, mode: str, request: Request, who: Authenticated
 ) -> Response:

@@ -4,11 +4,12 @@ may not see the leaderboard, as everything of it is."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, Body, Request
 from pydantic import StrictStr
 
+from cluster_manager.api.models.teams import TeamCode, TeamLeft, TeamView
 from cluster_manager.api.routes.popcorn import Authenticated, Viewer, service_of
 from cluster_manager.service import NotFoundError
 
@@ -22,45 +23,45 @@ async def create_team(
     request: Request,
     who: Authenticated,
     name: Annotated[StrictStr, Body(embed=True)],
-) -> dict[str, Any]:
+) -> TeamView:
     """A new team on the leaderboard, the caller its first member."""
     team = await service_of(request).teams.create(leaderboard, name, who.require_user())
-    return team.to_json()
+    return TeamView.of(team)
 
 
 @router.get("/leaderboards/{leaderboard}/teams")
-async def teams(leaderboard: str, request: Request, who: Viewer) -> list[dict[str, Any]]:
+async def teams(leaderboard: str, request: Request, who: Viewer) -> list[TeamView]:
     """Every team with its members, as public as the ranking."""
     user, admin = (None, False) if who is None else (who.user, who.admin)
     found = await service_of(request).teams.all(leaderboard, user, include_closed=admin)
-    return [t.to_json() for t in found]
+    return [TeamView.of(t) for t in found]
 
 
 @router.get("/leaderboards/{leaderboard}/teams/mine")
-async def my_team(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
+async def my_team(leaderboard: str, request: Request, who: Authenticated) -> TeamView:
     team = await service_of(request).teams.of_user(leaderboard, who.require_user())
     if team is None:
         raise NotFoundError(NO_TEAM.format(leaderboard=leaderboard))
-    return team.to_json()
+    return TeamView.of(team)
 
 
 @router.post("/leaderboards/{leaderboard}/teams/mine/invites", status_code=201)
-async def invite(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
+async def invite(leaderboard: str, request: Request, who: Authenticated) -> TeamCode:
     """A code that lets one more user join the caller's team (good once)."""
     code = await service_of(request).teams.invite(leaderboard, who.require_user())
-    return {"leaderboard": leaderboard, "code": code}
+    return TeamCode(leaderboard=leaderboard, code=code)
 
 
 @router.post("/teams/join")
 async def join(
     request: Request, who: Authenticated, code: Annotated[StrictStr, Body(embed=True)]
-) -> dict[str, Any]:
+) -> TeamView:
     team = await service_of(request).teams.join(code, who.require_user())
-    return team.to_json()
+    return TeamView.of(team)
 
 
 @router.delete("/leaderboards/{leaderboard}/teams/mine")
-async def leave(leaderboard: str, request: Request, who: Authenticated) -> dict[str, Any]:
+async def leave(leaderboard: str, request: Request, who: Authenticated) -> TeamLeft:
     """The caller's ranked submissions rank as their own again."""
     left = await service_of(request).teams.leave(leaderboard, who.require_user())
-    return {"leaderboard": leaderboard, "left": left}
+    return TeamLeft(leaderboard=leaderboard, left=left)
