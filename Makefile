@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test durations reliability lint format bench clean slurm-up slurm-down lock \
+.PHONY: setup demo test durations reliability lint format bench bench-quick clean slurm-up slurm-down lock \
 	gpu-check gpu-carry schema
 
 setup: $(STAMP)
@@ -106,6 +106,10 @@ format: setup
 # at DATABASE_URL or 127.0.0.1:5432 (it creates and drops cm_bench_* databases).
 bench: setup
 	$(BIN)/python benchmarks/run.py
+
+# The same but honest_verdicts (336 sandboxed runs, close to an hour); results.json is kept.
+bench-quick: setup
+	$(BIN)/python benchmarks/run.py --quick
 
 # The GPU check (docs/GPU.md): on a machine with an NVIDIA GPU, from a copy of this tree (no
 # network needed, nothing installed but into a folder of /tmp). `gpu-carry` fills .gpu-carry/

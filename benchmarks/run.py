@@ -1,8 +1,8 @@
 """Runs every benchmark, writes benchmarks/results.json and prints one table.
 
-    .venv/bin/python benchmarks/run.py            # or: make bench (all but ON_REQUEST)
+    .venv/bin/python benchmarks/run.py            # or: make bench (every module)
+    .venv/bin/python benchmarks/run.py --quick    # or: make bench-quick (all but LONG_MODULES)
     .venv/bin/python benchmarks/run.py ranking    # only some modules, by name (not written)
-    .venv/bin/python benchmarks/run.py honest_verdicts   # the long one, on request only
     .venv/bin/python benchmarks/run.py --write-baseline [MODULE ...]   # and keep them as the
                                                   # baseline (benchmarks/baseline.json)
 
@@ -50,9 +50,10 @@ MODULES = (
     "bot_rss",
     "workflow_setup",
 )
-# Run only when named: 336 ranked runs, over an hour; its figure changes only with the rule
-# that judges ranked timing (docs/MEASUREMENT.md), so it is rerun when that rule changes.
-ON_REQUEST = ("honest_verdicts",)
+# Left out by --quick: 336 sandboxed runs, close to an hour; its figure changes only with the
+# rule that judges ranked timing (docs/MEASUREMENT.md), so a quick run while working on
+# anything else loses nothing.
+LONG_MODULES = ("honest_verdicts",)
 # What a module that crashed would have reported.
 FIGURES = {
     "eval_overhead": ("eval_overhead_ratio",),
@@ -112,12 +113,13 @@ def compare(figures: dict[str, Any], base: dict[str, dict[str, Any]]) -> None:
 
 def main(argv: list[str]) -> int:
     write_baseline = "--write-baseline" in argv
-    argv = [a for a in argv if a != "--write-baseline"]
+    quick = "--quick" in argv
+    argv = [a for a in argv if a not in ("--write-baseline", "--quick")]
     unknown = [a for a in argv if a not in MODULES]
     if unknown:
         print(f"unknown modules: {', '.join(unknown)} (known: {', '.join(MODULES)})")
         return 2
-    chosen = [m for m in MODULES if m in argv or (not argv and m not in ON_REQUEST)]
+    chosen = [m for m in MODULES if m in argv or (not argv and not (quick and m in LONG_MODULES))]
     began = time.perf_counter()
     started = datetime.now(UTC)
     figures: dict[str, Any] = {}
@@ -140,7 +142,7 @@ def main(argv: list[str]) -> int:
     print()
     print(table(figures))
     print(f"\n{len(figures)} figures in {results['wall_s']:.0f} s")
-    if not argv:  # a partial run must not pass for the latest full one
+    if not argv and not quick:  # a partial run must not pass for the latest full one
         RESULTS.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
         print(f"written to {RESULTS}")
     if write_baseline:
