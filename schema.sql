@@ -95,6 +95,19 @@ ALTER TABLE ONLY public.discord_follows
     ADD CONSTRAINT discord_follows_submission_id_fkey FOREIGN KEY (submission_id) REFERENCES public.submissions(id) ON DELETE CASCADE;
 
 
+-- ended_job_totals ----------------------------------------------------------------------------
+
+CREATE TABLE public.ended_job_totals (
+    gpu text NOT NULL,
+    launcher text NOT NULL,
+    outcome text NOT NULL,
+    jobs bigint NOT NULL
+);
+
+ALTER TABLE ONLY public.ended_job_totals
+    ADD CONSTRAINT ended_job_totals_pkey PRIMARY KEY (gpu, launcher, outcome);
+
+
 -- installation --------------------------------------------------------------------------------
 
 CREATE TABLE public.installation (
@@ -337,6 +350,19 @@ ALTER TABLE ONLY public.rankings
 
 ALTER TABLE ONLY public.rankings
     ADD CONSTRAINT rankings_user_id_fkey FOREIGN KEY (user_id) REFERENCES public.users(id);
+
+
+-- run_seconds_totals --------------------------------------------------------------------------
+
+CREATE TABLE public.run_seconds_totals (
+    gpu text NOT NULL,
+    le double precision NOT NULL,
+    runs bigint NOT NULL,
+    total_us bigint NOT NULL
+);
+
+ALTER TABLE ONLY public.run_seconds_totals
+    ADD CONSTRAINT run_seconds_totals_pkey PRIMARY KEY (gpu, le);
 
 
 -- runs ----------------------------------------------------------------------------------------

@@ -38,6 +38,7 @@ NOISE = {
     "github_overhead_s_p50": 0.05,
     "queue_overhead_ms_per_job": 2.0,
     "ranking_p95_ms": 1.0,
+    "metrics_scrape_ms": 1.0,
     "api_p95_ms": 2.0,
     "web_leaderboard_page_p95_ms": 3.0,
     "api_p95_ms_200_streams": 10.0,

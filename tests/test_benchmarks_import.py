@@ -53,6 +53,14 @@ def test_the_ranking_benchmark_runs_on_a_tiny_season(fresh_db_url: str):
     assert rows["rankings_after_deadline"] > 0 and rows["team_members"] > 0
 
 
+def test_the_metrics_benchmark_reads_the_totals_of_a_small_history(fresh_db_url: str):
+    metrics_scrape = importlib.import_module("metrics_scrape")
+    found = asyncio.run(metrics_scrape.run(fresh_db_url, metrics_scrape.TINY))
+    assert found.error is None and found.value is not None and found.value > 0
+    # Every inserted job counted, by migration 0023 run again over them.
+    assert found.details["ended_jobs"] == metrics_scrape.TINY.jobs
+
+
 def test_the_streams_benchmark_holds_streams_of_several_users(
     fresh_db_url: str, monkeypatch: pytest.MonkeyPatch
 ):

@@ -5,9 +5,18 @@ from __future__ import annotations
 from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import metrics as metrics_store
+from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import served as served_store
 from cluster_manager.storage.metrics import RUN_SECONDS_BUCKETS, EndedJobs
-from tests.storage.helpers import OWNER, claim_submission, finish_job, make_board, record, submit
+from tests.storage.helpers import (
+    OWNER,
+    claim_submission,
+    dispatch,
+    make_board,
+    record,
+    run_result,
+    submit,
+)
 
 
 async def test_each_ended_job_counts_once_under_how_it_ended(service, pool):
@@ -71,13 +80,19 @@ async def test_live_schedulers_count_per_gpu_type_and_in_all(service, pool):
 async def test_each_run_counts_in_every_bucket_at_or_above_its_seconds(service, pool):
     await make_board(service, gpus=("CPU",))
     for seconds in (1.0, 1.5, 4000.0):
-        (job,) = (await submit(service, gpus=["CPU"], mode=Mode.TEST)).jobs
-        assert await finish_job(pool, job)
-        await pool.execute(
-            "UPDATE jobs SET dispatched_at = finished_at - make_interval(secs => $2) WHERE id = $1",
-            job.id,
-            seconds,
+        receipt = await submit(service, gpus=["CPU"], mode=Mode.TEST)
+        job = await dispatch(
+            pool, (await claim_submission(pool, receipt.submission_id))["CPU", False]
         )
+        async with pool.acquire() as conn, conn.transaction():
+            # now() is the transaction's start, so the run took exactly `seconds`.
+            await conn.execute(
+                "UPDATE jobs SET dispatched_at = now() - make_interval(secs => $2) WHERE id = $1",
+                job.id,
+                seconds,
+            )
+            result = run_result(mode=Mode.TEST)
+            assert await run_store.record_run(conn, job=job, owner=OWNER, result=result)
     (run,) = await metrics_store.run_seconds(pool)
     assert (run.gpu, run.count, run.total_s) == ("CPU", 3, 4002.5)
     bounds = dict(zip(RUN_SECONDS_BUCKETS, run.buckets, strict=True))

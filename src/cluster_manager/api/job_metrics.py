@@ -26,10 +26,12 @@ Labels = tuple[str, ...]
 
 
 class MonotonicTotals:
-    """Keeps each counter read from the database from going down. A user who deletes a
-    submission deletes its jobs, and Prometheus reads any fall of a counter as a restart (so
-    `rate` would see a burst of everything counted so far): what fell is remembered and added
-    back, and a series seen once is kept, per server process."""
+    """Keeps each counter read from the database from going down. The database's totals only
+    grow (storage.ended_totals), but a rebuild counts them afresh from the jobs that remain
+    (migration 0023 rolled back and applied again after submissions were deleted), and
+    Prometheus reads any fall of a counter as a restart (so `rate` would see a burst of
+    everything counted so far): what fell is remembered and added back, and a series seen
+    once is kept, per server process."""
 
     def __init__(self) -> None:
         self._last: dict[tuple[str, Labels], float] = {}

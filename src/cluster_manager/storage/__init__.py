@@ -26,6 +26,7 @@ follows.py        submissions followed in Discord, until their report is sent
 announcements.py  the leaders last announced per leaderboard and GPU
 stats.py          counts for organisers
 metrics.py        the figures /metrics exposes
+ended_totals.py   the ended jobs' running totals, kept by the transactions that end them
 exports.py        a leaderboard's data set, read in pages
 singletons.py     one process per role and key, held by an advisory lock
 """

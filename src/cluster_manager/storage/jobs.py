@@ -19,6 +19,7 @@ import asyncpg
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Job, JobEvent, JobState
 from cluster_manager.storage.database import Connection, Executor, without_nul
+from cluster_manager.storage.ended_totals import COUNT_FAILED
 
 EVENTS_CHANNEL = "cm_job_events"
 MAX_DETAIL_CHARS = 1000
@@ -284,17 +285,22 @@ async def finish(conn: Connection, *, job_id: int, owner: str) -> bool:
 async def release(
     conn: Executor, *, job_id: int, owner: str, error: str, retry: bool
 ) -> JobState | None:
-    """Gives a job up: back to the queue for another attempt, or failed for good."""
+    """Gives a job up: back to the queue for another attempt, or failed for good (and then
+    counted among the ended jobs, in the same statement)."""
     state = await conn.fetchval(
-        """
-        UPDATE jobs SET state = CASE WHEN $4 THEN 'queued' ELSE 'failed' END,
-            error = $3, lease_owner = NULL, lease_expires_at = NULL,
-            launcher = CASE WHEN $4 THEN NULL ELSE launcher END,
-            external_id = CASE WHEN $4 THEN NULL ELSE external_id END,
-            dispatched_at = CASE WHEN $4 THEN NULL ELSE dispatched_at END,
-            finished_at = CASE WHEN $4 THEN NULL ELSE now() END
-        WHERE id = $1 AND lease_owner = $2 AND state IN ('claimed', 'dispatched')
-        RETURNING state
+        f"""
+        WITH ended AS (
+            UPDATE jobs SET state = CASE WHEN $4 THEN 'queued' ELSE 'failed' END,
+                error = $3, lease_owner = NULL, lease_expires_at = NULL,
+                launcher = CASE WHEN $4 THEN NULL ELSE launcher END,
+                external_id = CASE WHEN $4 THEN NULL ELSE external_id END,
+                dispatched_at = CASE WHEN $4 THEN NULL ELSE dispatched_at END,
+                finished_at = CASE WHEN $4 THEN NULL ELSE now() END
+            WHERE id = $1 AND lease_owner = $2 AND state IN ('claimed', 'dispatched')
+            RETURNING gpu, launcher, dispatched_at, state
+        ),
+        counted AS ({COUNT_FAILED})
+        SELECT state FROM ended
         """,
         job_id,
         owner,
@@ -331,14 +337,19 @@ async def unserved_queued_gpus(
 async def fail_unserved(db: Executor, *, gpu: str, error: str, window_s: float) -> list[Job]:
     """Fails the jobs of `gpu` queued for over `window_s` seconds, unless a scheduler has
     served it within as long: the check is repeated here, under the rows' locks, so a job
-    claimed meanwhile is left alone. A job put back for a retry counts from its last claim."""
+    claimed meanwhile is left alone. A job put back for a retry counts from its last claim.
+    The failed jobs are counted among the ended ones in the same statement."""
     rows = await db.fetch(
         f"""
-        UPDATE jobs j SET state = 'failed', error = $3, finished_at = now()
-        WHERE j.gpu = $2 AND j.state = 'queued'
-          AND coalesce(j.claimed_at, j.created_at) < now() - make_interval(secs => $1)
-          AND {_UNSERVED}
-        RETURNING {_JOB_COLUMNS}
+        WITH ended AS (
+            UPDATE jobs j SET state = 'failed', error = $3, finished_at = now()
+            WHERE j.gpu = $2 AND j.state = 'queued'
+              AND coalesce(j.claimed_at, j.created_at) < now() - make_interval(secs => $1)
+              AND {_UNSERVED}
+            RETURNING {_JOB_COLUMNS}
+        ),
+        counted AS ({COUNT_FAILED})
+        SELECT * FROM ended
         """,
         window_s,
         gpu,

@@ -2,31 +2,31 @@
 (the server, each worker, the bot) shares: per GPU type the queue and who serves it, and every
 job that ended, by outcome, with how long its run took.
 
-The job totals count every job ever ended (a Prometheus counter must not go down as jobs age
-out of a window), so two queries read every ended job, each in one pass with no sort: `jobs`
-alone, and `jobs` with its runs' verdicts. The queue's counts read the partial indexes of open
-jobs. At 100,000 ended jobs a whole read takes under 0.1 s."""
+The job figures are counters of every job ever ended, so reading them must not cost more as
+the history grows. Counting `jobs` at each scrape did (80 ms at 100,000 ended jobs, a second
+at a million), and no index makes a full count sub-linear: it still visits one entry per ended
+job, however narrow the index. So the totals are kept as they happen: the transaction that
+ends a job adds it to its row of `ended_job_totals` (per GPU type, launcher and outcome) and,
+when it ran, of `run_seconds_totals` (per GPU type and bucket), in storage.ended_totals;
+migration 0023 made the tables and counted the jobs that had ended before. A scrape reads those
+few rows: about 1 ms at 200,000 ended jobs as at a million (benchmarks/metrics_scrape.py), and
+every process reads the same numbers. The storage functions that end a job write the totals,
+not a trigger: a trigger on `jobs` would fire before the run (whose verdict is the outcome) is
+stored, and the SQL that decides an outcome would hide in the schema;
+tests/storage/test_ended_totals.py holds the totals to a full recount after every kind of
+ending. A job deleted later stays counted, as a counter must. The queue's counts read the
+partial indexes of open jobs."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from cluster_manager.storage.database import Executor
+from cluster_manager.storage.ended_totals import DISPATCH_ERROR as DISPATCH_ERROR
+from cluster_manager.storage.ended_totals import LOST as LOST
+from cluster_manager.storage.ended_totals import NOT_DISPATCHED as NOT_DISPATCHED
+from cluster_manager.storage.ended_totals import RUN_SECONDS_BUCKETS as RUN_SECONDS_BUCKETS
 from cluster_manager.storage.served import SERVED_WINDOW_S
-
-# Upper bounds (seconds) of the run time histogram's buckets: a quick test run on a local GPU
-# to a ranked run queued behind a GitHub runner's start.
-RUN_SECONDS_BUCKETS: tuple[float, ...] = (
-    *(1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0),
-    *(120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0),
-)
-
-# How a failed job (given up, no run) ended, from what the queue recorded on it: a launcher
-# that never took it (its last attempt recorded the launcher, never its dispatch), a run that
-# was dispatched and lost, or no dispatch at all (nothing served the type, no request).
-DISPATCH_ERROR = "dispatch_error"
-LOST = "lost"
-NOT_DISPATCHED = "not_dispatched"
 
 
 @dataclass(frozen=True)
@@ -77,16 +77,12 @@ async def figures(db: Executor, window_s: float = SERVED_WINDOW_S) -> Figures:
 
 async def gpu_loads(db: Executor, window_s: float = SERVED_WINDOW_S) -> list[GpuLoad]:
     """Every GPU type a leaderboard runs on, a job waits for or a scheduler serves. The
-    queued and in-flight counts read the partial indexes `jobs_queued` and `jobs_active`."""
+    queued and in-flight counts read the partial indexes `jobs_queued` and `jobs_active`,
+    and the GPU types of open jobs are taken from those counts: a condition on `state` that
+    neither index's covers would read every job."""
     rows = await db.fetch(
         """
-        WITH gpus AS (
-            SELECT gpu FROM leaderboard_gpus
-            UNION SELECT gpu FROM jobs WHERE state IN ('queued', 'claimed', 'dispatched')
-            UNION SELECT gpu FROM served_gpus
-                WHERE seen_at > now() - make_interval(secs => $1)
-        ),
-        queued AS (
+        WITH queued AS (
             SELECT gpu, count(*) AS n,
                    date_part('epoch', now() - min(created_at)) AS oldest_s
             FROM jobs WHERE state = 'queued' GROUP BY gpu
@@ -94,6 +90,13 @@ async def gpu_loads(db: Executor, window_s: float = SERVED_WINDOW_S) -> list[Gpu
         in_flight AS (
             SELECT gpu, count(*) AS n FROM jobs
             WHERE state IN ('claimed', 'dispatched') GROUP BY gpu
+        ),
+        gpus AS (
+            SELECT gpu FROM leaderboard_gpus
+            UNION SELECT gpu FROM queued
+            UNION SELECT gpu FROM in_flight
+            UNION SELECT gpu FROM served_gpus
+                WHERE seen_at > now() - make_interval(secs => $1)
         ),
         served AS (
             SELECT gpu, count(DISTINCT owner) AS n FROM served_gpus
@@ -133,54 +136,25 @@ async def ended_jobs(db: Executor) -> list[EndedJobs]:
     """Every finished or failed job, by GPU type, launcher and outcome: a finished job's is its
     run's verdict; a failed job's says where it stopped (see DISPATCH_ERROR)."""
     rows = await db.fetch(
-        """
-        SELECT j.gpu, coalesce(j.launcher, '') AS launcher,
-               CASE WHEN j.state = 'finished' THEN coalesce(r.verdict, 'unrecorded')
-                    WHEN j.dispatched_at IS NOT NULL THEN $1
-                    WHEN j.launcher IS NOT NULL THEN $2
-                    ELSE $3 END AS outcome,
-               count(*) AS n
-        FROM jobs j LEFT JOIN runs r ON r.job_id = j.id
-        WHERE j.state IN ('finished', 'failed')
-        GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-        """,
-        LOST,
-        DISPATCH_ERROR,
-        NOT_DISPATCHED,
+        "SELECT gpu, launcher, outcome, jobs FROM ended_job_totals ORDER BY gpu, launcher, outcome"
     )
-    return [EndedJobs(r["gpu"], r["launcher"], r["outcome"], r["n"]) for r in rows]
+    return [EndedJobs(r["gpu"], r["launcher"], r["outcome"], r["jobs"]) for r in rows]
 
 
 async def run_seconds(db: Executor) -> list[RunSeconds]:
-    """Per GPU type, finished jobs' run times counted into cumulative buckets, in one grouped
-    pass: each run is grouped by how many bounds are at least its seconds (`width_bucket` of
-    its negated seconds over the negated bounds), and each bucket's count follows from that."""
-    rows = await db.fetch(
-        """
-        SELECT gpu, width_bucket(-seconds, $1::float8[]) AS bounds_above, count(*) AS n,
-               sum(seconds) AS total_s
-        FROM (
-            -- date_part, not extract: a float, not a numeric, twice as fast over many rows
-            SELECT gpu, greatest(date_part('epoch', finished_at - dispatched_at), 0) AS seconds
-            FROM jobs
-            WHERE state = 'finished' AND dispatched_at IS NOT NULL AND finished_at IS NOT NULL
-        ) finished
-        GROUP BY gpu, bounds_above ORDER BY gpu
-        """,
-        sorted(-bound for bound in RUN_SECONDS_BUCKETS),
-    )
-    found: dict[str, list[tuple[int, int, float]]] = {}
+    """Per GPU type, finished jobs' run times counted into cumulative buckets, from the runs
+    counted by the bucket each fell in."""
+    rows = await db.fetch("SELECT gpu, le, runs, total_us FROM run_seconds_totals ORDER BY gpu")
+    found: dict[str, list[tuple[float, int, int]]] = {}
     for r in rows:
-        found.setdefault(r["gpu"], []).append((r["bounds_above"], r["n"], r["total_s"]))
-    last = len(RUN_SECONDS_BUCKETS)
+        found.setdefault(r["gpu"], []).append((r["le"], r["runs"], r["total_us"]))
     return [
         RunSeconds(
             gpu,
             count=sum(n for _, n, _ in groups),
-            total_s=sum(total for _, _, total in groups),
-            # A run fits under the i-th bound when at least `last - i` bounds are above it.
+            total_s=sum(us for _, _, us in groups) / 1e6,
             buckets=tuple(
-                sum(n for above, n, _ in groups if above >= last - i) for i in range(last)
+                sum(n for le, n, _ in groups if le <= bound) for bound in RUN_SECONDS_BUCKETS
             ),
         )
         for gpu, groups in found.items()

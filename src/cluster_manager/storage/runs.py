@@ -9,8 +9,8 @@ from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD as DEFAULT_THROTTLE_THRESHOLD
+from cluster_manager.storage import ended_totals, throttling
 from cluster_manager.storage import jobs as job_store
-from cluster_manager.storage import throttling
 from cluster_manager.storage.controls import NOT_BANNED_R
 from cluster_manager.storage.database import Connection, Executor
 from cluster_manager.storage.history import bump_history
@@ -29,7 +29,8 @@ async def record_run(
     allow_unsandboxed: bool = False,
     throttle_threshold: float | None = DEFAULT_THROTTLE_THRESHOLD,
 ) -> bool:
-    """Stores the job's result and updates the ranking, all or nothing.
+    """Stores the job's result, updates the ranking and counts the job among the ended ones
+    (storage.ended_totals), all or nothing.
 
     A ranked pair whose runs were not both fully sandboxed is stored but not ranked, unless
     the operator allows it (`allow_unsandboxed`); so is a ranked run whose GPU throttled in
@@ -52,34 +53,44 @@ async def record_run(
         if not await job_store.finish(conn, job_id=job.id, owner=owner):
             return False
         result, retry = await throttling.hold_if_throttled(conn, job, result, throttle_threshold)
-        inserted = await conn.fetchval(
-            """
-            INSERT INTO runs (job_id, submission_id, leaderboard_id, user_id, gpu, mode, secret,
-                              passed, verdict, score, result, system)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
-            ON CONFLICT (job_id) DO NOTHING
-            RETURNING id
-            """,
-            job.id,
-            job.submission_id,
-            submission["leaderboard_id"],
-            submission["user_id"],
-            job.gpu,
-            job.mode.value,
-            job.secret,
-            result.passed,
-            result.verdict.value,
-            result.score,
-            result.to_json(),
-            result.system,
-        )
-        if inserted is None:
-            return False
-        if retry:
-            await throttling.retry_pair(conn, job)
-        if job.mode is Mode.LEADERBOARD:
-            await _rank_after(conn, job, submission, allow_unsandboxed)
-    return True
+        inserted = await _insert_run(conn, job, submission, result)
+        if inserted:
+            if retry:
+                await throttling.retry_pair(conn, job)
+            if job.mode is Mode.LEADERBOARD:
+                await _rank_after(conn, job, submission, allow_unsandboxed)
+        # Last: the job is finished whether or not its run was new, and the totals' rows stay
+        # locked until the commit.
+        await ended_totals.count_finished(conn, job.id)
+    return inserted
+
+
+async def _insert_run(
+    conn: Connection, job: Job, submission: asyncpg.Record, result: RunResult
+) -> bool:
+    """The job's run, unless it has one already."""
+    inserted = await conn.fetchval(
+        """
+        INSERT INTO runs (job_id, submission_id, leaderboard_id, user_id, gpu, mode, secret,
+                          passed, verdict, score, result, system)
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+        ON CONFLICT (job_id) DO NOTHING
+        RETURNING id
+        """,
+        job.id,
+        job.submission_id,
+        submission["leaderboard_id"],
+        submission["user_id"],
+        job.gpu,
+        job.mode.value,
+        job.secret,
+        result.passed,
+        result.verdict.value,
+        result.score,
+        result.to_json(),
+        result.system,
+    )
+    return inserted is not None
 
 
 async def _rank_after(
