@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from cluster_manager.service import InvalidInviteError, NotFoundError, Submitter
+from cluster_manager.service import InvalidInviteError, InvalidMintError, NotFoundError, Submitter
 from tests.storage.helpers import ALICE, BOB, CAROL, make_board, submit
 
 
@@ -74,5 +74,5 @@ async def test_minting_is_bounded(service, closed):
     codes = await service.invites.mint("secret-round", 3, 1, "org")
     assert len(set(codes)) == 3 and all(c.startswith("inv_") for c in codes)
     for count, uses in ((0, 1), (501, 1), (1, 0)):
-        with pytest.raises(InvalidInviteError):
+        with pytest.raises(InvalidMintError):
             await service.invites.mint("secret-round", count, uses, "org")
