@@ -65,6 +65,23 @@ async def test_a_connection_the_server_dropped_is_unavailable_then_replaced(db_u
         await pool.close()
 
 
+async def test_a_connection_lost_while_it_is_released_is_released(db_url: str):
+    """asyncpg's release checks the proxy, then releases the holder in a task of its own; the
+    connection lost in between hands the holder back first (a Postgres restart under load did
+    this to one client in about twenty)."""
+    pool = await create_pool(db_url, min_size=1, max_size=1)
+    try:
+        conn = await pool.acquire()
+        releasing = asyncio.ensure_future(pool.release(conn))
+        await asyncio.sleep(0)  # release has checked the proxy and started its task
+        assert conn._con is not None and not releasing.done()
+        conn._con.terminate()  # what `connection_lost` does: the holder goes back at once
+        await releasing
+        assert await pool.fetchval("SELECT 1") == 1  # the pool still serves
+    finally:
+        await pool.close()
+
+
 async def test_a_failing_query_is_not_an_unavailable_database(db_url: str):
     pool = await create_pool(db_url, min_size=1, max_size=1)
     try:

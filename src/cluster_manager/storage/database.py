@@ -234,15 +234,37 @@ async def _connect(*args: Any, **kwargs: Any) -> asyncpg.Connection:
         return await asyncpg.connect(*args, **kwargs)
 
 
+class _Pool(asyncpg.Pool):
+    """asyncpg's pool, whose release survives a connection lost while it is being released.
+
+    `Pool.release` checks that the proxy is still attached, then releases its holder in a task
+    of its own; a `connection_lost` that runs in between already hands the holder back to the
+    pool (and detaches the proxy), and the task then raises `InternalClientError` ("release()
+    called on a free connection holder"). The connection was released: that is not an error.
+    """
+
+    async def release(self, connection: Any, *, timeout: float | None = None) -> None:
+        try:
+            await super().release(connection, timeout=timeout)
+        except asyncpg.exceptions.InternalClientError:
+            if connection._con is not None:  # not released meanwhile: a real fault
+                raise
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 10) -> asyncpg.Pool:
     try:
-        pool = await asyncpg.create_pool(
+        # As `asyncpg.create_pool` builds its pool, with our release.
+        pool = await _Pool(
             url,
             min_size=min_size,
             max_size=max_size,
+            max_queries=50000,
+            max_inactive_connection_lifetime=300.0,
             connect=_connect,
             init=_init_connection,
+            loop=None,
             connection_class=_PooledConnection,
+            record_class=asyncpg.Record,
         )
     except (DatabaseUnavailableError, asyncpg.PostgresError) as exc:
         raise unreachable("cannot connect to the database", exc.__cause__ or exc) from exc
