@@ -32,6 +32,7 @@ from cluster_manager.service import Service, Submitter
 from cluster_manager.storage.database import create_pool
 from cluster_manager.storage.metrics import RUN_SECONDS_BUCKETS
 from cluster_manager.storage.migrations import yoyo_url
+from tests.support.ended_recount import RECOUNT_ENDED
 
 GPUS = ("H100", "B200")
 TOTALS_MIGRATION = "0023.ended-job-totals"
@@ -63,17 +64,7 @@ INSERT_RUNS = """
 # The reads the totals replace (storage/metrics.py before migration 0023): every ended job,
 # with its run, counted afresh; then every finished one's run time, into buckets.
 RECOUNT = (
-    """
-    SELECT j.gpu, coalesce(j.launcher, '') AS launcher,
-           CASE WHEN j.state = 'finished' THEN coalesce(r.verdict, 'unrecorded')
-                WHEN j.dispatched_at IS NOT NULL THEN 'lost'
-                WHEN j.launcher IS NOT NULL THEN 'dispatch_error'
-                ELSE 'not_dispatched' END AS outcome,
-           count(*) AS n
-    FROM jobs j LEFT JOIN runs r ON r.job_id = j.id
-    WHERE j.state IN ('finished', 'failed')
-    GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    """,
+    RECOUNT_ENDED + "ORDER BY 1, 2, 3",
     """
     SELECT gpu, width_bucket(-seconds, $1::float8[]) AS bounds_above, count(*) AS n,
            sum(seconds) AS total_s

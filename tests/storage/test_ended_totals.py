@@ -29,21 +29,10 @@ from tests.storage.helpers import (
     run_result,
     submit,
 )
+from tests.support.ended_recount import RECOUNT_ENDED
 
 MIGRATION = "0023.ended-job-totals"
 
-# What /metrics read at each scrape before the totals: every ended job, counted afresh.
-RECOUNT_ENDED = """
-    SELECT j.gpu, coalesce(j.launcher, '') AS launcher,
-           CASE WHEN j.state = 'finished' THEN coalesce(r.verdict, 'unrecorded')
-                WHEN j.dispatched_at IS NOT NULL THEN 'lost'
-                WHEN j.launcher IS NOT NULL THEN 'dispatch_error'
-                ELSE 'not_dispatched' END AS outcome,
-           count(*) AS n
-    FROM jobs j LEFT JOIN runs r ON r.job_id = j.id
-    WHERE j.state IN ('finished', 'failed')
-    GROUP BY 1, 2, 3
-"""
 RECOUNT_SECONDS = """
     SELECT gpu, greatest(extract(epoch FROM finished_at - dispatched_at) * 1000000, 0)::bigint
            AS us
