@@ -171,6 +171,36 @@ async def test_a_run_given_up_on_an_error_is_released_once_it_has_ended(pool, bo
     assert len(launcher.released) == config.max_attempts
 
 
+class SlowReleaseLauncher(FakeLauncher):
+    """Its release takes a while: long enough for the scheduler to be stopped meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.releasing = asyncio.Event()
+
+    async def release(self, handle):
+        self.releasing.set()
+        await asyncio.sleep(0.3)
+        await super().release(handle)
+
+
+async def test_a_scheduler_stopped_while_releasing_a_run_still_releases_it(
+    pool, board, fake_registry
+):
+    launcher = SlowReleaseLauncher()
+    receipt = await submit(board, "alice", Mode.TEST)
+    scheduler = Scheduler(pool, fake_registry, {"fake": launcher}, config=FAST)
+    stop = asyncio.Event()
+    serving = asyncio.create_task(scheduler.run(stop))
+    await asyncio.wait_for(launcher.releasing.wait(), 30)
+    stop.set()
+    await asyncio.wait_for(serving, 30)
+    (job,) = (await board.submissions.report(receipt.submission_id)).jobs
+    assert job.state is JobState.FINISHED
+    # The stop came after the result was stored: what the run left went all the same.
+    assert launcher.released == list(launcher.runs)
+
+
 @pytest.mark.reliability(
     "Faults",
     "a run that never finishes",

@@ -231,6 +231,20 @@ class JobDriver:
                 await self._release(launcher, handle)  # lost: nothing of it runs any more
             return
         seconds = (datetime.now(UTC) - dispatched_at).total_seconds()
+        ending = asyncio.ensure_future(
+            self._record_and_release(job, launcher, handle, result, seconds)
+        )
+        try:
+            await asyncio.shield(ending)
+        except asyncio.CancelledError:
+            # A scheduler stopping now still stores the result in hand and releases its run
+            # (both short): left half done, the run's folder would outlive its result.
+            await ending
+            raise
+
+    async def _record_and_release(
+        self, job: Job, launcher: Launcher, handle: RunHandle, result: RunResult, seconds: float
+    ) -> None:
         # Released only when this scheduler wrote the result: a job that another scheduler
         # took over meanwhile is still followed there, through what the run left.
         if await self._record(job, result, seconds):
