@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import textwrap
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime
@@ -140,6 +142,19 @@ def processes_with(marker: str) -> list[int]:
 
 
 # --- databases -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def traversable_tmp() -> Iterator[Path]:
+    """A temporary folder right in the system's one, for an embedded Postgres run as root:
+    pgserver runs it as its own user, who must traverse every parent folder. pgserver opens
+    them up, but under pytest's folder not for long: each new pytest session on the machine
+    makes pytest-of-<user> private again, mid-initdb at times."""
+    folder = Path(tempfile.mkdtemp(prefix="cm-test-"))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -249,17 +249,21 @@ def test_the_password_reaches_pg_dump_and_pg_restore_only_by_their_environment(
         database.drop(pg_server, name)
 
 
-def test_the_embedded_database_backs_up_and_restores_into_a_new_data_dir(tmp_path: Path):
-    embedded = {"DATABASE_URL": "", "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "old")}
-    old = cm_on(tmp_path, embedded)
+def test_the_embedded_database_backs_up_and_restores_into_a_new_data_dir(
+    traversable_tmp: Path,
+):
+    embedded = {"DATABASE_URL": "", "CLUSTER_MANAGER_DATA_DIR": str(traversable_tmp / "old")}
+    old = cm_on(traversable_tmp, embedded)
     create_quick(old)
     assert old("db", "backup", "embedded.dump").returncode == 0
-    new = cm_on(tmp_path, {**embedded, "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "new")})
+    new = cm_on(
+        traversable_tmp, {**embedded, "CLUSTER_MANAGER_DATA_DIR": str(traversable_tmp / "new")}
+    )
     restored = new("db", "restore", "embedded.dump")
     assert restored.returncode == 0, restored.stderr
     assert "into the embedded database in" in restored.stdout
     assert "quick" in new("leaderboard", "list").stdout
-    assert installation_of(tmp_path / "new") == installation_of(tmp_path / "old")
+    assert installation_of(traversable_tmp / "new") == installation_of(traversable_tmp / "old")
 
 
 def installation_of(data_dir: Path) -> str:

@@ -36,21 +36,21 @@ def cm(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     "a read (`leaderboard task identity`) with neither DATABASE_URL nor a server set",
     "the error says it made a new, empty local database and how to point at a server",
 )
-def test_a_read_on_a_database_it_just_made_says_so(tmp_path: Path, record_property):
-    missing = cm(tmp_path, "leaderboard", "task", "identity")
+def test_a_read_on_a_database_it_just_made_says_so(traversable_tmp: Path, record_property):
+    missing = cm(traversable_tmp, "leaderboard", "task", "identity")
     assert missing.returncode == 2, missing.stderr
     (line,) = missing.stderr.strip().splitlines()
     record_property("observed", line)
     assert line == f"error: there is no leaderboard named 'identity'; {NOTE.format(', empty')}"
-    assert (tmp_path / ".data" / "postgres" / "PG_VERSION").is_file()
+    assert (traversable_tmp / ".data" / "postgres" / "PG_VERSION").is_file()
 
-    again = cm(tmp_path, "leaderboard", "task", "identity")  # the database was there already
+    again = cm(traversable_tmp, "leaderboard", "task", "identity")  # the database was there already
     assert again.returncode == 2
     assert again.stderr.strip() == "error: there is no leaderboard named 'identity'"
 
 
-def test_a_command_that_made_the_database_notes_it_after_its_answer(tmp_path: Path):
-    listed = cm(tmp_path, "leaderboard", "list")
+def test_a_command_that_made_the_database_notes_it_after_its_answer(traversable_tmp: Path):
+    listed = cm(traversable_tmp, "leaderboard", "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.strip() == f"note: {NOTE.format('')}"
-    assert cm(tmp_path, "leaderboard", "list").stderr == ""
+    assert cm(traversable_tmp, "leaderboard", "list").stderr == ""
