@@ -570,13 +570,31 @@ CREATE TABLE public.team_members (
     leaderboard_id bigint NOT NULL,
     user_id bigint NOT NULL,
     team_id bigint NOT NULL,
-    joined_at timestamp with time zone NOT NULL
+    joined_at timestamp with time zone NOT NULL,
+    id bigint NOT NULL,
+    left_at timestamp with time zone,
+    CONSTRAINT team_members_left_after_joining CHECK ((left_at >= joined_at))
 );
 
+CREATE SEQUENCE public.team_members_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1;
+
+ALTER SEQUENCE public.team_members_id_seq OWNED BY public.team_members.id;
+
+ALTER TABLE ONLY public.team_members ALTER COLUMN id SET DEFAULT nextval('public.team_members_id_seq'::regclass);
+
 ALTER TABLE ONLY public.team_members
-    ADD CONSTRAINT team_members_pkey PRIMARY KEY (leaderboard_id, user_id);
+    ADD CONSTRAINT team_members_pkey PRIMARY KEY (id);
+
+CREATE UNIQUE INDEX team_members_current ON public.team_members USING btree (leaderboard_id, user_id) WHERE (left_at IS NULL);
 
 CREATE INDEX team_members_team ON public.team_members USING btree (team_id);
+
+CREATE INDEX team_members_user ON public.team_members USING btree (leaderboard_id, user_id, joined_at);
 
 ALTER TABLE ONLY public.team_members
     ADD CONSTRAINT team_members_leaderboard_id_fkey FOREIGN KEY (leaderboard_id) REFERENCES public.leaderboards(id) ON DELETE CASCADE;
@@ -595,7 +613,8 @@ CREATE TABLE public.teams (
     leaderboard_id bigint NOT NULL,
     name text NOT NULL,
     created_by bigint NOT NULL,
-    created_at timestamp with time zone NOT NULL
+    created_at timestamp with time zone NOT NULL,
+    disbanded_at timestamp with time zone
 );
 
 CREATE SEQUENCE public.teams_id_seq
@@ -610,10 +629,9 @@ ALTER SEQUENCE public.teams_id_seq OWNED BY public.teams.id;
 ALTER TABLE ONLY public.teams ALTER COLUMN id SET DEFAULT nextval('public.teams_id_seq'::regclass);
 
 ALTER TABLE ONLY public.teams
-    ADD CONSTRAINT teams_leaderboard_id_name_key UNIQUE (leaderboard_id, name);
-
-ALTER TABLE ONLY public.teams
     ADD CONSTRAINT teams_pkey PRIMARY KEY (id);
+
+CREATE UNIQUE INDEX teams_live_name ON public.teams USING btree (leaderboard_id, lower(name)) WHERE (disbanded_at IS NULL);
 
 ALTER TABLE ONLY public.teams
     ADD CONSTRAINT teams_created_by_fkey FOREIGN KEY (created_by) REFERENCES public.users(id);

@@ -1,6 +1,8 @@
 """Runs after the deadline through the HTTP API and the CLI pointed at it: an ended
 leaderboard takes them, marks them, ranks them on their own (`?after_deadline=true`), never
-in the competition's ranking; the organisers' switch turns them off and on."""
+in the competition's ranking; the organisers' switch turns them off and on. The final
+standings stay what the deadline saw, whatever teams do after it and whatever authors try to
+delete."""
 
 from __future__ import annotations
 
@@ -185,67 +187,110 @@ async def exported(app: App) -> list[Any]:
     return [row async for page in app.service.exports.rankings(BOARD) for row in page]
 
 
-async def final_standings(app: App, client: httpx.AsyncClient) -> tuple[Any, ...]:
-    """The competition's ranking (API), its score history and its export (service)."""
+async def placements(client: httpx.AsyncClient, submission_id: int) -> list[Any]:
+    view = await client.get(f"/admin/submissions/{submission_id}", headers=ADMIN)
+    return [(p["gpu"], p["rank"], p["after_deadline"]) for p in view.json()["placements"]]
+
+
+async def final_standings(
+    app: App, client: httpx.AsyncClient, ranked: list[int]
+) -> tuple[Any, ...]:
+    """The competition's ranking (API), its score history, its export (service) and the
+    placements of the submissions `ranked` (API)."""
     view = await ranking(client)
     teams = [(e["rank"], e["user"], e["team"], e["score"]) for e in view["rankings"]["CPU"]]
     history = await app.service.leaderboards.score_history(BOARD, "CPU")
-    return teams, history.points, await exported(app)
+    places = [await placements(client, i) for i in ranked]
+    return teams, history.points, await exported(app), places
 
 
-async def test_team_changes_and_deletions_after_the_deadline_leave_the_final_standings(
+async def test_team_changes_after_the_deadline_leave_the_final_standings(
     app: App, client: httpx.AsyncClient
 ):
-    """Bob and carol ranked in time, alice and bob a team: after the deadline, making,
-    joining or leaving a team and an author's delete of a ranked submission are refused with
-    why, and the ranking, its history and its export stay as they were at the deadline."""
-    alice, bob, carol = [popcorn_headers(await token_of(app, u)) for u in ("alice", "bob", "carol")]
-    assert (
-        await client.post(f"/leaderboards/{BOARD}/teams", headers=alice, json={"name": "red"})
-    ).status_code == 201
-    code = (await client.post(f"/leaderboards/{BOARD}/teams/mine/invites", headers=alice)).json()[
-        "code"
-    ]
+    """At the deadline alice and bob are team red, bob ranked at 3.0, carol and dave on their
+    own at 4.0 and 5.0. After it, carol and dave make a team, bob and then alice leave red
+    (disbanding it) and erin takes its name: each change is taken, and the competition's
+    ranking, history, export and placements stay as the deadline left them; the ranking of
+    the runs after the deadline reads the teams as they are now."""
+    users = ("alice", "bob", "carol", "dave", "erin")
+    alice, bob, carol, dave, erin = [popcorn_headers(await token_of(app, u)) for u in users]
+    teams = f"/leaderboards/{BOARD}/teams"
+    assert (await client.post(teams, headers=alice, json={"name": "red"})).status_code == 201
+    code = (await client.post(f"{teams}/mine/invites", headers=alice)).json()["code"]
     assert (await client.post("/teams/join", headers=bob, json={"code": code})).status_code == 200
-    spare = (await client.post(f"/leaderboards/{BOARD}/teams/mine/invites", headers=alice)).json()[
-        "code"
+    spare = (await client.post(f"{teams}/mine/invites", headers=alice)).json()["code"]
+    ids = []
+    for user, score in (("bob", 3.0), ("carol", 4.0), ("dave", 5.0)):
+        receipt = await app.service.submissions.submit(
+            BOARD, Submitter(user, user), "submission.py", source(), gpus=["CPU"],
+            mode=Mode.LEADERBOARD,
+        )  # fmt: skip
+        await finish_submission(app.pool, receipt, score)
+        ids.append(receipt.submission_id)
+    await app.pool.execute("UPDATE leaderboards SET deadline = now()")
+    before = await final_standings(app, client, ids)
+    assert before[0] == [
+        (1, "bob", "red", 3.0),
+        (2, "carol", None, 4.0),
+        (3, "dave", None, 5.0),
     ]
-    ids = {}
+    assert [row["team"] for row in before[2]] == ["red", None, None]
+    assert before[3] == [[("CPU", 1, False)], [("CPU", 2, False)], [("CPU", 3, False)]]
+
+    made = await client.post(teams, headers=carol, json={"name": "blue"})
+    assert made.status_code == 201, made.text
+    blue = (await client.post(f"{teams}/mine/invites", headers=carol)).json()["code"]
+    joined = await client.post("/teams/join", headers=dave, json={"code": blue})
+    assert joined.status_code == 200 and joined.json()["members"] == ["carol", "dave"]
+    assert (await client.delete(f"{teams}/mine", headers=bob)).json()["left"] == "red"
+    assert (await client.delete(f"{teams}/mine", headers=alice)).json()["left"] == "red"
+    stale = await client.post("/teams/join", headers=erin, json={"code": spare})
+    assert stale.status_code == 404  # its minter left: the code went with her
+    assert (await client.post(teams, headers=erin, json={"name": "red"})).status_code == 201
+    now = [(t["name"], t["members"]) for t in (await client.get(teams)).json()]
+    assert now == [("blue", ["carol", "dave"]), ("red", ["erin"])]
+
+    assert await final_standings(app, client, ids) == before
+    late = await ranked_after_the_deadline(app, client, "dave")
+    after = await ranking(client, after_deadline="true")
+    assert [(e["rank"], e["user"], e["team"]) for e in after["rankings"]["CPU"]] == [
+        (1, "dave", "blue")
+    ]
+    assert await placements(client, late) == [("CPU", 1, True)]
+    assert await final_standings(app, client, ids) == before
+
+
+async def test_an_authors_delete_after_the_deadline_is_refused_and_changes_nothing(
+    app: App, client: httpx.AsyncClient
+):
+    """A ranked submission of the competition is part of its final standings: after the
+    deadline its author's delete is refused with why, and the ranking, history, export and
+    placements are as before. A run after the deadline is not: its author may delete it, and
+    the organisers keep their own hand (an admin's delete is taken)."""
+    ids = []
     for user, score in (("bob", 3.0), ("carol", 4.0)):
         receipt = await app.service.submissions.submit(
-            BOARD,
-            Submitter(user, user),
-            "submission.py",
-            source(),
-            gpus=["CPU"],
+            BOARD, Submitter(user, user), "submission.py", source(), gpus=["CPU"],
             mode=Mode.LEADERBOARD,
-        )
+        )  # fmt: skip
         await finish_submission(app.pool, receipt, score)
-        ids[user] = receipt.submission_id
-    await app.pool.execute("UPDATE leaderboards SET deadline = now() - interval '1 hour'")
-    before = await final_standings(app, client)
-    assert before[0] == [(1, "bob", "red", 3.0), (2, "carol", None, 4.0)]
+        ids.append(receipt.submission_id)
+    await app.pool.execute("UPDATE leaderboards SET deadline = now()")
+    before = await final_standings(app, client, ids)
+    assert before[0] == [(1, "bob", None, 3.0), (2, "carol", None, 4.0)]
 
-    attempts = [
-        await client.post("/teams/join", headers=carol, json={"code": spare}),
-        await client.post(f"/leaderboards/{BOARD}/teams", headers=carol, json={"name": "blue"}),
-        await client.delete(f"/leaderboards/{BOARD}/teams/mine", headers=bob),
-        await client.post(f"/leaderboards/{BOARD}/teams/mine/invites", headers=alice),
-        await client.delete(f"/user/submissions/{ids['carol']}", headers=carol),
-    ]
-    for answer in attempts:
-        assert answer.status_code == 403, answer.text
-        assert "its final standings are fixed, so you cannot" in answer.json()["detail"]
-    assert "cannot delete a ranked submission" in attempts[-1].json()["detail"]
-    assert await final_standings(app, client) == before
-    assert (await client.get(f"/leaderboards/{BOARD}/teams/mine", headers=bob)).json()[
-        "members"
-    ] == ["alice", "bob"]
+    carol = popcorn_headers(await token_of(app, "carol"))
+    refused = await client.delete(f"/user/submissions/{ids[1]}", headers=carol)
+    assert refused.status_code == 403, refused.text
+    assert refused.json()["detail"].startswith(f"the deadline of {BOARD!r} passed at ")
+    assert refused.json()["detail"].endswith(
+        "its final standings are fixed, so you cannot delete a ranked submission any more"
+    )
+    assert await final_standings(app, client, ids) == before
 
-    # A run after the deadline is no part of the final standings: its author may delete it.
     late = await ranked_after_the_deadline(app, client, "dave")
     dave = popcorn_headers(await token_of(app, "dave"))
     assert (await client.delete(f"/user/submissions/{late}", headers=dave)).status_code == 200
-    # The organisers keep their own hand on the standings: an admin's delete is taken.
-    assert (await client.delete(f"/admin/submissions/{ids['carol']}", headers=ADMIN)).is_success
-    assert (await final_standings(app, client))[0] == [(1, "bob", "red", 3.0)]
+    assert await final_standings(app, client, ids) == before
+    assert (await client.delete(f"/admin/submissions/{ids[1]}", headers=ADMIN)).is_success
+    assert (await final_standings(app, client, ids[:1]))[0] == [(1, "bob", None, 3.0)]

@@ -109,3 +109,26 @@ async def test_a_stranger_cannot_probe_it_through_their_submissions_or_a_submit(
         assert refused.json() == {"detail": f"there is no leaderboard named {name!r}"}
     mine = await client.get(f"/user/submissions?leaderboard={BOARD}", headers=viewers["member"])
     assert mine.status_code == 200 and mine.json() == []
+
+
+async def test_a_banned_user_cannot_join_with_a_code_which_keeps_its_use(
+    app: App, client: httpx.AsyncClient
+):
+    assert (await client.post(f"/admin/leaderboards/{BOARD}/close", headers=ADMIN)).is_success
+    minted = await client.post(
+        "/admin/invites", headers=ADMIN, json={"leaderboard": BOARD, "count": 1, "max_uses": 1}
+    )
+    (code,) = minted.json()["codes"]
+    mallory = popcorn_headers(await token_of(app, "mallory"))
+    banned = await client.put("/admin/bans/mallory", headers=ADMIN, json={"reason": "spam"})
+    assert banned.json()["status"] == "banned"
+
+    refused = await client.post("/user/join", headers=mallory, json={"code": code})
+    assert refused.status_code == 403
+    assert refused.json() == {"detail": "you may not join a leaderboard here: spam"}
+    assert (await client.get(f"/gpus/{BOARD}", headers=mallory)).status_code == 404
+    (invite,) = (await client.get(f"/admin/leaderboards/{BOARD}/invites", headers=ADMIN)).json()
+    assert invite["uses"] == 0
+    member = popcorn_headers(await token_of(app, "member"))
+    joined = await client.post("/user/join", headers=member, json={"code": code})
+    assert joined.json()["status"] == "joined"

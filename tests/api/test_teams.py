@@ -91,12 +91,18 @@ async def test_a_team_ranks_as_one_entry_with_its_best_score(app: App, client: h
 
 async def test_a_full_team_and_a_second_team_are_refused(app: App, client: httpx.AsyncClient):
     alice, bob = await team_of_two(app, client)
+    code = await code_of(client, alice)
     rules = await client.put(RULES, headers=ADMIN, json={"size": 2})
     assert rules.json() == {"leaderboard": BOARD, "team_size": 2, "team_quotas": False}
 
     carol = await headers(app, "carol")
-    full = await join(client, carol, await code_of(client, alice))
+    full = await join(client, carol, code)
     assert full.status_code == 409 and "as many as" in full.json()["detail"]
+    pointless = await client.post(f"{MINE}/invites", headers=bob)  # nobody could use it
+    assert pointless.status_code == 409
+    assert pointless.json()["detail"] == (
+        f"your team has 2 members, as many as {BOARD!r} allows: nobody could join with a new code"
+    )
     second = await create(client, bob, "blue")
     assert second.status_code == 409 and "leave it first" in second.json()["detail"]
     taken = await create(client, carol, "red")

@@ -84,10 +84,13 @@ async def test_a_second_team_for_a_member_is_refused_with_the_reason(team, app):
 
 
 async def test_a_full_team_takes_no_one_more(team, app):
+    code = await invite_code(team)
     limited = await team.command("admin teams", ADMIN, leaderboard="identity", size=2)
     assert "up to 2 members" in limited.only.content
-    full = await team.command("team join", CREATOR, code=await invite_code(team))
+    full = await team.command("team join", CREATOR, code=code)
     assert_private_error(full, "Team full", "as many as 'identity' allows")
+    pointless = await team.command("team invite", ALICE, leaderboard="identity")
+    assert_private_error(pointless, "Team full", "nobody could join with a new code")
     stored = await app.service.teams.of_user("identity", as_submitter(ALICE))
     assert stored is not None and len(stored.members) == 2
 

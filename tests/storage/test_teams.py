@@ -180,3 +180,56 @@ async def test_a_shared_team_quota_counts_every_members_submissions(pool, clock,
     await submit(service, user=CAROL)
     clock.now += timedelta(hours=1, seconds=1)
     await submit(service, user=BOB)
+
+
+async def test_the_competitions_ranking_reads_the_teams_as_at_its_deadline(service, pool, clock):
+    """Memberships are kept with when they began and ended: the competition's ranking and a
+    placement in it group members as the deadline found them, whatever changed after it (the
+    ranking of the runs after the deadline reads the teams of now), and follow the deadline
+    where the organisers move it."""
+    deadline = clock.now + timedelta(hours=1)
+    await make_board(service, deadline=deadline)
+    await team_of_two(service)
+    await finish_submission(pool, await submit(service, user=ALICE), 3.0)
+    await finish_submission(pool, await submit(service, user=BOB), 2.0)
+    carols = await submit(service, user=CAROL)
+    await finish_submission(pool, carols, 2.5)
+    final = [(1, BOB.external_id, 2.0, "Fast Ones"), (2, CAROL.external_id, 2.5, None)]
+    assert await entries(service) == final
+
+    clock.now = deadline + timedelta(days=1)
+    await service.teams.leave("board", BOB)
+    await service.teams.join(await service.teams.invite("board", ALICE), CAROL)
+    assert await entries(service) == final
+    (place,) = await service.submissions.placements(carols.submission_id)
+    assert place.rank == 2
+    late = await submit(service, user=CAROL)
+    await finish_submission(pool, late, 1.0)
+    after = (await service.leaderboards.ranking("board", "CPU", after_deadline=True))["CPU"]
+    assert [(e.user, e.team) for e in after] == [(CAROL.external_id, "Fast Ones")]
+
+    # The deadline moved past the changes: the ranking reads the teams as they are now.
+    await pool.execute("UPDATE leaderboards SET deadline = $1", clock.now + timedelta(hours=1))
+    assert await entries(service) == [
+        (1, BOB.external_id, 2.0, None),
+        (2, CAROL.external_id, 2.5, "Fast Ones"),
+    ]
+
+
+async def test_a_disbanded_teams_name_stays_in_the_final_standings_and_is_free_again(
+    service, pool, clock
+):
+    deadline = clock.now + timedelta(hours=1)
+    await make_board(service, deadline=deadline)
+    await team_of_two(service)
+    await finish_submission(pool, await submit(service, user=BOB), 2.0)
+    clock.now = deadline + timedelta(days=1)
+    code = await service.teams.invite("board", ALICE)
+    await service.teams.leave("board", ALICE)
+    await service.teams.leave("board", BOB)  # the last member: the team is disbanded
+    assert await service.teams.all("board") == [] and await service.teams.count("board") == 0
+    with pytest.raises(InvalidInviteError, match="unknown or was used already"):
+        await service.teams.join(code, CAROL)
+    await service.teams.create("board", "fast ones", CAROL)
+    assert await entries(service) == [(1, BOB.external_id, 2.0, "Fast Ones")]
+    assert [t.name for t in await service.teams.all("board")] == ["fast ones"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 from playwright.async_api import Page
 
@@ -44,7 +46,8 @@ async def sign_in_page(app: App, page: Page, live_url: str, user: str) -> None:
     await page.wait_for_url(f"{live_url}/")
 
 
-async def close(app: App, board: str = BOARD) -> None:
+async def close(app: App, board: str = BOARD, *, ago: timedelta = timedelta(days=1)) -> None:
+    """Ends the board `ago` before now (what was done before this call stays before it)."""
     await app.pool.execute(
-        "UPDATE leaderboards SET deadline = now() - interval '1 day' WHERE name = $1", board
+        "UPDATE leaderboards SET deadline = now() - $2::interval WHERE name = $1", board, ago
     )

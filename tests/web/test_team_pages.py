@@ -6,6 +6,7 @@ leaves through the section's forms, under the submit form's rules."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import httpx
 import pytest
@@ -75,11 +76,18 @@ async def test_a_team_ranks_as_one_entry_under_its_name(app: App, client: httpx.
 async def test_both_tabs_of_an_ended_board_show_the_team(app: App, client: httpx.AsyncClient):
     await team_of_two(app)
     await rank(app, "bob", 2e-6)
-    await close(app)
+    await close(app, ago=timedelta(0))  # the team was made before the deadline
     await rank(app, "alice", 1e-6)  # after the deadline: that ranking's only
     competition = await page(client)
     assert ranked_cells(competition) == [FAST_ONES.format("bob")]
     assert ranked_cells(await page(client, AFTER_TAB)) == [FAST_ONES.format("alice")]
+    assert "as they were at its deadline" in section(competition, "teams")
+
+    # Bob leaves after the deadline: the competition's ranking keeps the team he was in then.
+    await app.service.teams.leave(BOARD, BOB)
+    await rank(app, "bob", 0.5e-6)
+    assert ranked_cells(await page(client)) == [FAST_ONES.format("bob")]
+    assert ranked_cells(await page(client, AFTER_TAB)) == ["bob", FAST_ONES.format("alice")]
 
 
 async def test_the_section_counts_teams_and_their_page_lists_them(

@@ -1,7 +1,8 @@
 """Who calls: a user's API token, sent as popcorn-cli sends it (`X-Popcorn-Cli-Id`) or as
 `Authorization: Bearer`, or the admin token; for reading (GET) also a signed-in browser's
 session cookie, so that a page can follow its submission's events. Every authenticated
-request counts against its token's per-minute limit."""
+request counts against its token's per-minute limit. An answer that holds a secret of its
+caller's is marked for no cache to keep (`Private`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from fastapi import Request
+from fastapi import Depends, Request, Response
 from limits import RateLimitItemPerMinute, storage, strategies
 
 from cluster_manager.service import (
@@ -116,3 +117,14 @@ async def optional_caller(request: Request) -> Caller | None:
     if presented_token(request) is None and SESSION_COOKIE not in request.cookies:
         return None
     return await caller(request)
+
+
+def no_store(response: Response) -> None:
+    """The answer holds a secret of its caller's (a one-time code, a submission's code and
+    output, whatever the admin reads): no browser cache or proxy keeps a copy for the next
+    person at that machine to read. Streams of events carry it already (sse-starlette)."""
+    response.headers["Cache-Control"] = "no-store"
+
+
+# A route's `dependencies=[Private]`: its successful answers carry `Cache-Control: no-store`.
+Private = Depends(no_store)

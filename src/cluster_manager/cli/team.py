@@ -59,7 +59,8 @@ def create_command(settings: Settings, leaderboard: str, name: str, user: str | 
 @user_option
 @click.pass_obj
 def invite_command(settings: Settings, leaderboard: str, user: str | None) -> None:
-    """Print a code that lets one more user join your team on LEADERBOARD (good once)."""
+    """Print a code that lets one more user join your team on LEADERBOARD (good once, while
+    you stay in the team)."""
     who = _who(settings, user)
 
     async def body(port: ServicePort) -> None:

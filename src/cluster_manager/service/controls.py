@@ -57,8 +57,9 @@ async def check_may_submit(db: Executor, *, leaderboard_id: int | None, user_id:
 
 
 async def check_not_banned(db: Executor, user_id: int, action: str) -> None:
-    """A banned user is refused every action that puts them in a ranking: submitting, and
-    every team action (a team would carry their scores in under another name)."""
+    """A banned user is refused every action that puts them in a ranking or a team: submitting,
+    every team action (a team would carry their scores in under another name) and joining an
+    invite-only leaderboard with a code."""
     banned = await control_store.ban_of(db, user_id)
     if banned is not None:
         raise BannedError(f"you may not {action} here: {banned.reason}")

@@ -8,6 +8,7 @@ import secrets
 
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.service.context import Context
+from cluster_manager.service.controls import check_not_banned
 from cluster_manager.service.errors import InvalidInviteError, InvalidMintError
 from cluster_manager.service.leaderboards import find_leaderboard, missing
 from cluster_manager.service.receipts import Submitter
@@ -66,9 +67,11 @@ class Invites:
         return await invite_store.revoke(self.pool, code.strip(), self.clock())
 
     async def join(self, code: str, user: Submitter) -> tuple[str, bool]:
-        """Redeems a code: (leaderboard name, whether the user newly joined)."""
+        """Redeems a code: (leaderboard name, whether the user newly joined). A banned user
+        is refused before the code is read: it keeps its uses for someone else."""
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
+            await check_not_banned(conn, found.id, "join a leaderboard")
             try:
                 return await invite_store.redeem(conn, code.strip(), found.id, self.clock())
             except LookupError as exc:

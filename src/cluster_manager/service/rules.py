@@ -51,10 +51,12 @@ def check_may_delete(board: Leaderboard, actor: Submitter | None, *, admin: bool
 
 
 def check_standings_open(board: Leaderboard, now: datetime, change: str) -> None:
-    """The competition's final standings are fixed at the deadline: a team change or an
-    author's deletion after it would merge, split or drop final entries (the ranking, its
-    history and its exports), so it is refused with why rather than let it rewrite them.
-    Organisers keep their own tools (invalidation, an admin's delete, moving the deadline)."""
+    """The competition's final standings are fixed at the deadline: an author's deletion of a
+    ranked submission after it would drop a final entry (the ranking, its history and its
+    exports), so it is refused with why rather than let it rewrite them. Team changes need no
+    such refusal: the competition's ranking reads the teams as at its deadline
+    (storage.rankings). Organisers keep their own tools (invalidation, an admin's delete,
+    moving the deadline)."""
     if not board.is_open(now):
         ended = board.deadline.astimezone(UTC)
         raise DeadlinePassedError(

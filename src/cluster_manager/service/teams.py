@@ -1,6 +1,8 @@
 """Teams on a leaderboard: create one, invite, join, leave; a team's members rank as one
-entry (storage.runs), and where the leaderboard says so share its hourly quota
-(service.quotas). Every change runs under the leaderboard's team lock."""
+entry (storage.rankings), and where the leaderboard says so share its hourly quota
+(service.quotas). Every change runs under the leaderboard's team lock, and none is taken from
+a banned user. A change after the deadline is taken too: the competition's ranking reads the
+teams as they stood at its deadline, so only the ranking of the runs after it sees it."""
 
 from __future__ import annotations
 
@@ -22,7 +24,6 @@ from cluster_manager.service.errors import (
 from cluster_manager.service.invites import check_member, is_member_of
 from cluster_manager.service.leaderboards import find_leaderboard, missing_for, visible_or_none
 from cluster_manager.service.receipts import Submitter
-from cluster_manager.service.rules import check_standings_open
 from cluster_manager.storage import leaderboards as lb_store
 from cluster_manager.storage import teams as team_store
 from cluster_manager.storage.database import Connection
@@ -49,7 +50,7 @@ class Teams:
             await team_store.lock_board_teams(conn, board.id)
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await check_member(conn, board, found.id)
-            await self._check_may_change(conn, board, found.id, "create a team")
+            await check_not_banned(conn, found.id, "create a team")
             await _not_in_a_team(conn, board, found.id)
             if await team_store.name_taken(conn, board.id, name):
                 raise AlreadyExistsError(f"{board.name!r} has a team named {name!r} already")
@@ -57,12 +58,20 @@ class Teams:
             return await _team(conn, team_id)
 
     async def invite(self, leaderboard: str, user: Submitter) -> str:
-        """A code that lets one more user join `user`'s team (each code is good once)."""
+        """A code that lets one more user join `user`'s team (each code is good once, and
+        only while `user` stays in the team)."""
         board = await self._team_board(leaderboard, user)
         async with self.pool.acquire() as conn, conn.transaction():
+            await team_store.lock_board_teams(conn, board.id)
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
-            await self._check_may_change(conn, board, found.id, "invite to a team")
+            await check_not_banned(conn, found.id, "invite to a team")
             team_id = await _own_team(conn, board, found.id)
+            members = await team_store.member_count(conn, team_id)
+            if members >= board.team_size:
+                raise TeamFullError(
+                    f"your team has {members} members, as many as {board.name!r} allows: "
+                    "nobody could join with a new code"
+                )
             live = await team_store.live_invites(conn, team_id, found.id)
             if live >= MAX_LIVE_CODES:
                 raise TeamError(
@@ -88,7 +97,7 @@ class Teams:
             if not await is_member_of(conn, board, found.id):
                 # As an unknown code, word for word: the board's name is no stranger's.
                 raise UnknownTeamCodeError(UNKNOWN_CODE)
-            await self._check_may_change(conn, board, found.id, "join a team")
+            await check_not_banned(conn, found.id, "join a team")
             await _not_in_a_team(conn, board, found.id)
             if await team_store.member_count(conn, team_id) >= board.team_size:
                 raise TeamFullError(
@@ -99,8 +108,9 @@ class Teams:
             return await _team(conn, team_id)
 
     async def leave(self, leaderboard: str, user: Submitter) -> str:
-        """Takes `user` out of their team on the leaderboard (a team left empty is gone);
-        the team's name. Their ranked submissions rank as their own again."""
+        """Takes `user` out of their team on the leaderboard (a team left empty is disbanded,
+        and the codes they made stop working); the team's name. Their ranked submissions rank
+        as their own again, except in the final standings of a board past its deadline."""
         board = await self._team_board(leaderboard, user)
         async with self.pool.acquire() as conn, conn.transaction():
             await team_store.lock_board_teams(conn, board.id)
@@ -108,8 +118,8 @@ class Teams:
             team = None if found is None else await team_store.team_of(conn, board.id, found.id)
             if found is None or team is None:
                 raise NotFoundError(f"you are in no team on {board.name!r}")
-            await self._check_may_change(conn, board, found.id, "leave a team")
-            await team_store.remove_member(conn, board.id, found.id)
+            await check_not_banned(conn, found.id, "leave a team")
+            await team_store.remove_member(conn, board.id, found.id, self.clock())
             return team.name
 
     async def of_user(self, leaderboard: str, user: Submitter) -> Team | None:
@@ -142,14 +152,6 @@ class Teams:
         board = await find_leaderboard(self.pool, leaderboard)
         await team_store.set_team_rules(self.pool, board.id, size=size, quotas=quotas)
         return await find_leaderboard(self.pool, board.name)
-
-    async def _check_may_change(
-        self, conn: Connection, board: Leaderboard, user_id: int, change: str
-    ) -> None:
-        """Every team change: not by a banned user, and not once the deadline has fixed the
-        final standings (a team merges its members' entries into one)."""
-        await check_not_banned(conn, user_id, change)
-        check_standings_open(board, self.clock(), change)
 
     async def _team_board(
         self, name: str, user: Submitter | None, include_closed: bool = False

@@ -1,6 +1,11 @@
 """The rankings as front ends read them: one entry per team, or per user in none, holding the
 best of its members' ranking rows (`rankings` stays per user; `record_run` writes it).
 
+A ranking reads the teams as they stood at its time: the competition's at the leaderboard's
+deadline (for a board still open, the teams of now), the ranking of the runs after the deadline
+the teams of now. A team made, joined, left or disbanded after the deadline changes nothing of
+the final standings: they are what the deadline saw, by the query itself.
+
 Banned users' rows count for nobody. A ranking is read as a prefix of its rows in score order,
 a scan of `rankings_order` that stops early, and its entries are taken from that prefix: an
 entry's best row is its first. Grouping every row by entry before ordering (as teams were
@@ -17,6 +22,15 @@ import asyncpg
 from cluster_manager.core.records import RankingEntry
 from cluster_manager.storage.controls import NOT_BANNED_R
 from cluster_manager.storage.database import Executor
+from cluster_manager.storage.teams import held_at
+
+# When the teams of ranking $3 (after the deadline or not) of leaderboard $1 are read: at the
+# deadline for the competition's (computed once per query), now (infinity) for the other.
+_TEAMS_AT = """(SELECT CASE WHEN $3 THEN 'infinity'::timestamptz ELSE l.deadline END
+              FROM leaderboards l WHERE l.id = $1)"""
+# Membership rows `m` (and in `rank_of`, a team-mate's `o`) held at that time.
+_MEMBER = held_at("m", _TEAMS_AT)
+_MATE = held_at("o", _TEAMS_AT)
 
 # $1 leaderboard, $2 GPU, $3 which ranking (after the deadline or not), $4 rows to read.
 _ROWS = f"""
@@ -25,6 +39,7 @@ _ROWS = f"""
     FROM rankings r
     JOIN users u ON u.id = r.user_id
     LEFT JOIN team_members m ON m.leaderboard_id = r.leaderboard_id AND m.user_id = r.user_id
+                            AND {_MEMBER}
     LEFT JOIN teams t ON t.id = m.team_id
     WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.after_deadline = $3 AND {NOT_BANNED_R}
     ORDER BY r.score, r.submitted_at, r.submission_id
@@ -74,9 +89,9 @@ async def ranking(
     offset: int = 0,
     after_deadline: bool = False,
 ) -> list[RankingEntry]:
-    """Best score per user, or per team for its members, in the competition's ranking or in
-    that of runs after the deadline; equal scores share a rank, the earlier submission listed
-    first."""
+    """Best score per user, or per team for its members, in the competition's ranking (teams
+    as at the deadline) or in that of runs after the deadline (teams as now); equal scores
+    share a rank, the earlier submission listed first."""
     wanted = offset + limit
     read = max(_MIN_READ, int(wanted * _SLACK))
     while True:
@@ -92,14 +107,15 @@ async def rank_of(
     db: Executor, *, leaderboard_id: int, gpu: str, user_id: int, after_deadline: bool = False
 ) -> tuple[int, float, int] | None:
     """(rank, best score, submission id) of one user's entry (their team's, when in one) on
-    one GPU, if ranked (in the competition's ranking, or in that of runs after the deadline):
-    its rank is one more than the entries with a row scoring better."""
+    one GPU, if ranked (in the competition's ranking, or in that of runs after the deadline;
+    the team as that ranking reads it): its rank is one more than the entries with a row
+    scoring better."""
     row = await db.fetchrow(
         f"""
         WITH members AS (
             SELECT o.user_id FROM team_members m
-            JOIN team_members o ON o.team_id = m.team_id
-            WHERE m.leaderboard_id = $1 AND m.user_id = $4
+            JOIN team_members o ON o.team_id = m.team_id AND {_MATE}
+            WHERE m.leaderboard_id = $1 AND m.user_id = $4 AND {_MEMBER}
             UNION SELECT $4
         ),
         best AS (
@@ -113,6 +129,7 @@ async def rank_of(
                 FROM rankings r
                 LEFT JOIN team_members m
                        ON m.leaderboard_id = r.leaderboard_id AND m.user_id = r.user_id
+                      AND {_MEMBER}
                 WHERE r.leaderboard_id = $1 AND r.gpu = $2 AND r.after_deadline = $3
                   AND r.score < best.score AND {NOT_BANNED_R}) AS rank,
                best.score, best.submission_id

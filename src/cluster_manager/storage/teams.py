@@ -1,4 +1,7 @@
-"""Teams, their members and invite codes; a user is in at most one team per leaderboard."""
+"""Teams, their members and invite codes; a user is in at most one team per leaderboard at a
+time. Nothing of a team's past is deleted: a member who leaves keeps their row with `left_at`
+and a team left empty keeps its own with `disbanded_at`, so that a ranking can read the teams
+as they stood at any time (`held_at`), its deadline's above all (storage.rankings)."""
 
 from __future__ import annotations
 
@@ -9,12 +12,22 @@ import asyncpg
 from cluster_manager.core.teams import Team
 from cluster_manager.storage.database import Connection, Executor
 
+
+def held_at(member: str, at: str) -> str:
+    """SQL: the membership row `member` was held at the time `at` (an SQL expression; infinity
+    for now). A membership runs from `joined_at` up to, not including, `left_at`."""
+    return f"{member}.joined_at <= {at} AND ({member}.left_at IS NULL OR {member}.left_at > {at})"
+
+
 _SELECT_TEAM = """
     SELECT t.id, t.name, t.created_at, l.name AS leaderboard, l.team_size,
            ARRAY(SELECT u.external_id FROM team_members m JOIN users u ON u.id = m.user_id
-                 WHERE m.team_id = t.id ORDER BY m.joined_at, u.external_id) AS members
+                 WHERE m.team_id = t.id AND m.left_at IS NULL
+                 ORDER BY m.joined_at, u.external_id) AS members
     FROM teams t JOIN leaderboards l ON l.id = t.leaderboard_id
 """
+# The membership a user holds now.
+_CURRENT = "leaderboard_id = $1 AND user_id = $2 AND left_at IS NULL"
 
 
 def _team(row: asyncpg.Record) -> Team:
@@ -37,7 +50,7 @@ async def lock_board_teams(conn: Connection, leaderboard_id: int) -> None:
 
 async def team_id_of(db: Executor, leaderboard_id: int, user_id: int) -> int | None:
     found: int | None = await db.fetchval(
-        "SELECT team_id FROM team_members WHERE leaderboard_id = $1 AND user_id = $2",
+        f"SELECT team_id FROM team_members WHERE {_CURRENT}",
         leaderboard_id,
         user_id,
     )
@@ -46,8 +59,7 @@ async def team_id_of(db: Executor, leaderboard_id: int, user_id: int) -> int | N
 
 async def team_of(db: Executor, leaderboard_id: int, user_id: int) -> Team | None:
     row = await db.fetchrow(
-        _SELECT_TEAM + " WHERE t.id = (SELECT team_id FROM team_members"
-        " WHERE leaderboard_id = $1 AND user_id = $2)",
+        _SELECT_TEAM + f" WHERE t.id = (SELECT team_id FROM team_members WHERE {_CURRENT})",
         leaderboard_id,
         user_id,
     )
@@ -61,22 +73,26 @@ async def team_by_id(db: Executor, team_id: int) -> Team | None:
 
 async def teams_of_board(db: Executor, leaderboard_id: int) -> list[Team]:
     rows = await db.fetch(
-        _SELECT_TEAM + " WHERE t.leaderboard_id = $1 ORDER BY t.name", leaderboard_id
+        _SELECT_TEAM + " WHERE t.leaderboard_id = $1 AND t.disbanded_at IS NULL ORDER BY t.name",
+        leaderboard_id,
     )
     return [_team(r) for r in rows]
 
 
 async def count_teams(db: Executor, leaderboard_id: int) -> int:
     count: int = await db.fetchval(
-        "SELECT count(*) FROM teams WHERE leaderboard_id = $1", leaderboard_id
+        "SELECT count(*) FROM teams WHERE leaderboard_id = $1 AND disbanded_at IS NULL",
+        leaderboard_id,
     )
     return count
 
 
 async def name_taken(db: Executor, leaderboard_id: int, name: str) -> bool:
-    """Team names are told apart without case: 'Fast' and 'fast' would read as one."""
+    """Team names are told apart without case: 'Fast' and 'fast' would read as one. A
+    disbanded team's name is free again (the final standings may still show it)."""
     taken: bool = await db.fetchval(
-        "SELECT EXISTS (SELECT 1 FROM teams WHERE leaderboard_id = $1 AND lower(name) = lower($2))",
+        "SELECT EXISTS (SELECT 1 FROM teams WHERE leaderboard_id = $1 AND lower(name) = lower($2)"
+        " AND disbanded_at IS NULL)",
         leaderboard_id,
         name,
     )
@@ -102,9 +118,14 @@ async def create_team(
 async def add_member(
     conn: Connection, leaderboard_id: int, team_id: int, user_id: int, now: datetime
 ) -> None:
+    """The user joins the team. Their memberships on a leaderboard never overlap, even where
+    the clock stepped back since they last left: one team at any time, in any ranking."""
     await conn.execute(
-        "INSERT INTO team_members (leaderboard_id, user_id, team_id, joined_at)"
-        " VALUES ($1, $2, $3, $4)",
+        """
+        INSERT INTO team_members (leaderboard_id, user_id, team_id, joined_at)
+        SELECT $1, $2, $3, greatest($4, max(left_at)) FROM team_members
+        WHERE leaderboard_id = $1 AND user_id = $2
+        """,
         leaderboard_id,
         user_id,
         team_id,
@@ -113,24 +134,35 @@ async def add_member(
 
 
 async def member_count(db: Executor, team_id: int) -> int:
-    count: int = await db.fetchval("SELECT count(*) FROM team_members WHERE team_id = $1", team_id)
+    count: int = await db.fetchval(
+        "SELECT count(*) FROM team_members WHERE team_id = $1 AND left_at IS NULL", team_id
+    )
     return count
 
 
-async def remove_member(conn: Connection, leaderboard_id: int, user_id: int) -> int | None:
-    """Takes the user out of their team on the leaderboard, and removes a team left empty;
-    the team's id, or None when they were in none."""
+async def remove_member(
+    conn: Connection, leaderboard_id: int, user_id: int, now: datetime
+) -> int | None:
+    """Ends the user's membership of their team on the leaderboard, and disbands a team left
+    empty; the team's id, or None when they were in none. Both rows stay, with when: the
+    rankings read the teams as they stood at their deadline."""
     team_id: int | None = await conn.fetchval(
-        "DELETE FROM team_members WHERE leaderboard_id = $1 AND user_id = $2 RETURNING team_id",
+        "UPDATE team_members SET left_at = greatest($3, joined_at)"
+        " WHERE leaderboard_id = $1 AND user_id = $2 AND left_at IS NULL RETURNING team_id",
         leaderboard_id,
         user_id,
+        now,
     )
+    if team_id is None:
+        return None
     # A code speaks for its minter's membership: it goes when they do.
     await conn.execute(
         "DELETE FROM team_invites WHERE team_id = $1 AND created_by = $2", team_id, user_id
     )
-    if team_id is not None and await member_count(conn, team_id) == 0:
-        await conn.execute("DELETE FROM teams WHERE id = $1", team_id)
+    if await member_count(conn, team_id) == 0:
+        await conn.execute(
+            "UPDATE teams SET disbanded_at = greatest($2, created_at) WHERE id = $1", team_id, now
+        )
     return team_id
 
 
@@ -162,23 +194,29 @@ async def live_invites(db: Executor, team_id: int, user_id: int) -> int:
 
 
 async def invite_target(db: Executor, code: str) -> tuple[int, int] | None:
-    """(team id, leaderboard id) of a live invite code."""
+    """(team id, leaderboard id) of a live invite code: unused, and its minter still a member
+    of its team (a code speaks for them)."""
     row = await db.fetchrow(
-        "SELECT t.id, t.leaderboard_id FROM team_invites i JOIN teams t ON t.id = i.team_id"
-        " WHERE i.code = $1",
+        """
+        SELECT t.id, t.leaderboard_id FROM team_invites i
+        JOIN teams t ON t.id = i.team_id
+        JOIN team_members m ON m.team_id = i.team_id AND m.user_id = i.created_by
+                           AND m.left_at IS NULL
+        WHERE i.code = $1
+        """,
         code,
     )
     return None if row is None else (row["id"], row["leaderboard_id"])
 
 
 async def member_ids(db: Executor, leaderboard_id: int, user_id: int) -> list[int]:
-    """The user's team-mates on the leaderboard, the user included; only the user when in no
-    team."""
+    """The user's team-mates on the leaderboard now, the user included; only the user when in
+    no team."""
     rows = await db.fetch(
-        """
+        f"""
         SELECT m.user_id FROM team_members m
-        WHERE m.team_id = (SELECT team_id FROM team_members
-                           WHERE leaderboard_id = $1 AND user_id = $2)
+        WHERE m.team_id = (SELECT team_id FROM team_members WHERE {_CURRENT})
+          AND m.left_at IS NULL
         """,
         leaderboard_id,
         user_id,

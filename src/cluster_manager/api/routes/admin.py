@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Depends, Request
 from pydantic import StrictBool, StrictInt
 
-from cluster_manager.api.auth import Caller, caller
+from cluster_manager.api.auth import Caller, Private, caller
 from cluster_manager.api.error_handlers import BadRequestError
 from cluster_manager.api.models.admin import (
     Banned,
@@ -66,7 +66,8 @@ async def admin_only(who: Annotated[Caller, Depends(caller)]) -> Caller:
     return who
 
 
-router = APIRouter(prefix="/admin", dependencies=[Depends(admin_only)], tags=["admin"])
+# Everything the admin reads (codes, any submission in full, who is banned) is theirs alone.
+router = APIRouter(prefix="/admin", dependencies=[Depends(admin_only), Private], tags=["admin"])
 Admin = Annotated[Caller, Depends(admin_only)]
 
 

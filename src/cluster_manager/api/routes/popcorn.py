@@ -8,7 +8,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Depends, Query, Request, Response
 
-from cluster_manager.api.auth import Caller, caller, optional_caller
+from cluster_manager.api.auth import Caller, Private, caller, optional_caller
 from cluster_manager.api.error_handlers import BadRequestError
 from cluster_manager.api.models.answers import Detail, Joined, SubmissionDone
 from cluster_manager.api.models.leaderboards import LeaderboardListed
@@ -161,7 +161,7 @@ async def join(
     return Joined(leaderboard=board, status="joined" if joined else "already a member")
 
 
-@router.get("/user/submissions")
+@router.get("/user/submissions", dependencies=[Private])
 async def my_submissions(
     request: Request,
     who: Authenticated,
@@ -180,7 +180,7 @@ async def my_submissions(
     ]
 
 
-@router.get("/user/submissions/{submission_id}")
+@router.get("/user/submissions/{submission_id}", dependencies=[Private])
 async def my_submission(submission_id: int, request: Request, who: Authenticated) -> SubmissionView:
     return await submission_answer(service_of(request), submission_id, who)
 

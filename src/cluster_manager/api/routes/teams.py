@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import APIRouter, Body, Request
 from pydantic import StrictStr
 
+from cluster_manager.api.auth import Private
 from cluster_manager.api.models.teams import TeamCode, TeamLeft, TeamView
 from cluster_manager.api.routes.popcorn import Authenticated, Viewer, service_of
 from cluster_manager.service import NotFoundError
@@ -45,9 +46,12 @@ async def my_team(leaderboard: str, request: Request, who: Authenticated) -> Tea
     return TeamView.of(team)
 
 
-@router.post("/leaderboards/{leaderboard}/teams/mine/invites", status_code=201)
+@router.post(
+    "/leaderboards/{leaderboard}/teams/mine/invites", status_code=201, dependencies=[Private]
+)
 async def invite(leaderboard: str, request: Request, who: Authenticated) -> TeamCode:
-    """A code that lets one more user join the caller's team (good once)."""
+    """A code that lets one more user join the caller's team (good once, while the caller
+    stays in it); no cache keeps the answer."""
     code = await service_of(request).teams.invite(leaderboard, who.require_user())
     return TeamCode(leaderboard=leaderboard, code=code)
 

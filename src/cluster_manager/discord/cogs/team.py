@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 def invite_message(board: str, code: str) -> str:
     return (
-        f"🎟️ A code for one more member of your team on **{board}** (good once):\n"
+        f"🎟️ A code for one more member of your team on **{board}** "
+        "(good once, while you stay in the team):\n"
         f"```\n{code}\n```\n"
         f"Your team-mate joins with `/team join code:{code}`."
     )
