@@ -67,7 +67,9 @@ def test_an_oversized_file_is_refused_by_its_size(tmp_path: Path):
     big.write_bytes(b"#" * (1 << 20))
     done = _eval(str(big))
     assert done.returncode != 0
-    assert f"{big} is 1 MiB, over the limit of 256 KiB" in done.stderr  # its size, readable
+    assert (
+        f"{big} is 1 MiB, over the 256 KiB limit for a submission" in done.stderr
+    )  # its size, readable
 
 
 @pytest.mark.reliability(

@@ -110,7 +110,7 @@ def test_leaderboard_lifecycle_and_a_ranked_submission(cm, tmp_path: Path):
     assert submitted.returncode == 0, submitted.stdout + submitted.stderr
     progress = submitted.stderr
     assert "[CPU] queued (position" in progress
-    assert "[CPU] dispatched to local" in progress
+    assert "[CPU] dispatched to the local launcher" in progress
     assert "[CPU] running test:" in progress and "[CPU] running leaderboard:" in progress
     assert "[CPU secret] ✅ passed" in progress
     assert "Tests (test phase)" in submitted.stdout
@@ -359,7 +359,10 @@ def test_task_files_and_template_from_the_database(cm, tmp_path: Path):
     assert template.stdout == (IDENTITY / "template.py").read_text()
     missing = cm("leaderboard", "template", "identity", "cuda")
     assert missing.returncode == 2
-    assert "has no 'cuda' template (it has: Python)" in missing.stderr
+    assert (
+        "has no 'cuda' template (it has: Python, asked for as python, py or python3)"
+        in missing.stderr
+    )
 
 
 def test_leaderboard_export_writes_a_data_set(cm, tmp_path: Path):

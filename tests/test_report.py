@@ -73,5 +73,5 @@ def test_the_listing_tells_an_ended_board_from_an_invite_only_one():
     ]
     past, finals = format_leaderboards(boards, now).splitlines()[2:]
     assert past.split()[-3:] == ["ended", "public", "3"]
-    assert finals.split()[-4:] == ["2d", "0h", "invite-only", "1"]
+    assert finals.split()[-4:] == ["2", "days", "invite-only", "1"]
     assert "closed" not in format_leaderboards(boards, now)

@@ -120,8 +120,8 @@ def test_each_task_shows_its_phases_and_how_it_ended_as_it_goes():
     lines = done.stderr.splitlines()
     assert lines[:3] == [
         "… [1/1] identity_py",
-        "…   identity_py: test: 3 case(s)",
-        "…   identity_py: benchmark: 2 case(s)",
+        "…   identity_py: test: 3 cases",
+        "…   identity_py: benchmark: 2 cases",
     ], lines
     assert lines[3].startswith("✅ identity_py (") and lines[3].endswith(" s)"), lines
 

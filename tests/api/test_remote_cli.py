@@ -57,7 +57,7 @@ async def test_submit_through_the_api_follows_live_and_ranks(
         cwd=tmp_path,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "[CPU] queued" in done.stderr or "[CPU] dispatched to local" in done.stderr
+    assert "[CPU] queued" in done.stderr or "[CPU] dispatched to the local launcher" in done.stderr
     assert "a launcher" not in done.stderr  # each dispatch names its launcher
     assert "[CPU secret] ✅ passed" in done.stderr
     assert "🏆 rank #1" in done.stdout and "[CPU]" in done.stdout

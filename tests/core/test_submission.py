@@ -91,7 +91,7 @@ def test_default_max_bytes() -> None:
     assert MAX_SUBMISSION_BYTES == 256 * 1024
     big = DEF_KERNEL + b"#" * (MAX_SUBMISSION_BYTES - len(DEF_KERNEL))
     assert len(validate_submission("s.py", big, PY).code) == MAX_SUBMISSION_BYTES
-    assert "over the limit" in refused("s.py", big + b"#")
+    assert "over the 256 KiB limit" in refused("s.py", big + b"#")
 
 
 # --- refused ----------------------------------------------------------------------------------
@@ -111,13 +111,17 @@ def test_empty_is_refused(record_property) -> None:
 @pytest.mark.reliability(
     "Bad input",
     "submission over the size limit",
-    "refused: names the file, 'NAME is <size>, over the limit of <max>' in bytes, KiB or MiB",
+    "refused: names the file, 'NAME is <size>, over the <max> limit for a submission' in "
+    "bytes, KiB or MiB",
 )
 def test_too_large_is_refused(record_property) -> None:
     code = DEF_KERNEL + b"#" * 100
     msg = refused("s.py", code, max_bytes=50)
     record_property("observed", msg)
-    assert msg == f"s.py is {len(code)} bytes, over the limit of 50 bytes"
+    assert msg == f"s.py is {len(code)} bytes, over the 50 bytes limit for a submission"
+    # A byte over reads as over, not as the limit itself rounded ("256.0 KiB").
+    over = refused("s.py", DEF_KERNEL + b"#" * ((256 << 10) + 1 - len(DEF_KERNEL)))
+    assert over == "s.py is 256 KiB and 1 byte, over the 256 KiB limit for a submission"
 
 
 @pytest.mark.parametrize("name", ["s.txt", "s.cu", "s", "s.py.txt", "s.pyc", ".py"])
@@ -261,7 +265,7 @@ def test_cuda_without_custom_kernel(code: bytes, record_property) -> None:
 def test_checks_in_order() -> None:
     # Empty before extension, size before extension, extension before content.
     assert "empty" in refused("s.txt", b"")
-    assert "over the limit" in refused("s.txt", b"xx", max_bytes=1)
+    assert "over the 1 byte limit" in refused("s.txt", b"xx", max_bytes=1)
     assert "takes .py" in refused("s.txt", b"\x00\xff")
 
 

@@ -16,7 +16,7 @@ from tests.discord.test_errors import assert_private_error, stored
 TAB_TITLE = "🏆 identity on H100 — runs after the deadline"
 IN_TIME_LINE = (
     "✅ **Alice**'s ranked submission #1 to **identity** passed: H100 rank #1 with 1 ms"
-    " (a new personal best)."
+    " (the slower of its public and secret runs), a new personal best."
 )
 
 

@@ -19,7 +19,7 @@ HEAD = "**Alice**'s {mode} submission #{id} to **identity**"
 TEST_LINE = "✅ " + HEAD.format(mode="test", id=1) + " passed."
 RANKED_LINE = (
     "✅ " + HEAD.format(mode="ranked", id=2) + " passed: H100 rank #1 with 1 ms"
-    " (a new personal best)."
+    " (the slower of its public and secret runs), a new personal best."
 )
 FAILED_LINE = "❌ " + HEAD.format(mode="benchmark", id=3) + " did not pass."
 SEEN = {

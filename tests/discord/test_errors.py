@@ -123,7 +123,9 @@ async def test_a_file_over_the_limit_is_refused_by_its_size_without_downloading(
     script = harness.upload("submission.py", SOLUTION, size=10_000_000)
     reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
     record_property("observed", seen(reply))
-    assert_private_error(reply, "File too large", "is 9.5 MiB, over the limit of")
+    assert_private_error(
+        reply, "File too large", "is 9.5 MiB, over the 256 KiB limit for a submission"
+    )
     assert harness.fake.downloads() == []
 
 
@@ -159,7 +161,9 @@ async def test_rate_limited_with_the_time_to_wait(harness, app, clock):
         "identity", Submitter(str(BOB.id), BOB.name), "s.py", CORRECT.encode()
     )
     script = harness.upload("submission.py", SOLUTION)
-    reply = await harness.command("leaderboard submit", BOB, script=script, leaderboard="identity")
+    reply = await harness.command(
+        "leaderboard submit", BOB, script=script, leaderboard="identity", mode="leaderboard"
+    )
     assert_private_error(
         reply, "Rate limited", "1 ranked submissions per hour", "try again in 60 min"
     )

@@ -79,7 +79,7 @@ async def test_list_shows_gpus_deadline_and_time_left(harness, app, clock):
     assert not message.ephemeral
     (embed,) = message.embeds
     assert "**identity** · CPU, H100 · ends <t:" in embed["description"]
-    assert "(3d 0h left) · 0 submissions" in embed["description"]
+    assert "(3 days left) · 0 submissions" in embed["description"]
 
 
 async def test_list_says_ended_after_the_deadline(harness, app, clock):

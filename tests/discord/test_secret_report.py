@@ -36,7 +36,9 @@ async def test_the_report_shows_the_secret_run_as_passed_or_failed_only(
     await create_board(app, clock, gpus=("H100",))
     harness = await make_harness(scheduler=True)
     script = harness.upload("submission.py", SOLUTION)
-    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    reply = await harness.command(
+        "leaderboard submit", script=script, leaderboard="identity", mode="leaderboard"
+    )
     _, status, report = reply.messages
 
     (embed,) = report.embeds

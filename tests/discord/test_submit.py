@@ -7,7 +7,14 @@ import asyncio
 
 import pytest
 
-from cluster_manager.core.models import Mode
+from cluster_manager.core.models import (
+    Mode,
+    PhaseOutcome,
+    RunRequest,
+    RunResult,
+    TestOutcome,
+    Verdict,
+)
 from cluster_manager.core.records import JobState
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
@@ -31,7 +38,11 @@ async def test_ranked_submission_through_the_local_launcher(make_harness, app, c
     script = harness.upload("submission.py", SOLUTION)
 
     reply = await harness.command(
-        "leaderboard submit", script=script, leaderboard="identity", timeout=150
+        "leaderboard submit",
+        script=script,
+        leaderboard="identity",
+        mode="leaderboard",
+        timeout=150,
     )
 
     ack, status, report = status_and_report(reply)
@@ -118,6 +129,49 @@ async def test_the_file_header_names_the_leaderboard_and_gpu(make_harness, app, 
     assert "accepted" in ack.content
     assert "→ **identity** · benchmark" in status.content
     assert "✅ **H100**: passed" in status.content
+
+
+async def test_without_a_mode_a_file_is_only_tested(make_harness, app, clock, fake_launcher):
+    """Trying a file must not rank it: a ranked run spends the quota and a secret re-run, so
+    it is made only when `mode: ranked` is chosen."""
+    await create_board(app, clock, gpus=("H100",))
+    harness = await make_harness(scheduler=True)
+    script = harness.upload("submission.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    _, status, report = status_and_report(reply)
+    assert "→ **identity** · test" in status.content
+    jobs = await job_store.jobs_of_submission(app.pool, 1)
+    assert [(j.gpu, j.mode, j.secret) for j in jobs] == [("H100", Mode.TEST, False)]
+    assert "Ranking" not in {f["name"] for f in report.embeds[0]["fields"]}
+    assert harness.fake.channel_messages() == []  # the channel sees ranked runs only
+
+
+def crashed(request: RunRequest) -> RunResult:
+    """A run whose test raised: the runner ran the file as `submission.py`, and says so."""
+    where = "(submission.py, line 2)"
+    trace = 'Traceback:\n  File "submission.py", line 2, in custom_kernel\nValueError: boom'
+    test = TestOutcome(0, "size: 8", False, error=f"ValueError: boom {where}")
+    phase = PhaseOutcome(
+        "test", 1, False, 0.1, "", trace, Verdict.RUNTIME_ERROR, "test 0 failed", tests=(test,)
+    )
+    message = f"test: test 0 failed: ValueError: boom {where}"
+    return RunResult(False, Verdict.RUNTIME_ERROR, request.mode, message, phases=(phase,))
+
+
+async def test_the_report_and_its_log_name_the_authors_own_file(
+    make_harness, app, clock, fake_launcher
+):
+    await create_board(app, clock, gpus=("H100",))
+    fake_launcher.outcome = crashed
+    harness = await make_harness(scheduler=True)
+    script = harness.upload("crash.py", SOLUTION)
+    reply = await harness.command("leaderboard submit", script=script, leaderboard="identity")
+    _, _, report = status_and_report(reply)
+    (field,) = report.embeds[0]["fields"]
+    assert "ValueError: boom (crash.py, line 2)" in field["value"]
+    log = report.files["submission-1.txt"].decode()
+    assert 'File "crash.py", line 2, in custom_kernel' in log  # the phase's own stderr too
+    assert "submission.py" not in field["value"] + log
 
 
 async def test_many_follows_at_once_each_show_their_place_in_line(

@@ -161,7 +161,15 @@ async def test_popcorn_header_picks_the_gpu(service, pool, record_property):
     with pytest.raises(GpuNotAllowedError, match="A100") as info:
         await submit(service, code="#!POPCORN gpu A100\n" + kernel_code())
     record_property("observed", str(info.value))
+    # Not a type of this registry: likely a typo, so the board's close types are named.
+    assert (
+        str(info.value)
+        == "'board' does not run on 'A100'; did you mean H100? (it runs on CPU, H100)"
+    )
     assert await count_rows(pool) == before
+    # A type in another case is the board's own.
+    receipt = await submit(service, code="#!POPCORN gpu h100\n" + kernel_code())
+    assert {j.gpu for j in receipt.jobs} == {"H100"}
 
 
 @pytest.mark.parametrize(
@@ -171,7 +179,7 @@ async def test_popcorn_header_picks_the_gpu(service, pool, record_property):
         (
             "submission.py",
             KERNEL + b"#" * (MAX_SUBMISSION_BYTES - len(KERNEL) + 1),
-            "over the limit",
+            "is 256 KiB and 1 byte, over the 256 KiB limit for a submission",
         ),
         ("submission.cu", KERNEL, "takes .py files"),
         ("submission", KERNEL, "takes .py files"),
@@ -202,7 +210,8 @@ async def test_invalid_files_are_refused_and_nothing_is_stored(
 @pytest.mark.reliability(
     "Bad input",
     "a file exactly at the size limit, then one byte over it",
-    "the first accepted, the second refused: 'NAME is <size>, over the limit of <n> KiB'",
+    "the first accepted, the second refused: 'NAME is <size>, over the <n> KiB limit for a "
+    "submission'",
 )
 async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock, record_property):
     service = Service(pool, registry, clock=clock, max_submission_bytes=len(KERNEL))
@@ -210,7 +219,8 @@ async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock,
     await service.submissions.submit("board", ALICE, "submission.py", KERNEL)
     own, limit = format_size(len(KERNEL) + 1), format_size(len(KERNEL))
     with pytest.raises(
-        InvalidSubmissionError, match=f"submission.py is {own}, over the limit of {limit}"
+        InvalidSubmissionError,
+        match=f"submission.py is {own}, over the {limit} limit for a submission",
     ) as info:
         await service.submissions.submit("board", ALICE, "submission.py", KERNEL + b"\n")
     record_property("observed", str(info.value))

@@ -19,6 +19,8 @@ async def test_the_owner_reads_the_report_runs_and_code(app: App, client: httpx.
     assert page.status_code == 200
     assert "<h2>Report</h2>" in page.text and "<h2>Runs</h2>" in page.text
     assert "secret re-run: passed" in page.text  # the report as the CLI prints it
+    # Its rank's score is the pair's slower run, said so (the public run's may be faster).
+    assert "#1 with 2 µs (the slower of its public and secret runs)" in page.text
     assert "def custom_kernel" in page.text  # the code, escaped
     assert "data-events" not in page.text  # done: nothing to follow
     assert page.headers["cache-control"] == "no-store"  # private: no cache keeps a copy
@@ -93,6 +95,24 @@ async def test_the_form_submits_as_the_signed_in_user(app: App, client: httpx.As
     ) == ["CPU2"]
     page = await client.get(answer.headers["location"])
     assert f'data-events="/submissions/{submission_id}/events"' in page.text  # queued: live
+
+
+async def test_the_form_makes_a_test_run_unless_ranked_is_chosen(
+    app: App, client: httpx.AsyncClient
+):
+    """Trying a file must not rank it: the form starts on test, and a form that names no mode
+    makes a test run."""
+    await sign_in(app, client, "alice")
+    board = await client.get(f"/leaderboards/{BOARD}", headers=HTML)
+    assert "<option selected>test</option>" in board.text
+    assert "<option selected>leaderboard</option>" not in board.text
+    answer = await client.post(
+        f"/leaderboards/{BOARD}/submit",
+        files={"file": ("submission.py", source())},
+        data={"gpu": "CPU"},
+    )
+    assert answer.status_code == 303
+    assert await app.pool.fetchval("SELECT array_agg(mode::text) FROM jobs") == ["test"]
 
 
 @pytest.mark.reliability(

@@ -70,7 +70,7 @@ class BodyLimit:
 
 
 def _over(limit: int) -> str:
-    return f"the request body is over the limit of {format_size(limit)}"
+    return f"the request body is over the {format_size(limit)} limit"
 
 
 async def _too_large(send: Send, limit: int) -> None:
@@ -87,9 +87,11 @@ class Upload:
     fields: dict[str, str]  # the form's text fields
 
 
-async def read_upload(request: Request, max_file_bytes: int, *, unpack: bool = True) -> Upload:
+async def read_upload(
+    request: Request, max_file_bytes: int, *, unpack: bool = True, what: str = "a submission"
+) -> Upload:
     """The multipart body's `file` and text fields; with `unpack`, an archive stands for the
-    one source file it holds."""
+    one source file it holds. `what` the file is: its size limit's name."""
     try:
         async with request.form(
             max_files=1, max_fields=16, max_part_size=MAX_FORM_FIELD_BYTES
@@ -105,7 +107,7 @@ async def read_upload(request: Request, max_file_bytes: int, *, unpack: bool = T
     if not name:
         raise BadRequestError("the uploaded file has no name")
     if len(data) > max_file_bytes:
-        raise UploadTooLargeError(too_large(name, upload.size, max_file_bytes))
+        raise UploadTooLargeError(too_large(name, upload.size, max_file_bytes, what))
     if unpack and name.lower().endswith(ARCHIVE_SUFFIXES):
         name, data = single_source(name, data, max_file_bytes)
     return Upload(name, data, fields)

@@ -13,6 +13,7 @@ import click
 
 from cluster_manager.cli.common import cli, with_port
 from cluster_manager.core.records import ChannelPolicy
+from cluster_manager.core.wording import utc_minute
 from cluster_manager.rendering.ops import format_controls, format_stats, format_user_quotas
 from cluster_manager.rendering.reports import counted
 from cluster_manager.service import Submitter, UnknownUserError
@@ -264,7 +265,7 @@ def invites_command(settings: Settings, leaderboard: str, count: int | None, use
         found = await port.invites.all(leaderboard)
         for invite in found:
             state = "revoked" if invite.revoked else f"{invite.uses}/{invite.max_uses} used"
-            made = f"{invite.created_by}, {invite.created_at.isoformat()}"
+            made = f"{invite.created_by}, {utc_minute(invite.created_at)}"
             click.echo(f"{invite.code}  {state}  ({made})")
         if not found:
             click.echo(f"{leaderboard} has no invite codes")

@@ -3,31 +3,24 @@ it may have meant."""
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Collection, Iterable
 
 from cluster_manager.app import load_settings_registry
 from cluster_manager.cli.common import fail
 from cluster_manager.core.gpus import UnknownGpuError
+from cluster_manager.core.names import close_names, same_but_case
 from cluster_manager.settings import Settings
 
 
 def canonical_gpu(given: str, known: Collection[str]) -> str:
     """`given` as the registry spells it: a known name, or the one name that differs from it
-    only in case (`cpu` is `CPU`). Else `UnknownGpuError`, naming the closest names."""
-    if given in known:
-        return given
-    by_folded: dict[str, list[str]] = {}
-    for name in known:
-        by_folded.setdefault(name.casefold(), []).append(name)
-    same = by_folded.get(given.casefold(), [])
-    if len(same) == 1:
-        return same[0]
-    close = same or [
-        name
-        for folded in difflib.get_close_matches(given.casefold(), by_folded)
-        for name in by_folded[folded]
-    ]
+    only in case (`cpu` is `CPU`). Else `UnknownGpuError`, naming the closest names (the
+    server says the same of a board's GPU types: `service.leaderboards.board_gpu`)."""
+    found = same_but_case(given, known)
+    if found is not None:
+        return found
+    close = [name for name in known if name.casefold() == given.casefold()]
+    close = close or close_names(given, known)
     hint = f"did you mean {' or '.join(close)}?" if close else f"known: {', '.join(sorted(known))}"
     raise UnknownGpuError(f"unknown GPU type {given!r}; {hint}")
 

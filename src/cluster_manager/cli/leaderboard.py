@@ -26,6 +26,7 @@ from cluster_manager.cli.local_eval import run_here
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.task import find_template, load_task, no_template
+from cluster_manager.core.wording import utc_minute
 from cluster_manager.rendering.reports import (
     format_leaderboards,
     format_ranking,
@@ -158,8 +159,7 @@ def create_command(
             rate_limit_per_hour=rate_limit,
         )
         click.echo(
-            f"created {board.name} on {', '.join(board.gpus)} until "
-            f"{board.deadline.astimezone(UTC).isoformat()}"
+            f"created {board.name} on {', '.join(board.gpus)} until {utc_minute(board.deadline)}"
         )
 
     with_port(settings, body, role="admin")
@@ -272,17 +272,18 @@ def write_files(files: dict[str, str], out: Path) -> list[Path]:
 
 @leaderboard_group.command("template")
 @click.argument("name")
-@click.argument("language", default="python")
+@click.argument("language", required=False)
 @click.pass_obj
-def template_command(settings: Settings, name: str, language: str) -> None:
-    """Print NAME's starter file for LANGUAGE (python, cuda, as the task names them, or the
-    task's lang: py, cu)."""
+def template_command(settings: Settings, name: str, language: str | None) -> None:
+    """Print NAME's starter file for LANGUAGE: python, cuda (as the task names them, in any
+    case) or the task's lang (py, cu); without it, the task's only template, else Python's."""
 
     async def body(port: ServicePort) -> str:
         templates = await port.leaderboards.templates(name)
-        found = find_template(templates, language)
+        asked = language or (next(iter(templates)) if len(templates) == 1 else "python")
+        found = find_template(templates, asked)
         if found is None:
-            raise ClusterManagerError(no_template(name, language, templates))
+            raise ClusterManagerError(no_template(name, asked, templates))
         return found
 
     click.echo(with_port(settings, body), nl=False)

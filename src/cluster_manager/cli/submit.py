@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from cluster_manager.cli.common import (
     DEFAULT_USER_HELP,
     EXIT_FAILED,
     EXIT_PASSED,
+    MODE_ALIASES,
     RunJobs,
     cli,
     fail,
@@ -42,8 +44,9 @@ from cluster_manager.settings import Settings
 @mode_option(
     DEFAULT_SUBMIT_MODE,
     "test: correctness; benchmark: timings; leaderboard: ranked, with a secret re-run "
-    "(counted against the ranked quota); profile: a profiler's report. Without --mode a "
-    "file is only tested: a ranked run is made only when asked for.",
+    "(counted against the ranked quota); profile: a profiler's report. Without --mode, at a "
+    "terminal you are asked which; in a script or CI a file is only tested: a ranked run is "
+    "made only when asked for.",
 )
 @click.option(
     "--user",
@@ -66,12 +69,13 @@ def submit_command(
 ) -> None:
     """Submit FILE to LEADERBOARD and follow it live (through the API when
     CLUSTER_MANAGER_API_URL is set, else on the database)."""
-    profile = chosen_filter(Mode(mode), ncu)
     gpus = tuple(gpu_names(settings, gpus))
     try:
         data = read_source_file(file)
     except InvalidSubmissionError as exc:
         fail(str(exc))
+    mode = chosen_mode(click.get_current_context(), mode)
+    profile = chosen_filter(Mode(mode), ncu)
     if settings.api_url is not None and user is not None:
         fail("--user is for the database: through the API you submit as your token's user")
     name = user or getpass.getuser()  # through a server the token says who submits
@@ -104,6 +108,33 @@ def submit_command(
 
     passed = with_port_and_jobs(settings, body)
     sys.exit(EXIT_PASSED if passed else EXIT_FAILED)
+
+
+MODE_QUESTION = (
+    "Which run? test: correctness only; benchmark: timings; leaderboard: ranked (a secret "
+    "re-run, counted against the ranked quota); profile: a profiler's report"
+)
+
+
+def chosen_mode(ctx: click.Context, given: str) -> str:
+    """The mode asked for. Without --mode, a person at a terminal is asked which (as
+    popcorn-cli does), `test` the answer an Enter gives; a script or CI, where nobody could
+    answer, gets `test`: a ranked run spends the quota, so it is never made unasked."""
+    if ctx.get_parameter_source("mode") is not ParameterSource.DEFAULT or not at_a_terminal():
+        return given
+    click.echo(MODE_QUESTION, err=True)
+    answer: str = click.prompt(
+        "Mode",
+        type=click.Choice([*(m.value for m in Mode), *MODE_ALIASES]),
+        default=DEFAULT_SUBMIT_MODE.value,
+        err=True,
+    )
+    return MODE_ALIASES.get(answer, answer)
+
+
+def at_a_terminal() -> bool:
+    """Whether a person is there to answer: both stdin and stdout are a terminal."""
+    return sys.stdin.isatty() and sys.stdout.isatty()
 
 
 def _after_deadline(receipt: SubmissionReceipt) -> str:

@@ -29,4 +29,5 @@ payload.py         a run request as compact text: JSON, zlib, base64 or sealed
 sealed.py          AES-256-GCM sealing for what crosses a channel others can read
 profiling.py       profile mode's contracts: what is asked of Nsight Compute, what came back
 progress.py        the runner's progress events, one JSON object a line
+wording.py         counts, moments and spans of time as a person writes them
 """

@@ -26,6 +26,16 @@ def hidden_problem(name: str) -> str | None:
     return f"holds characters that do not show as written ({', '.join(dict.fromkeys(found))})"
 
 
+def same_but_case(given: str, known: Iterable[str]) -> str | None:
+    """`given` as `known` spells it: itself, or the one known name that differs from it only
+    in case (`cpu` is `CPU`); None when there is no such name, or several."""
+    names = list(known)
+    if given in names:
+        return given
+    same = [name for name in names if name.casefold() == given.casefold()]
+    return same[0] if len(same) == 1 else None
+
+
 def close_names(given: str, known: Iterable[str]) -> list[str]:
     """The known names `given` was most likely a typo of (without case: `h10` is `H100`'s)."""
     by_folded: dict[str, list[str]] = {}

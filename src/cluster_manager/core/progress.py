@@ -6,6 +6,8 @@ import contextlib
 import json
 from typing import Any
 
+from cluster_manager.core.wording import counted
+
 ProgressEvent = dict[str, Any]
 
 
@@ -21,7 +23,9 @@ def parse_events(text: str) -> list[ProgressEvent]:
 
 
 def phase_started(event: ProgressEvent) -> str | None:
-    """ "test: 3 case(s)" when the event says a phase began, else None."""
+    """ "test: 3 cases" when the event says a phase began, else None."""
     if event.get("event") != "phase":
         return None
-    return f"{event.get('phase')}: {event.get('cases')} case(s)"
+    cases = event.get("cases")
+    count = counted(cases, "case") if isinstance(cases, int) else f"{cases} cases"
+    return f"{event.get('phase')}: {count}"

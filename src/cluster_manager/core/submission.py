@@ -26,10 +26,20 @@ def format_size(size: int) -> str:
     return f"{size} byte" + ("" if size == 1 else "s")
 
 
-def too_large(name: str, size: int | None, limit: int) -> str:
-    """The size refusal: the file's own size where known, and the limit, both readable."""
-    own = "" if size is None else f" is {format_size(size)},"
-    return f"{name}{own} over the limit of {format_size(limit)}"
+def too_large(name: str, size: int | None, limit: int, what: str = "a submission") -> str:
+    """The size refusal: the file's own size where known, and the limit for `what` it is,
+    both readable (`crash.py is 300 KiB, over the 256 KiB limit for a submission`)."""
+    own = "" if size is None else f" is {_over(size, limit)},"
+    return f"{name}{own} over the {format_size(limit)} limit for {what}"
+
+
+def _over(size: int, limit: int) -> str:
+    """`size`, never shown as the limit itself: a byte over 256 KiB reads `256 KiB and 1
+    byte`, not `256.0 KiB`."""
+    shown, cap = format_size(size), format_size(limit)
+    if size > limit and shown in (cap, cap.replace(" ", ".0 ")):
+        return f"{cap} and {format_size(size - limit)}"
+    return shown
 
 
 def in_own_names(text: str, file_name: str, slot: str | None = None) -> str:

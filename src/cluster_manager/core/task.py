@@ -291,18 +291,39 @@ def _timeout(spec: Mapping[str, Any], key: str) -> float:
     return float(value)
 
 
-# A task's `lang` names the language of its templates too: `template NAME py` is Python's.
-TEMPLATE_ALIASES = {Language.PYTHON.value: "python", Language.CUDA.value: "cuda"}
+# Other names people give a template's language: the task's `lang` (`py`, `cu`), which names
+# its templates' language too, and common short forms. Each maps to a template's own name.
+TEMPLATE_ALIASES = {
+    Language.PYTHON.value: "python",
+    "python3": "python",
+    Language.CUDA.value: "cuda",
+}
 
 
 def find_template(templates: dict[str, str], language: str) -> str | None:
-    """The starter for `language`: a template's name (`Python`, any case) or the task's
-    `lang` (`py`, `cu`)."""
+    """The starter for `language`: a template's name (`Python`), the task's `lang` (`py`,
+    `cu`) or a common alias, in any case."""
     wanted = language.strip().lower()
     wanted = TEMPLATE_ALIASES.get(wanted, wanted)
     return next((text for lang, text in templates.items() if lang.lower() == wanted), None)
 
 
+def template_names(template: str) -> list[str]:
+    """What `find_template` takes for the template called `template`: its name, then its
+    aliases (`Python`: python, py, python3)."""
+    own = template.lower()
+    return [own, *(alias for alias, name in TEMPLATE_ALIASES.items() if name == own)]
+
+
 def no_template(leaderboard: str, language: str, templates: dict[str, str]) -> str:
-    known = ", ".join(sorted(templates)) or "none"
+    """The refusal of a language the board has no template for, with the names it takes."""
+    if not templates:
+        return f"{leaderboard!r} has no templates"
+    known = "; ".join(
+        f"{name}, asked for as {_either(template_names(name))}" for name in sorted(templates)
+    )
     return f"{leaderboard!r} has no {language!r} template (it has: {known})"
+
+
+def _either(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

@@ -23,11 +23,11 @@ async def read_attachment(
     if suffixes and suffix not in suffixes:
         raise WrongFileTypeError(f"{name}: {what} must be a {' or '.join(suffixes)} file")
     if attachment.size > max_bytes:
-        raise FileTooLargeError(too_large(name, attachment.size, max_bytes))
+        raise FileTooLargeError(too_large(name, attachment.size, max_bytes, what))
     try:
         data = await attachment.read()
     except discord.HTTPException as exc:
         raise AttachmentError(f"{name}: the file could not be downloaded ({exc.status})") from None
     if len(data) > max_bytes:  # the reported size is only a claim
-        raise FileTooLargeError(too_large(name, len(data), max_bytes))
+        raise FileTooLargeError(too_large(name, len(data), max_bytes, what))
     return data

@@ -25,6 +25,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, JobEvent, JobState
+from cluster_manager.core.wording import dispatched_to
 from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.replies import answer, text_file, truncate
 from cluster_manager.rendering.reports import format_submission_report
@@ -57,7 +58,7 @@ def job_line(event: JobEvent) -> str:
         case EventState.CLAIMED:
             return f"⏳ {label}: starting"
         case EventState.DISPATCHED:
-            return f"🚀 {label}: sent to the {event.detail or 'runner'} launcher"
+            return f"🚀 {label}: {dispatched_to(event.detail)}"
         case EventState.RUNNING:
             phase, _, cases = event.detail.partition(":")
             doing = PHASES.get(phase.strip(), f"running {phase.strip()}")

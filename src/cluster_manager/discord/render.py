@@ -16,6 +16,7 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
 )
+from cluster_manager.core.submission import in_own_names
 from cluster_manager.core.teams import Team
 from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
@@ -27,6 +28,7 @@ from cluster_manager.rendering.reports import (
     format_duration_ns,
     format_placement,
     format_time_left,
+    pair_score,
 )
 from cluster_manager.rendering.speed import speed_summary
 from cluster_manager.service import SubmissionReport
@@ -255,7 +257,9 @@ def report_embed(
     )
     public = [r for r in report.runs if not r.secret]
     for i, run in enumerate(public):
-        lines = _run_lines(RunResult.from_json(run.result)) if run.result else []
+        result = RunResult.from_json(run.result) if run.result else None
+        # Its errors name the author's file, not the runner's name for it (`submission.py`).
+        lines = [in_own_names(ln, run.file_name) for ln in _run_lines(result)] if result else []
         if run.gpu in left_out:
             attached = "🔬 Nsight Compute report attached"
             lines = [f"🔬 {LEFT_OUT}" if ln.startswith(attached) else ln for ln in lines]
@@ -307,8 +311,8 @@ def channel_line(report: SubmissionReport, placements: Sequence[Placement], name
     if not report.passed:
         return f"{head} did not pass."
     places = [
-        f"{p.gpu} rank #{p.rank} with {format_duration_ns(p.score * 1e9)}"
-        + (" (a new personal best)" if p.improved else "")
+        f"{p.gpu} rank #{p.rank} with {pair_score(p.score, 'its')}"
+        + (", a new personal best" if p.improved else "")
         for p in placements
         if p.rank is not None and p.score is not None
     ]

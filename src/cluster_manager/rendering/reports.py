@@ -13,6 +13,8 @@ from cluster_manager.core.sandboxing import SANDBOX_KEY
 from cluster_manager.core.submission import in_own_names
 from cluster_manager.core.telemetry import summary_line
 from cluster_manager.core.verdicts import headline
+from cluster_manager.core.wording import counted as counted
+from cluster_manager.core.wording import dispatched_to, span_text, utc_minute
 from cluster_manager.rendering.speed import speed_table
 
 if TYPE_CHECKING:  # `eval` prints only RunResults: it need not build the service's records
@@ -145,8 +147,8 @@ def format_submission_report(report: SubmissionReport, *, with_output: bool = Fa
             continue
         result = RunResult.from_json(run.result)
         section = [label, format_report(result, title=run.file_name, file_name=run.file_name)]
-        if with_output:
-            section += _phase_output(result)
+        if with_output:  # the output too names the author's file where the runner's did
+            section += [in_own_names(ln, run.file_name) for ln in _phase_output(result)]
         parts.append("\n".join(section))
     for job in report.jobs:
         if job.state is JobState.FAILED:
@@ -198,26 +200,9 @@ ENDED = "ended"
 INVITE_ONLY = "invite-only"
 
 
-DAYS_A_YEAR = 365
-
-
-def counted(count: int, noun: str, plural: str = "") -> str:
-    """`1 submission`, `2 submissions`: a count as a sentence says it."""
-    return f"{count} {noun if count == 1 else plural or noun + 's'}"
-
-
 def format_time_left(deadline: datetime, now: datetime) -> str:
-    left = deadline - now
-    if left.total_seconds() <= 0:
-        return ENDED
-    days, rest = divmod(int(left.total_seconds()), 86400)
-    hours, rest = divmod(rest, 3600)
-    minutes = rest // 60
-    if days >= DAYS_A_YEAR:  # a board made without a real deadline (2099): no day count
-        return "over a year"
-    if days:
-        return f"{days}d {hours}h"
-    return f"{hours}h {minutes}m" if hours else f"{minutes}m"
+    left = (deadline - now).total_seconds()
+    return ENDED if left <= 0 else span_text(left)
 
 
 def format_leaderboards(boards: list[LeaderboardSummary], now: datetime) -> str:
@@ -227,7 +212,7 @@ def format_leaderboards(boards: list[LeaderboardSummary], now: datetime) -> str:
         (
             b.name,
             ", ".join(b.gpus),
-            b.deadline.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            utc_minute(b.deadline),
             format_time_left(b.deadline, now),
             INVITE_ONLY if b.invite_only else "public",
             str(b.submissions),
@@ -298,7 +283,7 @@ def format_event(event: JobEvent) -> str:
             where = f" (position {event.position})" if event.position else ""
             return f"{who} queued{where}" + (f": {event.detail}" if event.detail else "")
         case EventState.DISPATCHED:
-            return f"{who} dispatched to {event.detail or 'a launcher'}"
+            return f"{who} {dispatched_to(event.detail)}"
         case EventState.RUNNING:
             return f"{who} running {event.detail}"
         case EventState.FINISHED:
@@ -317,14 +302,17 @@ def format_placement(placement: Placement) -> str:
     rank = _rank(placement)
     if placement.score is None:  # the user's best is another submission
         return f"[{placement.gpu}] {unranked}; your best stays {best} at {rank}"
-    # The ranking takes a pair's slower run: said, or "Score: 176 µs" above reads as a misprint.
-    score = f"{format_duration_ns(placement.score * 1e9)} ({PAIR_SCORE})"
+    score = pair_score(placement.score)
     if placement.improved:
         return f"[{placement.gpu}] 🏆 {rank} with {score}: a new personal best"
     return f"[{placement.gpu}] {score}; your best stays {best} at {rank}"
 
 
-PAIR_SCORE = "the slower of your public and secret runs"
+def pair_score(score: float, whose: str = "your") -> str:
+    """A ranked pair's score (seconds) saying that it is the slower of its two runs: without
+    that, `Score: 176 µs` in the public run's report then a rank `with 191 µs` reads as a
+    misprint."""
+    return f"{format_duration_ns(score * 1e9)} (the slower of {whose} public and secret runs)"
 
 
 def _rank(placement: Placement) -> str:

@@ -9,7 +9,7 @@ import asyncpg
 
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.models import Task
-from cluster_manager.core.names import did_you_mean
+from cluster_manager.core.names import close_names, did_you_mean, same_but_case
 from cluster_manager.core.protocol import new_secret_seed
 from cluster_manager.core.records import (
     HistoryKey,
@@ -23,6 +23,7 @@ from cluster_manager.core.records import (
 )
 from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.task_folder import folder_files
+from cluster_manager.core.wording import utc_minute
 from cluster_manager.service.context import Context
 from cluster_manager.service.errors import (
     AlreadyExistsError,
@@ -46,15 +47,26 @@ from cluster_manager.storage import served as served_store
 from cluster_manager.storage.database import Connection
 
 
-def check_gpu(board: Leaderboard, gpu: str) -> None:
-    """A GPU type the board runs on; a typo (`h10`) hears which one it likely meant."""
-    if gpu not in board.gpus:
-        hint = did_you_mean(gpu, board.gpus)
-        runs = "it runs on" if hint else "choose from"
-        raise GpuNotAllowedError(
-            f"{board.name!r} does not run on {gpu!r}{hint}"
-            f"{' (' if hint else '; '}{runs} {', '.join(board.gpus)}{')' if hint else ''}"
-        )
+def board_gpu(board: Leaderboard, gpu: str, known: Collection[str] = ()) -> str:
+    """`gpu` as the board spells it (`cpu` is `CPU`). A name that no GPU type of the registry
+    (`known`) has is likely a typo: refused with the names it likely meant, the board's close
+    ones, else the registry's (`h10`: H100), as `eval --gpu` says. A type the board does not
+    run on is refused with those it does."""
+    found = same_but_case(gpu, board.gpus)
+    if found is not None:
+        return found
+    runs = ", ".join(board.gpus)
+    if same_but_case(gpu, known) is None:
+        if hint := did_you_mean(gpu, board.gpus):
+            raise GpuNotAllowedError(
+                f"{board.name!r} does not run on {gpu!r}{hint} (it runs on {runs})"
+            )
+        if close := close_names(gpu, known):
+            raise GpuNotAllowedError(
+                f"unknown GPU type {gpu!r}; did you mean {' or '.join(close)}? "
+                f"({board.name!r} runs on {runs})"
+            )
+    raise GpuNotAllowedError(f"{board.name!r} does not run on {gpu!r}; choose from {runs}")
 
 
 async def insert_new_leaderboard(
@@ -184,7 +196,7 @@ class Leaderboards:
         if deadline.tzinfo is None:
             raise InvalidDeadlineError("the deadline needs a time zone")
         if deadline <= self.clock():
-            raise InvalidDeadlineError(f"the deadline {deadline.isoformat()} has already passed")
+            raise InvalidDeadlineError(f"the deadline {utc_minute(deadline)} has already passed")
         if not gpus:
             raise GpuNotAllowedError("a leaderboard needs at least one GPU type")
         for gpu in gpus:
@@ -261,9 +273,7 @@ class Leaderboards:
         """Per GPU, the competition's ranking, or with `after_deadline` that of the runs made
         after the deadline (which never enter the competition's)."""
         board = await self.get(name)
-        if gpu is not None:
-            check_gpu(board, gpu)
-        gpus = [gpu] if gpu is not None else list(board.gpus)
+        gpus = [self.board_gpu(board, gpu)] if gpu is not None else list(board.gpus)
         return {
             g: await run_store.ranking(
                 self.pool,
@@ -276,18 +286,22 @@ class Leaderboards:
             for g in gpus
         }
 
+    def board_gpu(self, board: Leaderboard, gpu: str) -> str:
+        """`gpu` as `board` spells it, or refused with the names it likely meant."""
+        return board_gpu(board, gpu, self.registry.names)
+
     async def history_key(self, board: Leaderboard | str, gpu: str) -> HistoryKey:
         """The current state of the ranking's history on `gpu`: one cheap read that says
         whether what was derived from the history (a chart) is still up to date."""
         if isinstance(board, str):
             board = await self.get(board)
-        check_gpu(board, gpu)
+        gpu = self.board_gpu(board, gpu)
         return HistoryKey(board.name, gpu, await history_store.history_version(self.pool, board.id))
 
     async def score_history(self, name: str, gpu: str) -> ScoreHistory:
         """Every improvement of a user's best on `gpu`, as the ranking accepted it."""
         board = await self.get(name)
-        check_gpu(board, gpu)
+        gpu = self.board_gpu(board, gpu)
         version = await history_store.history_version(self.pool, board.id)
         rows = await history_store.score_history(self.pool, leaderboard_id=board.id, gpu=gpu)
         points = tuple(ScorePoint(user, score, at) for user, score, at in rows)

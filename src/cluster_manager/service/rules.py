@@ -12,6 +12,7 @@ from cluster_manager.core.guarantees import fresh_inputs_problem
 from cluster_manager.core.models import Limits, Task, Verdict
 from cluster_manager.core.phases import longest_run_s
 from cluster_manager.core.records import EventState, Job, JobEvent, Leaderboard, RunRecord
+from cluster_manager.core.wording import utc_minute
 from cluster_manager.service.errors import (
     DeadlinePassedError,
     GpuNotAllowedError,
@@ -58,9 +59,8 @@ def check_standings_open(board: Leaderboard, now: datetime, change: str) -> None
     (storage.rankings). Organisers keep their own tools (invalidation, an admin's delete,
     moving the deadline)."""
     if not board.is_open(now):
-        ended = board.deadline.astimezone(UTC)
         raise DeadlinePassedError(
-            f"the deadline of {board.name!r} passed at {ended:%Y-%m-%d %H:%M} UTC: "
+            f"the deadline of {board.name!r} passed at {utc_minute(board.deadline)}: "
             f"its final standings are fixed, so you cannot {change} any more"
         )
 

@@ -4,7 +4,7 @@ transaction) and reading it back (its report, its placements, its code)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 import asyncpg
@@ -16,6 +16,7 @@ from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, JobEvent, Leaderboard, Placement, RunRecord
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.submission import validate_submission
+from cluster_manager.core.wording import utc_minute
 from cluster_manager.service.context import Context
 from cluster_manager.service.controls import check_may_submit
 from cluster_manager.service.errors import (
@@ -25,7 +26,7 @@ from cluster_manager.service.errors import (
     PermissionDeniedError,
 )
 from cluster_manager.service.invites import check_member
-from cluster_manager.service.leaderboards import check_gpu, find_leaderboard
+from cluster_manager.service.leaderboards import board_gpu, find_leaderboard
 from cluster_manager.service.quotas import QuotaPolicy, check_quotas
 from cluster_manager.service.receipts import SubmissionReceipt, SubmissionReport, Submitter
 from cluster_manager.service.rules import HELD_RERUN, redact, redact_job
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 def check_takes_submissions(board: Leaderboard, now: datetime) -> None:
     if not board.takes_submissions(now):
         raise DeadlinePassedError(
-            f"the deadline of {board.name!r} passed at {board.deadline.isoformat()}, and "
+            f"the deadline of {board.name!r} passed at {utc_minute(board.deadline)}, and "
             "its organisers take no runs after it"
         )
 
@@ -75,7 +76,8 @@ class Submissions:
         now = self.clock()
         check_takes_submissions(board, now)
         submission = validate_submission(file_name, data, board.task.lang, max_bytes=self.max_bytes)
-        chosen = choose_gpus(board, gpus or ([submission.gpu] if submission.gpu else None))
+        asked = gpus or ([submission.gpu] if submission.gpu else None)
+        chosen = choose_gpus(board, asked, self.registry.names)
         async with self.pool.acquire() as conn, conn.transaction():
             found = await lb_store.upsert_user(conn, user.external_id, user.name)
             await check_may_submit(conn, leaderboard_id=board.id, user_id=found.id)
@@ -247,17 +249,18 @@ def check_profile_options(mode: Mode, profile: ProfileOptions | None) -> None:
         )
 
 
-def choose_gpus(board: Leaderboard, gpus: Sequence[str] | None) -> list[str]:
-    """The GPU types asked for, each once; none asked for is fine on a one-GPU board."""
+def choose_gpus(
+    board: Leaderboard, gpus: Sequence[str] | None, known: Collection[str] = ()
+) -> list[str]:
+    """The GPU types asked for, each once and as the board spells it; none asked for is fine
+    on a one-GPU board. `known`: the registry's types, for a typo's hint."""
     if not gpus:
         if len(board.gpus) == 1:
             return [board.gpus[0]]
         raise GpuNotAllowedError(
             f"{board.name!r} runs on several GPUs; choose from {', '.join(board.gpus)}"
         )
-    for gpu in gpus:
-        check_gpu(board, gpu)
-    return list(dict.fromkeys(gpus))
+    return list(dict.fromkeys(board_gpu(board, gpu, known) for gpu in gpus))
 
 
 def job_specs(gpus: Sequence[str], mode: Mode) -> list[tuple[str, Mode, bool]]:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from cluster_manager.core.errors import ClusterManagerError
 from cluster_manager.core.sync_plan import Action, PlanItem, ProblemSpec, SyncPlan, plan_item
+from cluster_manager.core.wording import utc_minute
 from cluster_manager.service.context import Context
 from cluster_manager.service.leaderboards import Leaderboards, insert_new_leaderboard
 from cluster_manager.service.receipts import Submitter
@@ -46,7 +47,7 @@ class ProblemSets:
             if item.action is Action.CREATE:
                 if spec.deadline <= self.clock():  # a retired problem: nothing to open
                     left_out.append(
-                        f"{spec.name}: its deadline {spec.deadline.isoformat()} "
+                        f"{spec.name}: its deadline {utc_minute(spec.deadline)} "
                         "has passed, so it is not created"
                     )
                     continue

@@ -13,7 +13,7 @@ from fastapi import APIRouter, Request, Response
 from fastapi.staticfiles import StaticFiles
 
 from cluster_manager.api.auth import signed_in
-from cluster_manager.core.models import Mode
+from cluster_manager.core.models import DEFAULT_SUBMIT_MODE, Mode
 from cluster_manager.core.records import Leaderboard
 from cluster_manager.core.teams import MAX_TEAM_NAME
 from cluster_manager.rendering.charts import ChartCache, Size
@@ -128,6 +128,7 @@ async def leaderboard_page(
         files=sorted(f.name for f in board.task.files if f.content is not None),
         mine=mine,
         modes=[m.value for m in Mode],
+        default_mode=DEFAULT_SUBMIT_MODE.value,  # a ranked run only when chosen
         **await teams_section(request, name, user, admin),
         max_team_name=MAX_TEAM_NAME,
         invite_code=invite_code,

@@ -9,7 +9,7 @@ from fastapi.responses import RedirectResponse
 from cluster_manager.api.auth import signed_in
 from cluster_manager.api.routes.popcorn import parse_mode
 from cluster_manager.api.uploads import read_upload
-from cluster_manager.core.models import Mode
+from cluster_manager.core.models import DEFAULT_SUBMIT_MODE, Mode
 from cluster_manager.rendering.reports import (
     format_submission_report,
     submission_outcome,
@@ -107,6 +107,6 @@ async def submit(name: str, request: Request) -> Response:
         upload.file_name,
         upload.data,
         gpus=[upload.fields.get("gpu", "")] if upload.fields.get("gpu") else None,
-        mode=parse_mode(upload.fields.get("mode", "leaderboard")),
+        mode=parse_mode(upload.fields.get("mode", DEFAULT_SUBMIT_MODE.value)),
     )
     return RedirectResponse(f"/submissions/{receipt.submission_id}", status_code=303)

@@ -4,7 +4,7 @@ times as text. Templates only lay these out."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from markupsafe import Markup
@@ -19,10 +19,12 @@ from cluster_manager.core.records import (
     RunRecord,
     ScoreHistory,
 )
+from cluster_manager.core.submission import in_own_names
 from cluster_manager.core.teams import Team
 from cluster_manager.rendering.reports import (
     format_duration_ns,
     format_time_left,
+    pair_score,
     submission_outcome,
     verdict_text,
 )
@@ -176,6 +178,8 @@ def placement_text(placement: Placement) -> str:
     if placement.rank is None:
         return "not ranked (yet)"
     among = " among runs after the deadline" if placement.after_deadline else ""
+    if placement.improved and placement.score is not None:
+        return f"#{placement.rank}{among} with {pair_score(placement.score, 'its')}"
     if placement.improved:
         return f"#{placement.rank}{among}"
     return f"its author's best, another submission, is #{placement.rank}{among}"
@@ -272,7 +276,8 @@ def run_view(run: RunRecord) -> RunView:
     if run.result and not run.redacted:
         for b in RunResult.from_json(run.result).benchmarks:
             if (b.passed and b.runs) or not b.passed:
-                benchmarks.append(_benchmark_row(b))
+                row = _benchmark_row(b)  # its error names the author's file, as they called it
+                benchmarks.append(replace(row, error=in_own_names(row.error, run.file_name)))
             if b.speed is not None and not peaks:
                 peaks = peaks_text(b.speed)
     return RunView(

@@ -104,7 +104,7 @@ async def create_leaderboard(request: Request) -> LeaderboardCreated:
     """Creates a leaderboard from a task zip (multipart `file`, read as Discord's
     `/leaderboard create` reads one) and the fields `name`, `deadline` (ISO 8601, UTC without
     a zone), `gpus` (comma-separated), optionally `creator` and `rate_limit_per_hour`."""
-    upload = await read_upload(request, MAX_TASK_UPLOAD, unpack=False)
+    upload = await read_upload(request, MAX_TASK_UPLOAD, unpack=False, what="a task")
     fields = {k: v.strip() for k, v in upload.fields.items()}
     deadline = parse_deadline(fields.get("deadline", ""))
     gpus = [gpu.strip() for gpu in fields.get("gpus", "").split(",") if gpu.strip()]
@@ -271,7 +271,7 @@ async def update_problems(request: Request) -> ProblemSetSync:
     """Syncs a problem set from an uploaded zip (a repository's archive as GitHub serves it):
     multipart `file`, `problem_set` (its competition file's name), `force`, `dry_run`. The
     same plan and rules as `leaderboard sync`; task files are read, never run."""
-    upload = await read_upload(request, MAX_PROBLEM_SET_UPLOAD, unpack=False)
+    upload = await read_upload(request, MAX_PROBLEM_SET_UPLOAD, unpack=False, what="a problem set")
     fields = upload.fields
     force, dry_run = (fields.get(k, "").strip().lower() in TRUE for k in ("force", "dry_run"))
     service = service_of(request)

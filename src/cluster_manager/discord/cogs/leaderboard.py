@@ -10,7 +10,7 @@ import discord
 from discord import app_commands
 from discord.ext import commands
 
-from cluster_manager.core.models import Mode
+from cluster_manager.core.models import DEFAULT_SUBMIT_MODE, Mode
 from cluster_manager.core.profiling import (
     DEFAULT_LAUNCH_COUNT,
     MAX_LAUNCH_COUNT,
@@ -88,7 +88,7 @@ class LeaderboardCog(
     @app_commands.describe(
         script="Your submission file (.py or .cu)",
         leaderboard="Leaderboard to submit to (default: the file's #!POPCORN leaderboard line)",
-        mode="What to run (default: ranked)",
+        mode="What to run (default: test; a ranked run only when you choose ranked)",
         gpu="GPU to run on (default: the leaderboard's only GPU, or a menu)",
         ncu_kernel_name="Profile mode: Nsight Compute captures only kernels matching this regex",
         ncu_launch_count=f"Profile mode: launches captured (default: {DEFAULT_LAUNCH_COUNT})",
@@ -123,7 +123,7 @@ class LeaderboardCog(
             script.filename,
             data,
             gpus=gpus,
-            mode=Mode(mode.value if mode else Mode.LEADERBOARD.value),
+            mode=Mode(mode.value) if mode else DEFAULT_SUBMIT_MODE,
             profile=profile,
         )
         accepted = f"📨 Submission #{receipt.submission_id} accepted: follow it below."

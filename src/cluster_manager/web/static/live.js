@@ -34,7 +34,7 @@
   function describe(event) {
     switch (event.state) {
       case "queued": return "queued" + (event.position ? " (#" + event.position + " in line)" : "");
-      case "dispatched": return "dispatched to " + (event.detail || "a launcher");
+      case "dispatched": return event.detail ? "dispatched to the " + event.detail + " launcher" : "dispatched to a launcher";
       case "running": return "running " + (event.detail || "");
       case "finished": return words(event.verdict || "finished");
       case "failed": return "failed: " + (event.detail || "");
