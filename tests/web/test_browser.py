@@ -132,6 +132,8 @@ async def submit_and_watch(live_url: str, token: str) -> None:
 
         await page.get_by_label("Kernel file").set_input_files(str(IDENTITY / "submission.py"))
         await page.get_by_label("GPU", exact=True).select_option("CPU")
+        await expect(page.get_by_label("Mode")).to_have_value("test")  # ranked only when chosen
+        await page.get_by_label("Mode").select_option("leaderboard")
         await page.get_by_role("button", name="Submit").click()
         await page.wait_for_url("**/submissions/*")
         await expect(page.get_by_role("heading", name="Report")).to_be_visible(timeout=180_000)
