@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Mapping
@@ -15,6 +17,7 @@ from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Tas
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import runner
 from tests.conftest import make_request, write_task
+from tests.security.runners import run_entrypoint
 
 NEGATE_REFERENCE = """
 import torch
@@ -85,6 +88,20 @@ def attack_entrypoint(
 def request_for(task: Task, code: str, mode: Mode = Mode.LEADERBOARD, **kwargs) -> RunRequest:
     kwargs.setdefault("limits", LIMITS)
     return make_request(task, textwrap.dedent(code), mode, seed=SECRET, **kwargs)
+
+
+def judged(task: Task, code: str, *, plain_user: bool) -> RunResult:
+    """A ranked run of `code`, sandboxed: in this process as this user (root in CI), or
+    through the runner's entrypoint as an ordinary user."""
+    if not plain_user:
+        return attack(task, code)
+    request = request_for(task, code, Mode.LEADERBOARD)
+    payload_dir = Path(tempfile.mkdtemp(prefix="cm-payload-"))  # where the user may read
+    try:
+        result, _, _ = run_entrypoint(request, plain_user=True, env={}, payload_dir=payload_dir)
+    finally:
+        shutil.rmtree(payload_dir, ignore_errors=True)
+    return result
 
 
 def stdout_of(result: RunResult) -> str:

@@ -5,38 +5,15 @@ below nine tenths of it would be a gain of more than a tenth over the honest sco
 
 from __future__ import annotations
 
-import json
-import os
-import shutil
-import tempfile
-from pathlib import Path
-
 import pytest
 
-from cluster_manager.core.models import Mode, RunResult, Task
 from cluster_manager.core.task import load_task
-from tests.adversarial.helpers import attack, ranked_at_least, request_for, stdout_of
-from tests.conftest import EXAMPLES, FIXTURES
-from tests.security.runners import run_entrypoint
+from tests.adversarial.helpers import attack, judged, ranked_at_least, stdout_of
+from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.adversarial
 
 WORK_S = 0.002  # what every kernel here really does per call
-PROBLEMSET = FIXTURES / "problemset" / "vectorsum_py"  # judged by its own eval.py
-
-
-def judged(task: Task, code: str, *, plain_user: bool) -> RunResult:
-    """A ranked run of `code`, sandboxed: in this process as this user (root in CI), or
-    through the runner's entrypoint as an ordinary user."""
-    if not plain_user:
-        return attack(task, code)
-    request = request_for(task, code, Mode.LEADERBOARD)
-    payload_dir = Path(tempfile.mkdtemp(prefix="cm-payload-"))  # where the user may read
-    try:
-        result, _, _ = run_entrypoint(request, plain_user=True, env={}, payload_dir=payload_dir)
-    finally:
-        shutil.rmtree(payload_dir, ignore_errors=True)
-    return result
 
 
 SLOW_THE_CONTROLS = f"""
@@ -271,73 +248,4 @@ def test_work_in_the_workers_pipe_hooks_is_timed(timed_identity, record_property
     result = attack(timed_identity, PIPE_HOOKS)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * WORK_S), (result.message, result.score)
-    assert result.passed, result.message
-
-
-# A task's own eval.py judges here: the sandbox's filter, not the worker's, is all there is. A
-# child of the submission (as where such a harness runs the submission in a child) tries to
-# slow or move the harness, PID 1 of the sandbox, and every process of the user.
-RESCHEDULE_THE_HARNESS = """
-import json, os, resource
-import torch
-from task import input_t, output_t
-
-HARNESS = 1
-
-
-def attempt(call):
-    try:
-        call()
-        return "ok"
-    except OSError as exc:
-        return exc.strerror
-
-
-if os.fork() == 0:
-    tried = {
-        "renice harness": lambda: os.setpriority(os.PRIO_PROCESS, HARNESS, 19),
-        "renice its group": lambda: os.setpriority(os.PRIO_PGRP, os.getpgid(HARNESS), 19),
-        "renice the user": lambda: os.setpriority(os.PRIO_USER, 0, 19),
-        "pin harness": lambda: os.sched_setaffinity(HARNESS, {min(os.sched_getaffinity(0))}),
-        "idle harness": lambda: os.sched_setscheduler(HARNESS, os.SCHED_IDLE, os.sched_param(0)),
-        "limit harness": lambda: resource.prlimit(HARNESS, resource.RLIMIT_CPU, (1, 1)),
-        "renice itself": lambda: os.setpriority(os.PRIO_PROCESS, 0, 5),
-        "pin itself": lambda: os.sched_setaffinity(0, os.sched_getaffinity(0)),
-    }
-    print("TRIED", json.dumps({name: attempt(call) for name, call in tried.items()}), flush=True)
-    os._exit(0)
-os.wait()
-with open(f"/proc/{HARNESS}/limits") as limits:  # prlimit may not even read PID 1's
-    cpu_time = next(line.split()[3] for line in limits if line.startswith("Max cpu time"))
-state = (os.getpriority(os.PRIO_PROCESS, HARNESS), len(os.sched_getaffinity(HARNESS)),
-         os.sched_getscheduler(HARNESS), cpu_time)
-print("HARNESS", json.dumps(state, separators=(",", ":")), len(os.sched_getaffinity(0)), flush=True)
-
-
-def custom_kernel(data: input_t) -> output_t:
-    return torch.sum(data)
-"""
-
-
-@pytest.mark.reliability(
-    "Anti-cheat",
-    "under a task's own eval.py, a child of the submission renices the harness (PID 1), its "
-    "group and the whole user, pins it to one CPU, makes it SCHED_IDLE and caps its CPU time",
-    "each refused (EPERM) by the sandbox's filter, the harness's priority, CPUs, class and "
-    "limits unchanged; the child may still renice and pin itself (root and ordinary user)",
-)
-@pytest.mark.parametrize("plain_user", [False, True], ids=["root", "user"])
-def test_a_tasks_own_harness_cannot_be_rescheduled(plain_user, record_property):
-    result = judged(load_task(PROBLEMSET), RESCHEDULE_THE_HARNESS, plain_user=plain_user)
-    lines = stdout_of(result).splitlines()
-    tried = [json.loads(line.split(" ", 1)[1]) for line in lines if line.startswith("TRIED")]
-    harness = [line.split()[1:] for line in lines if line.startswith("HARNESS")]
-    record_property("observed", f"{result.verdict.value}: {tried[:1]}; harness {harness[:1]}")
-    assert tried and harness, (result.message, lines[-20:])
-    for attempts in tried:
-        refused = {name: how for name, how in attempts.items() if "itself" not in name}
-        assert set(refused.values()) == {"Operation not permitted"}, attempts
-        assert attempts["renice itself"] == attempts["pin itself"] == "ok", attempts
-    for state, cpus in ((json.loads(h[0]), int(h[1])) for h in harness):
-        assert state[:3] == [0, cpus, os.SCHED_OTHER] and state[3] != "1", state
     assert result.passed, result.message

@@ -41,6 +41,16 @@ def test_a_passing_phase_is_left_alone():
 
 def test_without_a_cgroup_the_refused_memory_calls_and_the_smaller_disk_are_named():
     limits = Limits(memory_bytes=256 << 20, disk_bytes=4096 << 20)
+    # A task's own harness may word a refused semget in its own way.
+    semget = explain(
+        "test",
+        _result(None, "semget failed"),
+        limits,
+        Verdict.RUNTIME_ERROR,
+        "x",
+        refuses_uncounted=True,
+    )[1]
+    assert "semaphores and message queues" in semget
     stderr = (  # as the built-in harness words it, without the call's line
         "OSError: [Errno 12] Cannot allocate memory (submission.py, line 23)\n"
         '    fd = os.memfd_create("x")\nOSError: [Errno 12] Cannot allocate memory\n'
@@ -51,6 +61,7 @@ def test_without_a_cgroup_the_refused_memory_calls_and_the_smaller_disk_are_name
     )
     assert verdict is Verdict.RUNTIME_ERROR
     assert "disk limit of 256 MiB" in message  # the tmpfs mounts were cut to the memory cap
-    assert "memfd_create and System V shared memory (shmget) are refused" in message
+    assert "memfd_create and System V shared memory, semaphores and message queues" in message
+    assert "(shmget, semget, msgget) are refused" in message
     _, grouped = explain("test", _result(Usage(), stderr), limits, Verdict.RUNTIME_ERROR, "x")
     assert "disk limit of 4096 MiB" in grouped and "memfd" not in grouped

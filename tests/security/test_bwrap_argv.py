@@ -40,3 +40,22 @@ def test_home_and_tmpdir_are_capped_tmpfs_mounted_over_the_read_only_run_directo
         assert args[tmpfs[path] - 1] == str(100 << 20), path  # --size N --tmpfs PATH
     assert binds["/tmp/cm-run-1"] < tmpfs["/tmp/cm-run-1/.home"]
     assert "/tmp/cm-run-1/.home" not in _positions(args, "--bind")
+
+
+def test_the_root_and_dev_are_read_only_once_everything_is_mounted():
+    # bubblewrap's root and /dev are tmpfs mounts without a size, which on an ordinary user's
+    # runner the tree's user owns: left writable, each could take half the host's memory.
+    view = View(
+        read_only=("/usr", "/tmp/cm-run-1"),
+        scratch=("/tmp/cm-run-1/.home",),
+        masked=("/usr/share",),
+        devices=(("/dev/dri/renderD128", "/dev/dri/renderD128"),),
+        symlinks=(("/lib", "usr/lib"),),
+    )
+    for as_root in (False, True):
+        args = argv(SandboxSpec(view, user=(7, 7)), bwrap="bwrap", setpriv="sp", as_root=as_root)
+        end = args.index("--")
+        mounts = ("--tmpfs", "--bind", "--ro-bind", "--dev-bind", "--dir", "--dev", "--symlink")
+        last_mount = max(i for i, a in enumerate(args[:end]) if a in mounts)
+        remounted = {args[i + 1]: i for i, a in enumerate(args[:end]) if a == "--remount-ro"}
+        assert remounted.get("/dev", -1) > last_mount and remounted.get("/", -1) > last_mount

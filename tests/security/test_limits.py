@@ -4,10 +4,10 @@ runner entrypoint as root and as an ordinary user.
 Memory of every kind is bounded by a cgroup where the runner has one: a memfd hoard ends as
 `memory_limit`. Where it has none (an ordinary user without cgroup delegation, as on this test
 machine), the run says `limits: rlimits only (why)` and its score is held back, and what no
-rlimit counts is still bounded: memfd_create and System V shared memory are refused, and the
-run's writable space (HOME, TMPDIR, /tmp, /var/tmp, /dev/shm: tmpfs capped in all on both)
-is no larger than its memory cap. Processes are capped on both (pids.max, or RLIMIT_NPROC over
-the user's own count).
+rlimit counts is still bounded: memfd_create and System V IPC are refused, and the run's
+writable space (HOME, TMPDIR, /tmp, /var/tmp, /dev/shm: tmpfs capped in all on both; the rest
+of the sandbox's root read-only) is no larger than its memory cap. Processes are capped on
+both (pids.max, or RLIMIT_NPROC over the user's own count).
 """
 
 from __future__ import annotations
@@ -192,15 +192,33 @@ def _grouped(result: RunResult) -> bool:
     return not str(result.system.get(LIMITS_KEY, "")).startswith(RLIMITS_ONLY)
 
 
-# Fills every writable tmpfs of the run to ENOSPC, then hoards 8 GiB in memfds.
+# Fills every file system the run can write to (HOME, TMPDIR, /tmp, /var/tmp, /dev/shm, and
+# whatever else is writable: bubblewrap's own root and /dev are tmpfs too) until it is full,
+# up to twice the memory cap in all; asks for 1000 System V semaphore sets of 32000 each
+# (about 2 GiB of the kernel's memory, counted by no rlimit) and message queues; then hoards
+# 8 GiB in memfds.
 UNCOUNTED_HOARD = """
-import os
-chunk = b"x" * (1 << 20)
-filled, n = 0, 0
-for target in ("/dev/shm", "/tmp", "/var/tmp", os.environ["HOME"], os.environ["TMPDIR"]):
+import ctypes, os
+chunk, budget = b"x" * (1 << 20), 2 * CAP_MIB
+filled, n, seen = 0, 0, set()
+
+
+def places():
+    # Every file system is a mount: each mount point, the sandbox's root and /dev included.
+    with open("/proc/self/mountinfo") as mounts:
+        points = [line.split()[4] for line in mounts]
+    kernel = ("/proc", "/sys")
+    return [p for p in points if os.path.isdir(p) and not p.startswith(kernel)]
+
+
+for place in places():
+    device = os.stat(place).st_dev
+    if filled >= budget or device in seen or not os.access(place, os.W_OK):
+        continue
+    seen.add(device)
     try:
-        while True:
-            fd = os.open(os.path.join(target, f"fill-{n}"), os.O_WRONLY | os.O_CREAT, 0o600)
+        while filled < budget:
+            fd = os.open(os.path.join(place, f"fill-{n}"), os.O_WRONLY | os.O_CREAT, 0o600)
             n += 1
             try:
                 for _ in range(64):
@@ -209,8 +227,15 @@ for target in ("/dev/shm", "/tmp", "/var/tmp", os.environ["HOME"], os.environ["T
             finally:
                 os.close(fd)
     except OSError as exc:
-        print(f"FULL {target} at {filled} MiB: {exc.strerror}", flush=True)
+        print(f"FULL {place} at {filled} MiB: {exc.strerror}", flush=True)
 print(f"FILLED {filled} MiB", flush=True)
+libc = ctypes.CDLL(None, use_errno=True)
+for name, make in (("SEMGET", lambda: libc.semget(0, 32000, 0o600)),
+                   ("MSGGET", lambda: libc.msgget(0, 0o600))):
+    made = 0
+    while made < 1000 and make() >= 0:
+        made += 1
+    print(name, made, os.strerror(ctypes.get_errno()) if made < 1000 else "", flush=True)
 held, fds = 0, []
 while held < 8192:
     fd = os.memfd_create("hoard")  # no try: a refusal ends the run with its error
@@ -342,13 +367,13 @@ def test_a_fork_bomb_is_bounded(tmp_path: Path, kind: str, record_property):
 
 @pytest.mark.reliability(
     "Sandbox",
-    "filling /dev/shm, /tmp, /var/tmp, $HOME and $TMPDIR (4 GiB disk cap), then holding 8 GiB "
-    "in memfds, under a 1.5 GiB memory cap, as root and as an ordinary user without cgroup "
-    "delegation",
-    "memory_limit either way: root from the run's cgroup; ordinary user: the tmpfs mounts hold "
-    "at most the memory cap in all and memfd_create is refused (ENOMEM), named in the message; "
-    "either way the host's shared memory grows by less than twice the cap (one run of the "
-    "same size may run beside it), never by the 8 GiB",
+    "filling every place it can write (4 GiB disk cap), 1000 System V semaphore sets of 32000 "
+    "(~2 GiB of kernel memory), message queues, then 8 GiB of memfds, under a 1.5 GiB cap, as "
+    "root and as a user without cgroup delegation",
+    "memory_limit either way: root from the run's cgroup; ordinary user: only the five tmpfs "
+    "mounts are writable, at most the memory cap in all, and semget, msgget and memfd_create "
+    "are refused (ENOMEM), named in the message; the host's shared and available memory drop "
+    "by less than twice the cap (one run of the same size may run beside it)",
 )
 def test_uncounted_memory_is_bounded_by_the_memory_cap(tmp_path: Path, kind: str, record_property):
     memory = 1536 * MIB
@@ -356,9 +381,11 @@ def test_uncounted_memory_is_bounded_by_the_memory_cap(tmp_path: Path, kind: str
     # Host-wide: room for one more run of this size beside it (the suite runs two tests at
     # once, the other kind of this one among them); 8 GiB held would be far past it.
     with host_watched(2 * memory + RUN_FOOTPRINT, shmem_margin=2 * memory) as seen:
-        result = _run(tmp_path, _submission(UNCOUNTED_HOARD), kind == "plain user", limits)
+        hoard = _submission(f"CAP_MIB = {memory // MIB}\n" + UNCOUNTED_HOARD)
+        result = _run(tmp_path, hoard, kind == "plain user", limits)
     grown = (seen[1].shmem - seen[0].shmem) // MIB
     assert "HOARDED" not in _stdout(result)
+    what = result.message[-120:]
     if _grouped(result):
         assert result.verdict.value == "memory_limit", result.message
         assert "memory limit of 1536 MiB" in result.message
@@ -367,10 +394,13 @@ def test_uncounted_memory_is_bounded_by_the_memory_cap(tmp_path: Path, kind: str
         # A mount's last write may end short of the MiB it counts.
         filled = int(_reported(result, "FILLED")[1])
         assert filled <= memory // MIB + PRIVATE_MOUNTS, _stdout(result)
+        for call in ("SEMGET", "MSGGET"):
+            assert _reported(result, call)[1:] == ["0", "Cannot", "allocate", "memory"], call
         assert result.verdict.value == "memory_limit", result.message
-        assert "memfd_create and System V shared memory (shmget) are refused" in result.message
+        assert "(shmget, semget, msgget) are refused" in result.message
+        what = f"{filled} MiB written in all, semget and msgget refused; {what}"
     record_property(
         "observed",
         f"{kind} ({result.system[LIMITS_KEY].split(' (')[0]}): {result.verdict.value}, host "
-        f"Shmem grew by at most {grown} MiB; {result.message[-300:]}",
+        f"Shmem grew by at most {grown} MiB; {what}",
     )

@@ -10,8 +10,8 @@ from cluster_manager.sandbox.process import ProcessResult
 
 # How the C library and Python word ENOSPC; only the message depends on it, never a verdict.
 NO_SPACE = "No space left on device"
-# How a call refused without a cgroup (memfd_create, shmget: ENOMEM) reaches the message.
-NO_MEMORY = ("Cannot allocate memory", "memfd_create", "shmget")
+# How a call refused without a cgroup (memfd_create, System V IPC: ENOMEM) reaches the message.
+NO_MEMORY = ("Cannot allocate memory", "memfd_create", "shmget", "semget", "msgget")
 
 
 def explain(
@@ -24,7 +24,7 @@ def explain(
     refuses_uncounted: bool = False,
 ) -> tuple[Verdict, str]:
     """The phase's verdict and message, with the limit it hit named. A passing phase stays.
-    `refuses_uncounted`: the sandbox refused memfd_create and shmget (no cgroup here)."""
+    `refuses_uncounted`: the sandbox refused memfd_create and System V IPC (no cgroup here)."""
     if verdict is Verdict.PASSED:
         return verdict, message
     usage = result.usage
@@ -49,8 +49,8 @@ def explain(
     if refuses_uncounted and any(word in text for text in said for word in NO_MEMORY):
         notes.append(
             "no cgroup counts this runner's memory, so memfd_create and System V shared "
-            "memory (shmget) are refused with ENOMEM: share memory through /dev/shm, within "
-            "the disk limit"
+            "memory, semaphores and message queues (shmget, semget, msgget) are refused with "
+            "ENOMEM: share memory through /dev/shm (shm_open, sem_open), within the disk limit"
         )
     if notes:
         message += f" [{'; '.join(notes)}]"

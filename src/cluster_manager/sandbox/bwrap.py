@@ -13,6 +13,7 @@ import functools
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from pathlib import PurePosixPath
 
 from cluster_manager.sandbox import seccomp
@@ -117,23 +118,34 @@ def argv(
         args += ["--perms", "0755", "--dir", directory]
     for target, device in view.devices:
         args += ["--dev-bind", device, target]
+    # Last, once nothing more is mounted: the root and /dev that bubblewrap makes are tmpfs
+    # mounts without a size, and on an ordinary user's runner they belong to the tree's user,
+    # which could fill half the host's memory in each. Read-only, the only places it can
+    # write are the sized tmpfs mounts above (device nodes still open for writing).
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args.append("--")
     if as_root and spec.user is not None:
-        if setpriv is None:
-            raise FileNotFoundError("setpriv (util-linux) is needed to leave root in the sandbox")
-        uid, gid = spec.user
-        groups = ",".join(str(g) for g in spec.groups)
-        args += [
-            setpriv,
-            f"--reuid={uid}",
-            f"--regid={gid}",
-            f"--groups={groups}" if groups else "--clear-groups",
-            "--inh-caps=-all",
-            "--bounding-set=-all",
-            "--no-new-privs",
-            "--",
-        ]
+        args += _leave_root(spec.user, spec.groups, setpriv)
     return args
+
+
+def _leave_root(user: tuple[int, int], groups: Sequence[int], setpriv: str | None) -> list[str]:
+    """The command, inside the sandbox, that makes the tree the run's own user, no capabilities
+    and no new privileges."""
+    if setpriv is None:
+        raise FileNotFoundError("setpriv (util-linux) is needed to leave root in the sandbox")
+    uid, gid = user
+    listed = ",".join(str(g) for g in groups)
+    return [
+        setpriv,
+        f"--reuid={uid}",
+        f"--regid={gid}",
+        f"--groups={listed}" if listed else "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--no-new-privs",
+        "--",
+    ]
 
 
 def probe(as_root: bool) -> str | None:

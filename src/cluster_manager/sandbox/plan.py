@@ -51,9 +51,7 @@ SANDBOX_SLOTS = 64
 NO_USER = "no unprivileged user id is mapped in this user namespace"
 PRIVATE_MOUNTS = 5  # HOME, TMPDIR, /tmp, /var/tmp, /dev/shm: each a fifth of the disk cap
 # What the full sandbox's filter adds where no cgroup counts memory (`seccomp.UNCOUNTED_MEMORY`).
-UNCOUNTED_REFUSED = (
-    "memfd_create and System V shared memory refused, tmpfs mounts within the memory cap"
-)
+UNCOUNTED_REFUSED = "memfd_create and System V IPC refused, tmpfs mounts within the memory cap"
 GPU_NODES_KEY = "gpu_nodes"  # RunResult.system: which GPUs' device nodes the sandbox shows
 _slots = itertools.count()
 
@@ -68,7 +66,7 @@ class Sandbox:
     # The same, with HOME and TMPDIR the run directory's own on the host instead of a tmpfs:
     # for the trees whose files the runner reads afterwards (the compiler's, the profiler's).
     keep_prefix: tuple[str, ...] = ()
-    # memfd_create and System V shared memory refused (ENOMEM): no cgroup would count them.
+    # memfd_create and System V IPC refused (ENOMEM): no cgroup would count their memory.
     refuses_uncounted: bool = False
 
     @property

@@ -68,10 +68,11 @@ UNSHARE_NAMESPACES = CLONE_NAMESPACES | CLONE_NEWTIME
 PER_LINUX = 0
 PERSONALITY_QUERY = 0xFFFFFFFF
 AF_VSOCK = 40
-# setpriority's and ioprio_set's `which`: one process or a process group, never every process
-# of a user (PRIO_USER, IOPRIO_WHO_USER), whose processes in the sandbox include the harness.
-PRIO_PROCESS, PRIO_PGRP = 0, 1
-IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP = 1, 2
+# setpriority's and ioprio_set's `which`: only the caller itself (who 0). A process group
+# (PRIO_PGRP) may hold the harness: a child of a task's own eval.py shares its group, PID 1's,
+# so even who 0 reaches it there; every process of the user (PRIO_USER) holds it too.
+PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
+IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP, IOPRIO_WHO_USER = 1, 2, 3
 # With --as-pid-1 the phase's first process is PID 1 of the sandbox: the harness, ours or a
 # task's own eval.py, which the submission runs under and did not start.
 HARNESS_PID = 1
@@ -169,10 +170,10 @@ RULES: tuple[Rule, ...] = (
          unless=(PER_LINUX, PERSONALITY_QUERY)),
     Rule("socket", "vsock is not namespaced: it reaches the hypervisor or host past the "
          "network namespace", error=errno.EAFNOSUPPORT, equals=(AF_VSOCK,)),
-    # Only its own priority or its group's (who = 0): by pid or for the whole user it would
+    # Only its own priority (who = 0): by pid, for its group or for the whole user it would
     # reach the harness. The PID namespace keeps every other call below inside the run's tree.
-    Rule("setpriority", _SCHEDULE, only=((0, (PRIO_PROCESS, PRIO_PGRP)), (1, (0,)))),
-    Rule("ioprio_set", _SCHEDULE, only=((0, (IOPRIO_WHO_PROCESS, IOPRIO_WHO_PGRP)), (1, (0,)))),
+    Rule("setpriority", _SCHEDULE, only=((0, (PRIO_PROCESS,)), (1, (0,)))),
+    Rule("ioprio_set", _SCHEDULE, only=((0, (IOPRIO_WHO_PROCESS,)), (1, (0,)))),
     Rule("sched_setaffinity", _SCHEDULE, equals=(HARNESS_PID,)),
     Rule("sched_setscheduler", _SCHEDULE, equals=(HARNESS_PID,)),
     Rule("sched_setparam", _SCHEDULE, equals=(HARNESS_PID,)),
@@ -183,14 +184,18 @@ RULES: tuple[Rule, ...] = (
 )  # fmt: skip
 
 # Added where no memory cgroup holds the run (an ordinary user's runner without delegation):
-# these pages count against no rlimit, so without a cgroup nothing would bound them. What is
-# left to a tree is anonymous memory (RLIMIT_AS) and files in its size-capped tmpfs mounts
-# (POSIX shared memory, shm_open, lives in /dev/shm, one of them). ENOMEM: to the submission
-# this memory is used up, and the harness judges it as such (memory_limit).
+# this memory counts against no rlimit, so without a cgroup nothing would bound it: memfd and
+# System V shared memory pages, and the kernel's own memory behind System V semaphore sets and
+# message queues (32000 sets of 32000 semaphores each: tens of GiB). What is left to a tree is
+# anonymous memory (RLIMIT_AS) and files in its size-capped tmpfs mounts (POSIX shared memory
+# and semaphores, shm_open and sem_open, live in /dev/shm, one of them). ENOMEM: to the
+# submission this memory is used up, and the harness judges it as such (memory_limit).
 UNCOUNTED_MEMORY: tuple[Rule, ...] = (
     Rule("memfd_create", _UNCOUNTED, error=errno.ENOMEM),
     Rule("memfd_secret", _UNCOUNTED, error=errno.ENOMEM),
     Rule("shmget", _UNCOUNTED, error=errno.ENOMEM),
+    Rule("semget", _UNCOUNTED, error=errno.ENOMEM),
+    Rule("msgget", _UNCOUNTED, error=errno.ENOMEM),
 )
 
 # Call numbers, from the kernel's tables (arch/x86/entry/syscalls/syscall_64.tbl and the
@@ -215,7 +220,8 @@ X86_64: Mapping[str, int] = {
     "pidfd_send_signal": 424, "sched_setaffinity": 203, "sched_setscheduler": 144,
     "sched_setparam": 142, "sched_setattr": 314, "setpriority": 141, "prlimit64": 302,
     "migrate_pages": 256, "move_pages": 279, "setpgid": 109, "setsid": 112,
-    "ioprio_set": 251, "memfd_create": 319, "memfd_secret": 447, "shmget": 29,
+    "ioprio_set": 251, "memfd_create": 319, "memfd_secret": 447, "shmget": 29, "semget": 64,
+    "msgget": 68,
 }  # fmt: skip
 AARCH64: Mapping[str, int] = {
     "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_open": 434,
@@ -235,7 +241,8 @@ AARCH64: Mapping[str, int] = {
     "pidfd_send_signal": 424, "sched_setaffinity": 122, "sched_setscheduler": 119,
     "sched_setparam": 118, "sched_setattr": 274, "setpriority": 140, "prlimit64": 261,
     "migrate_pages": 238, "move_pages": 239, "setpgid": 154, "setsid": 157,
-    "ioprio_set": 30, "memfd_create": 279, "memfd_secret": 447, "shmget": 194,
+    "ioprio_set": 30, "memfd_create": 279, "memfd_secret": 447, "shmget": 194, "semget": 190,
+    "msgget": 186,
 }  # fmt: skip
 
 
