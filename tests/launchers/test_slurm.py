@@ -398,7 +398,11 @@ async def test_follow_timeout_cancels_a_spinning_job_and_its_whole_tree(
     assert await _until(lambda: squeue_active(job_id) == "", 60), squeue_active(job_id)
     state = (await launcher.states([handle]))[job_id]
     gone = await _until(lambda: not processes_with(marker), 30)
-    left = _processes_in(launcher.shared_dir / key)
+    # The batch script and runner end a moment after the job does (slurmd signals, then
+    # reaps them): a leaked one would still be there after this wait.
+    run_dir = launcher.shared_dir / key
+    await _until(lambda: not _processes_in(run_dir), 30)
+    left = _processes_in(run_dir)
     record_property(
         "observed",
         f"{raised.value}; job {state.value}, "
