@@ -192,6 +192,21 @@ async def placements(client: httpx.AsyncClient, submission_id: int) -> list[Any]
     return [(p["gpu"], p["rank"], p["after_deadline"]) for p in view.json()["placements"]]
 
 
+async def ranked_then_ended(app: App, scores: dict[str, float]) -> list[int]:
+    """Each user's ranked submission, finished with its score; then the board's deadline
+    passes. The submissions' ids, in the order given."""
+    ids = []
+    for user, score in scores.items():
+        receipt = await app.service.submissions.submit(
+            BOARD, Submitter(user, user), "submission.py", source(), gpus=["CPU"],
+            mode=Mode.LEADERBOARD,
+        )  # fmt: skip
+        await finish_submission(app.pool, receipt, score)
+        ids.append(receipt.submission_id)
+    await app.pool.execute("UPDATE leaderboards SET deadline = now()")
+    return ids
+
+
 async def final_standings(
     app: App, client: httpx.AsyncClient, ranked: list[int]
 ) -> tuple[Any, ...]:
@@ -219,15 +234,7 @@ async def test_team_changes_after_the_deadline_leave_the_final_standings(
     code = (await client.post(f"{teams}/mine/invites", headers=alice)).json()["code"]
     assert (await client.post("/teams/join", headers=bob, json={"code": code})).status_code == 200
     spare = (await client.post(f"{teams}/mine/invites", headers=alice)).json()["code"]
-    ids = []
-    for user, score in (("bob", 3.0), ("carol", 4.0), ("dave", 5.0)):
-        receipt = await app.service.submissions.submit(
-            BOARD, Submitter(user, user), "submission.py", source(), gpus=["CPU"],
-            mode=Mode.LEADERBOARD,
-        )  # fmt: skip
-        await finish_submission(app.pool, receipt, score)
-        ids.append(receipt.submission_id)
-    await app.pool.execute("UPDATE leaderboards SET deadline = now()")
+    ids = await ranked_then_ended(app, {"bob": 3.0, "carol": 4.0, "dave": 5.0})
     before = await final_standings(app, client, ids)
     assert before[0] == [
         (1, "bob", "red", 3.0),
@@ -267,15 +274,7 @@ async def test_an_authors_delete_after_the_deadline_is_refused_and_changes_nothi
     deadline its author's delete is refused with why, and the ranking, history, export and
     placements are as before. A run after the deadline is not: its author may delete it, and
     the organisers keep their own hand (an admin's delete is taken)."""
-    ids = []
-    for user, score in (("bob", 3.0), ("carol", 4.0)):
-        receipt = await app.service.submissions.submit(
-            BOARD, Submitter(user, user), "submission.py", source(), gpus=["CPU"],
-            mode=Mode.LEADERBOARD,
-        )  # fmt: skip
-        await finish_submission(app.pool, receipt, score)
-        ids.append(receipt.submission_id)
-    await app.pool.execute("UPDATE leaderboards SET deadline = now()")
+    ids = await ranked_then_ended(app, {"bob": 3.0, "carol": 4.0})
     before = await final_standings(app, client, ids)
     assert before[0] == [(1, "bob", None, 3.0), (2, "carol", None, 4.0)]
 
