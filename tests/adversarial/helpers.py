@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -10,7 +11,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task, Verdict
@@ -102,6 +103,31 @@ def judged(task: Task, code: str, *, plain_user: bool) -> RunResult:
     finally:
         shutil.rmtree(payload_dir, ignore_errors=True)
     return result
+
+
+# A process that sleeps a moment and works a moment, over and over, as the jobs beside a run
+# on a shared runner do: each wake preempts whatever spins on its CPU.
+WAKER = """
+import random, time
+while True:
+    time.sleep(random.random() * 0.002)
+    end = time.perf_counter() + 0.0005
+    while time.perf_counter() < end:
+        pass
+"""
+
+
+@contextlib.contextmanager
+def machine_loaded(wakers: int = 6) -> Iterator[None]:
+    """Other work on the machine while the block runs, outside any sandbox."""
+    load = [subprocess.Popen([sys.executable, "-c", WAKER]) for _ in range(wakers)]
+    try:
+        time.sleep(0.2)
+        yield
+    finally:
+        for process in load:
+            process.kill()
+            process.wait()
 
 
 def stdout_of(result: RunResult) -> str:

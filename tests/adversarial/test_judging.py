@@ -8,7 +8,13 @@ from __future__ import annotations
 import pytest
 
 from cluster_manager.core.task import load_task
-from tests.adversarial.helpers import attack, judged, ranked_at_least, stdout_of
+from tests.adversarial.helpers import (
+    attack,
+    judged,
+    machine_loaded,
+    ranked_at_least,
+    stdout_of,
+)
 from tests.conftest import EXAMPLES
 
 pytestmark = pytest.mark.adversarial
@@ -105,6 +111,25 @@ def custom_kernel(data):
 )
 def test_a_balanced_forgery_gains_nothing(timed_identity, record_property):
     result = attack(timed_identity, BALANCED_FORGERY)
+    record_property("observed", f"{result.verdict.value}: score {result.score}")
+    assert ranked_at_least(result, 0.9 * WORK_S), (result.message, result.score)
+    assert result.passed, result.message
+
+
+@pytest.mark.reliability(
+    "Anti-cheat",
+    "the balanced forgery on a loaded machine: six processes beside the run that sleep and "
+    "work by turns, as other jobs on a shared runner do (each wake preempts the stand-in's "
+    "spin, not the forger's sleep)",
+    "ranked at the 2 ms the calls take: the stand-in's waits for a CPU are not counted as "
+    "moving data (root and ordinary user)",
+)
+@pytest.mark.parametrize("plain_user", [False, True], ids=["root", "user"])
+def test_a_balanced_forgery_on_a_loaded_machine_gains_nothing(
+    timed_identity, plain_user, record_property
+):
+    with machine_loaded():
+        result = judged(timed_identity, BALANCED_FORGERY, plain_user=plain_user)
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * WORK_S), (result.message, result.score)
     assert result.passed, result.message

@@ -7,7 +7,6 @@ import multiprocessing
 import pickle
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -124,25 +123,20 @@ def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_hel
             call = case_run.time_call(
                 [stand_in], [inputs], with_output=True, wait_ns=2e6, rank=rank
             )
-            assert 2e6 <= call.reported_ns <= call.window_ns
+            # Its report leaves out its waits for a CPU (a loaded machine preempts it), which
+            # the call counts with all its other waits.
+            assert call.reported_ns + call.waited_ns >= 2e6
+            assert call.reported_ns <= call.window_ns
             assert torch.equal(stand_in.message(call.outputs[0])["output"], held[rank])
-            # Stopped once its replies are in: it runs only while asked something.
-            assert _stops(stand_in.process.pid)
+            # Stopped once its replies are in, before the call returns: it runs only while
+            # asked something, and its waits are all counted.
+            assert _state(stand_in.process.pid) == "T"
     finally:
         stand_in.stop()
 
 
-def _stops(pid: int, within_s: float = 2.0) -> bool:
-    """Whether `pid` is seen stopped within `within_s` (SIGSTOP takes effect when the
-    process next gets a CPU, which a loaded machine may delay; it runs no code of its own
-    before)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        if state == "T":
-            return True
-        time.sleep(0.001)
-    return False
+def _state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_the_stand_in_cannot_be_traced_by_its_own_user(zygote: Zygote):

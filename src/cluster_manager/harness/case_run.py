@@ -44,6 +44,7 @@ class TimedCall:
     outputs: list[Received] = field(default_factory=list)  # as sent, when asked for
     replies: list[dict[str, Any]] = field(default_factory=list)  # the outputs read
     output_ns: float = 0.0  # from the duration read to the last output read
+    waited_ns: float = 0.0  # how long a trusted peer (a stand-in) waited for a CPU in it
 
 
 def time_call(
@@ -58,16 +59,25 @@ def time_call(
     their outputs right after when asked for; the ranks are stopped once all is read. The
     window opens before the first inputs leave: taking them is part of the call. `wait_ns`
     and `rank` are for the stand-in (how long to wait, whose output to return)."""
+    waited = _trusted_waits(ranks)
     began = _clock()
     # Rank 0 last: the others already wait in its first barrier when it starts.
     for process, data in zip(ranks[1:], inputs[1:], strict=True):
         process.send("run", data, with_output, wait_ns, rank)
     ranks[0].send("run", inputs[0], with_output, wait_ns, rank)
     try:
-        return _replies(ranks, began, with_output=with_output)
+        call = _replies(ranks, began, with_output=with_output)
+        # Read before the ranks stop: stopping wakes them, and that wait is not the call's.
+        return replace(call, waited_ns=_trusted_waits(ranks) - waited)
     finally:
         for process in ranks:
             process.freeze()
+
+
+def _trusted_waits(ranks: Sequence[Peer]) -> float:
+    """How long the trusted ones among `ranks` have waited for a CPU so far. Not this
+    process's waits: those overlap the peer's work as often as they delay it."""
+    return sum(process.waited_ns() for process in ranks)
 
 
 def _replies(ranks: Sequence[Peer], began: int, *, with_output: bool) -> TimedCall:

@@ -25,7 +25,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness import frames, guard, output_types, timing, wire
+from cluster_manager.harness import cpu_waits, frames, guard, output_types, timing, wire
 from cluster_manager.harness.ncu import NVTX_RANGE, PROFILER_ENV
 from cluster_manager.harness.tensors import clone, compact, not_plain, to_device_of
 from cluster_manager.harness.tracebacks import user_traceback
@@ -104,6 +104,8 @@ class Worker:
         self._held: list[Any] = []  # a stand-in's outputs, one per rank
         self._holding = 0  # the rank whose output a stand-in's next call returns
         self._wait_ns = 0.0  # a stand-in's next call
+        # How long a stand-in's last call waited for a CPU: not part of what it reports.
+        self._waited_in_kernel = 0
 
     # --- steps ---------------------------------------------------------------------------
 
@@ -168,7 +170,7 @@ class Worker:
         self._timer.start()
         output = self._kernel(self._argument)
         elapsed = self._timer.stop()
-        yield elapsed
+        yield elapsed - self._waited_in_kernel
         if with_output:
             yield self._output_reply({"ok": True}, output)
 
@@ -177,11 +179,12 @@ class Worker:
         caches and the allocator weighs on the reply after it), then waits out the call. The
         output lives where the inputs do, so it leaves the way a kernel's does (a GPU's
         output is copied to the host first); it is moved there once."""
-        began = _clock()
+        began, waited = _clock(), cpu_waits.waited_ns()
         clone(argument)
         held = self._held[self._holding] = to_device_of(self._held[self._holding], argument)
         output = clone(held)
         _spin_for(int(self._wait_ns) - (_clock() - began))
+        self._waited_in_kernel = cpu_waits.waited_ns() - waited
         return output
 
     def profile(self) -> dict[str, Any]:

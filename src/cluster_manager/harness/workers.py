@@ -25,7 +25,7 @@ from multiprocessing import resource_tracker
 from typing import Any
 
 from cluster_manager.core.models import Verdict
-from cluster_manager.harness import frames, wire, worker
+from cluster_manager.harness import cpu_waits, frames, wire, worker
 from cluster_manager.harness.frames import FrameError, Received
 from cluster_manager.harness.outcome import CaseFailed, Outcome, broken
 from cluster_manager.harness.zygote import Zygote
@@ -115,6 +115,11 @@ class Peer:
     def freeze(self) -> None:
         """Stops the other end until the next request."""
 
+    def waited_ns(self) -> float:
+        """How long the other end has waited for a CPU so far, where it can be trusted to
+        say (a stand-in); else 0."""
+        return 0.0
+
     def message(self, received: Received) -> dict[str, Any]:
         if len(received.data) == worker.DONE.size:
             raise _out_of_turn()  # a duration where none was asked for
@@ -171,6 +176,13 @@ class WorkerProcess(ForkedPeer):
     ROLE = "worker"
 
 
+# How long a stopping stand-in is waited for (a loaded machine takes milliseconds to give it
+# a CPU; a stand-in that never stops is a stand-in stopped by something else), and how often
+# it is looked at meanwhile (not spinning: the harness would take the CPU it is waiting for).
+STOP_WAIT_S = 1.0
+STOP_POLL_S = 0.000_05
+
+
 class StandIn(ForkedPeer):
     """The trusted stand-in for an honest worker: a process of its own like a worker's, so
     its calls cross the same pipe and wake the same way, which never imports the submission
@@ -184,6 +196,18 @@ class StandIn(ForkedPeer):
         self.send("ping")
         self.duration(self.receive())
         return float(_clock() - began)
+
+    def freeze(self) -> None:
+        """Stops the stand-in and waits until it has: stopping wakes it, and under load that
+        wake can wait for a CPU long after the call; counted in its next replay, it would
+        be taken out of an overhead it was never part of."""
+        super().freeze()
+        deadline = time.monotonic() + STOP_WAIT_S
+        while not cpu_waits.is_stopped(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(STOP_POLL_S)
+
+    def waited_ns(self) -> float:
+        return float(cpu_waits.waited_ns(self.process.pid))
 
 
 def _out_of_turn() -> CaseFailed:
