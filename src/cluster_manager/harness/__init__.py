@@ -23,6 +23,7 @@ The built-in harness (`python -m cluster_manager.harness.evaluate`):
     paired.py        the timed loop, each call paired with the stand-in moving the same data
     timing.py        the timers and the stop rule
     trusted.py       a case's score: never below the harness's own clock
+    cpu_waits.py     the stand-in's waits for a CPU, which its replays leave out
     checks.py        the task's reference, run here on every output
     outcome.py       how a case ends
     reporting.py     the result pipe: popcorn protocol lines
