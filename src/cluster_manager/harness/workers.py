@@ -176,9 +176,10 @@ class WorkerProcess(ForkedPeer):
     ROLE = "worker"
 
 
-# How long a stopping stand-in is waited for (a loaded machine takes milliseconds to give it
-# a CPU; a stand-in that never stops is a stand-in stopped by something else), and how often
-# it is looked at meanwhile (not spinning: the harness would take the CPU it is waiting for).
+# How long a stopping stand-in is waited for (a loaded machine gives it a CPU within
+# milliseconds; past that, its next replay leaves out one wait too many, which only raises the
+# clock), and how often it is looked at meanwhile (not spinning: that would take the CPU it
+# is waiting for).
 STOP_WAIT_S = 1.0
 STOP_POLL_S = 0.000_05
 
