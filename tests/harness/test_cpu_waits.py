@@ -37,11 +37,12 @@ def test_a_process_sharing_its_cpu_is_seen_waiting_for_it():
     cpu = min(os.sched_getaffinity(0))
     with spinning(2, cpu) as (first, _):
         time.sleep(0.05)
-        before = cpu_waits.waited_ns(first.pid)
+        before, began = cpu_waits.waited_ns(first.pid), time.monotonic_ns()
         time.sleep(0.5)
         waited = cpu_waits.waited_ns(first.pid) - before
-    # Two on one CPU: each waits about half the time.
-    assert 0.1e9 < waited < 0.5e9, waited
+        wall = time.monotonic_ns() - began
+    # Two on one CPU: each waits about half the time (more where others share that CPU).
+    assert 0.1 * wall < waited <= wall, (waited, wall)
 
 
 def test_a_process_alone_on_its_cpu_waits_for_nothing_while_it_sleeps():
