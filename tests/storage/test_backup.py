@@ -4,6 +4,8 @@ client programs it takes."""
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import psycopg
@@ -67,6 +69,16 @@ def test_a_replace_is_refused_while_another_client_uses_the_database(
     with other, pytest.raises(BackupError, match=r"1 other clients .*\(cluster-manager worker\)"):
         restore(fresh_db_url, kept.path, replace=True, confirm=confirm)
     assert asked == []  # refused before anyone is asked
+
+
+def test_a_client_hanging_up_as_the_replace_begins_is_not_counted(fresh_db_url: str):
+    """A command run just before (or this one's own earlier connection) stays listed until
+    its server process exits; the check looks again rather than refuse."""
+    leaving = psycopg.connect(fresh_db_url, application_name="cluster-manager cli")
+    threading.Timer(0.5, leaving.close).start()
+    began = time.monotonic()
+    assert backup_module.other_sessions(fresh_db_url) == []
+    assert 0.4 < time.monotonic() - began < backup_module.CLOSING_GRACE_S
 
 
 def test_a_server_newer_than_every_pg_dump_is_refused_with_what_to_install(tmp_path: Path):

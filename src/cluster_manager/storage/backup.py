@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
+from tenacity import Retrying, retry_if_result, stop_after_delay, wait_fixed
 
 from cluster_manager.storage.database import unreachable
 from cluster_manager.storage.migrations import apply_migrations, migration_ids
@@ -90,8 +91,25 @@ def user_tables(url: str) -> list[str]:
     return [row[0] for row in rows]
 
 
+# A client that has just hung up (this command's own earlier connection, or the command run
+# before it) stays listed until its server process has exited, a moment later: the check
+# looks again for this long before it calls the clients connected.
+CLOSING_GRACE_S = 3.0
+
+
 def other_sessions(url: str) -> list[str]:
-    """The clients connected to the database besides us, by application name."""
+    """The clients connected to the database besides us, by application name, once those
+    that are hanging up have gone."""
+    still_connected = Retrying(
+        stop=stop_after_delay(CLOSING_GRACE_S),
+        wait=wait_fixed(0.1),
+        retry=retry_if_result(bool),
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else [],
+    )
+    return still_connected(_sessions_now, url)
+
+
+def _sessions_now(url: str) -> list[str]:
     with _connect(url) as conn:
         rows = conn.execute(
             """SELECT coalesce(nullif(application_name, ''), 'a client') FROM pg_stat_activity
