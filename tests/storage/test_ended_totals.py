@@ -17,6 +17,7 @@ from cluster_manager.data import MIGRATIONS_DIR
 from cluster_manager.service import Service
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store
+from cluster_manager.storage import unserved
 from cluster_manager.storage.ended_totals import RUN_SECONDS_BUCKETS
 from cluster_manager.storage.migrations import yoyo_url
 from tests.storage.helpers import (
@@ -90,7 +91,7 @@ async def end_every_way(service: Service, pool: asyncpg.Pool) -> None:
     await give_up(pool, refused)  # the launcher never took it: a dispatch error
     await give_up(pool, await claimed(service, pool), retry=True)  # queued again: not ended
     await submit(service, gpus=["H100"], mode=Mode.TEST)
-    assert await job_store.fail_unserved(pool, gpu="H100", error="unserved", window_s=0)
+    assert await unserved.fail_jobs(pool, gpu="H100", error="unserved", window_s=0)
     # A ranked pair: its runs go through the ranking in the same transaction.
     ranked = await submit(service, gpus=["CPU"])
     await finish_submission(pool, ranked, secret_passed=False)

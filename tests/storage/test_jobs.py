@@ -10,6 +10,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobState
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import queue as queue_store
+from cluster_manager.storage import queue_order
 from tests.storage.helpers import (
     ALICE,
     BOB,
@@ -116,8 +117,8 @@ async def test_users_take_turns_so_a_burst_holds_back_nobodys_next_job(
     say so before anything starts."""
     bobs = [r.jobs[0] for r in await queue_test_jobs(service, 5, user=BOB)]
     [alices] = [r.jobs[0] for r in await queue_test_jobs(service, 1, user=ALICE)]
-    assert await job_store.queue_position(pool, alices.id) == 2
-    assert [await job_store.queue_position(pool, j.id) for j in bobs] == [1, 3, 4, 5, 6]
+    assert await queue_order.queue_position(pool, alices.id) == 2
+    assert [await queue_order.queue_position(pool, j.id) for j in bobs] == [1, 3, 4, 5, 6]
     [open_job] = await queue_store.open_jobs_of(pool, ALICE.external_id)
     assert open_job.position == 2
     claimed = []
@@ -364,7 +365,7 @@ async def test_release_with_retry_requeues(service, pool, board):
     assert fresh.lease_owner is None
     assert fresh.attempts == 1
     assert fresh.error == "launcher hiccup"
-    assert await job_store.queue_position(pool, job.id) == 1
+    assert await queue_order.queue_position(pool, job.id) == 1
     # Claimed again: a new attempt.
     [again] = await claim(pool, owner=OTHER_OWNER)
     assert again.id == job.id
@@ -396,7 +397,7 @@ async def test_release_without_retry_fails_the_job(service, pool, board):
     assert fresh.lease_owner is None
     assert fresh.external_id == f"ext-{job.id}"  # kept for the record
     assert fresh.attempts == 1
-    assert await job_store.queue_position(pool, job.id) is None
+    assert await queue_order.queue_position(pool, job.id) is None
     assert await claim(pool) == []
     # A failed job cannot be released, finished or recorded any more.
     assert await job_store.release(pool, job_id=job.id, owner=OWNER, error="x", retry=True) is None
@@ -428,18 +429,18 @@ async def test_queue_position_per_gpu(service, pool, board):
     receipts = await queue_test_jobs(service, 3, gpus=("CPU", "H100"))
     cpu = [next(j for j in r.jobs if j.gpu == "CPU") for r in receipts]
     h100 = [next(j for j in r.jobs if j.gpu == "H100") for r in receipts]
-    assert [await job_store.queue_position(pool, j.id) for j in cpu] == [1, 2, 3]
-    assert [await job_store.queue_position(pool, j.id) for j in h100] == [1, 2, 3]
+    assert [await queue_order.queue_position(pool, j.id) for j in cpu] == [1, 2, 3]
+    assert [await queue_order.queue_position(pool, j.id) for j in h100] == [1, 2, 3]
     [first] = await claim(pool, "CPU", limit=1)
     assert first.id == cpu[0].id
-    assert [await job_store.queue_position(pool, j.id) for j in cpu] == [None, 1, 2]
-    assert [await job_store.queue_position(pool, j.id) for j in h100] == [1, 2, 3]
+    assert [await queue_order.queue_position(pool, j.id) for j in cpu] == [None, 1, 2]
+    assert [await queue_order.queue_position(pool, j.id) for j in h100] == [1, 2, 3]
     # Claiming out of order (a CLI serving its own) moves the later ones up.
     await claim(pool, "H100", submission_ids=[receipts[1].submission_id])
-    assert [await job_store.queue_position(pool, j.id) for j in h100] == [1, None, 2]
-    assert await job_store.queue_position(pool, 999_999) is None
+    assert [await queue_order.queue_position(pool, j.id) for j in h100] == [1, None, 2]
+    assert await queue_order.queue_position(pool, 999_999) is None
     await record(pool, first, True, None)
-    assert await job_store.queue_position(pool, first.id) is None
+    assert await queue_order.queue_position(pool, first.id) is None
 
 
 async def test_jobs_of_submission(service, pool, board):

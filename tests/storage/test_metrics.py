@@ -7,6 +7,7 @@ from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import metrics as metrics_store
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import served as served_store
+from cluster_manager.storage import unserved
 from cluster_manager.storage.metrics import RUN_SECONDS_BUCKETS, EndedJobs
 from tests.storage.helpers import (
     OWNER,
@@ -41,8 +42,8 @@ async def test_each_ended_job_counts_once_under_how_it_ended(service, pool):
     await give_up(refused)  # its launcher never took it: a dispatch error
     await give_up(lost)  # dispatched, then given up: lost
     await submit(service, gpus=["CPU"], mode=Mode.TEST)
-    unserved = await job_store.fail_unserved(pool, gpu="CPU", error="nothing runs CPU", window_s=0)
-    assert len(unserved) == 1
+    failed = await unserved.fail_jobs(pool, gpu="CPU", error="nothing runs CPU", window_s=0)
+    assert len(failed) == 1
     await submit(service, gpus=["CPU"], mode=Mode.TEST)  # still queued
 
     figures = await metrics_store.figures(pool)

@@ -9,6 +9,7 @@ import pytest
 from cluster_manager.core.records import JobState
 from cluster_manager.service import NotFoundError, Submitter
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import queue_order
 from tests.storage.helpers import (
     ALICE,
     BOB,
@@ -72,7 +73,7 @@ async def test_reruns_queue_behind_everyones_own_jobs(service, pool, season):
     fresh = await submit(service, user=Submitter("dave", "dave"), gpus=["CPU"])
     claimed = await job_store.claim(pool, owner="w", gpu="CPU", max_active=10, lease_s=60, limit=1)
     assert [j.submission_id for j in claimed] == [fresh.submission_id]
-    position = await job_store.queue_position(pool, fresh.jobs[1].id)
+    position = await queue_order.queue_position(pool, fresh.jobs[1].id)
     assert position == 1  # the rerun waits behind it
 
 

@@ -23,6 +23,7 @@ from cluster_manager.service import (
     Submitter,
 )
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import queue_order
 from cluster_manager.storage import submissions as sub_store
 from tests.storage.helpers import (
     ALICE,
@@ -557,4 +558,4 @@ async def test_submit_publishes_queued_events_with_positions(service, pool):
         ("H100", True): 2,
     }
     for job in receipt.jobs:
-        assert await job_store.queue_position(pool, job.id) == by_job[job.id].position
+        assert await queue_order.queue_position(pool, job.id) == by_job[job.id].position

@@ -30,6 +30,7 @@ from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.driver import JobDriver
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import served as served_store
+from cluster_manager.storage import unserved
 from cluster_manager.storage.database import DatabaseUnavailableError, listening
 
 log = logging.getLogger(__name__)
@@ -177,15 +178,13 @@ class Scheduler:
             return
         self._next_unserved_check = now + self.config.unserved_check_s
         window = self.config.served_window_s
-        found = await job_store.unserved_queued_gpus(self.pool, window_s=window, served=self.gpus)
+        found = await unserved.queued_gpus(self.pool, window_s=window, served=self.gpus)
         self._unserved_since = {gpu: self._unserved_since.get(gpu, now) for gpu in found}
         for gpu, since in self._unserved_since.items():
             if now - since < window:
                 continue
             error = unserved_error(self.registry, gpu, window)
-            for job in await job_store.fail_unserved(
-                self.pool, gpu=gpu, error=error, window_s=window
-            ):
+            for job in await unserved.fail_jobs(self.pool, gpu=gpu, error=error, window_s=window):
                 log.warning("job %s: failed, nothing serves %s", job.id, gpu)
                 event = JobEvent(
                     job.id, job.submission_id, job.gpu, job.secret, EventState.FAILED, detail=error

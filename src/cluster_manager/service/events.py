@@ -15,6 +15,7 @@ from cluster_manager.service.event_hub import EventHub
 from cluster_manager.service.receipts import TERMINAL_EVENTS, TERMINAL_STATES
 from cluster_manager.service.rules import redact_event
 from cluster_manager.storage import jobs as job_store
+from cluster_manager.storage import queue_order
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage.database import Executor
 
@@ -92,6 +93,6 @@ async def _snapshot_event(db: Executor, job: Job) -> JobEvent:
     """The event that describes a job's stored state (for late subscribers)."""
     return JobEvent.of_job(
         job,
-        position=await job_store.queue_position(db, job.id),
+        position=await queue_order.queue_position(db, job.id),
         verdict=await run_store.verdict_of_job(db, job.id),
     )

@@ -32,6 +32,7 @@ from cluster_manager.service.receipts import SubmissionReceipt, SubmissionReport
 from cluster_manager.service.rules import HELD_RERUN, redact, redact_job
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import leaderboards as lb_store
+from cluster_manager.storage import queue_order
 from cluster_manager.storage import runs as run_store
 from cluster_manager.storage import submissions as sub_store
 from cluster_manager.storage.submissions import StoredSubmission
@@ -189,7 +190,7 @@ class Submissions:
 async def announce(pool: asyncpg.Pool, jobs: Sequence[Job]) -> None:
     """Publishes each new job with its place in the queue, once it is committed."""
     for job in jobs:
-        position = await job_store.queue_position(pool, job.id)
+        position = await queue_order.queue_position(pool, job.id)
         log.info(
             "job %s: queued on %s, submission %s in %s mode%s, place %s in line",
             job.id,

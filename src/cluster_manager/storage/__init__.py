@@ -9,6 +9,8 @@ installation.py   this installation's id, carried in every dispatch key
 leaderboards.py   users, leaderboards, their GPU types and templates
 submissions.py    submissions and their code, stored once per distinct file
 jobs.py           the durable job queue: claims with leases and heartbeats
+queue_order.py    the order a GPU type's queued jobs start in, and each one's place
+unserved.py       queued jobs of GPU types no live scheduler serves, failed in time
 queue.py          the queue as users see it
 served.py         which GPU types the live schedulers serve
 runs.py           run results, written once per job, and the rankings they feed

@@ -4,7 +4,7 @@ dispatch, to `run_seconds_totals`.
 
 Every way a job ends goes through here: a recorded result (`count_finished`, at the end of
 `runs.record_run`'s transaction) and a job given up (`jobs.release` without a retry: lost or a
-dispatch error) or failed unserved (`jobs.fail_unserved`: not dispatched), each counted by
+dispatch error) or failed unserved (`unserved.fail_jobs`: not dispatched), each counted by
 `COUNT_FAILED` in the very statement that fails it. Nothing changes an ended job's outcome
 afterwards (a rerun is a new generation of jobs), and a deleted job stays counted.
 

@@ -20,19 +20,20 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Job, JobEvent, JobState
 from cluster_manager.storage.database import Connection, Executor, without_nul
 from cluster_manager.storage.ended_totals import COUNT_FAILED
+from cluster_manager.storage.queue_order import IN_LINE
 
 EVENTS_CHANNEL = "cm_job_events"
 MAX_DETAIL_CHARS = 1000
 MAX_ERROR_CHARS = 4000
 NEW_JOBS_CHANNEL = "cm_new_jobs"
 
-_JOB_COLUMNS = """
+JOB_COLUMNS = """
     id, submission_id, gpu, mode, secret, state, launcher, external_id, attempts,
     lease_owner, error, dispatched_at, heartbeat_at
 """
 
 
-def _job(row: asyncpg.Record) -> Job:
+def job_from_row(row: asyncpg.Record) -> Job:
     return Job(
         id=row["id"],
         submission_id=row["submission_id"],
@@ -59,7 +60,7 @@ async def enqueue(
         INSERT INTO jobs (submission_id, gpu, mode, secret)
         SELECT $1, s.gpu, s.mode, s.secret
         FROM unnest($2::text[], $3::text[], $4::bool[]) AS s(gpu, mode, secret)
-        RETURNING {_JOB_COLUMNS}
+        RETURNING {JOB_COLUMNS}
         """,
         submission_id,
         [gpu for gpu, _, _ in specs],
@@ -67,7 +68,7 @@ async def enqueue(
         [secret for _, _, secret in specs],
     )
     await conn.execute("SELECT pg_notify($1, '')", NEW_JOBS_CHANNEL)
-    return [_job(r) for r in rows]
+    return [job_from_row(r) for r in rows]
 
 
 RERUN_PRIORITY = 1  # behind every submission's own jobs
@@ -93,7 +94,7 @@ async def enqueue_rerun(
         INSERT INTO jobs (submission_id, gpu, mode, secret, rerun, priority, retry_of)
         SELECT $1, $2, 'leaderboard', s.secret, generation.n, $3, $4
         FROM generation, unnest(ARRAY[false, true]) AS s(secret)
-        RETURNING {_JOB_COLUMNS}
+        RETURNING {JOB_COLUMNS}
         """,
         submission_id,
         gpu,
@@ -101,7 +102,7 @@ async def enqueue_rerun(
         retry_of,
     )
     await conn.execute("SELECT pg_notify($1, '')", NEW_JOBS_CHANNEL)
-    return [_job(r) for r in rows]
+    return [job_from_row(r) for r in rows]
 
 
 async def lock_gpu(conn: Connection, gpu: str) -> None:
@@ -121,29 +122,6 @@ async def active_on_gpu(db: Executor, gpu: str) -> int:
         gpu,
     )
     return active
-
-
-# The order a GPU's queued jobs start in: by priority (reruns and throttle retries wait behind
-# everyone's own jobs), then in turns, then by age. A job's turn counts its user's open
-# submissions on the GPU, running ones first: a user with one running waits behind everyone
-# with none (a ranked submission's public and secret runs share a turn). One user's burst of
-# submissions holds back nobody else's next one.
-IN_LINE = """
-    SELECT * FROM (
-        SELECT j.id, j.gpu, j.priority, j.submission_id, j.state,
-               dense_rank() OVER (
-                   PARTITION BY j.gpu, j.priority, s.user_id
-                   ORDER BY j.state = 'queued', j.submission_id
-               ) AS turn
-        FROM jobs j JOIN submissions s ON s.id = j.submission_id
-        WHERE j.state IN ('queued', 'claimed', 'dispatched')
-    ) open_jobs WHERE state = 'queued'
-"""
-# Each queued job's place in its GPU's line: 1 starts next.
-POSITIONS = f"""
-    SELECT id, row_number() OVER (PARTITION BY gpu ORDER BY priority, turn, id) AS position
-    FROM ({IN_LINE}) turns
-"""
 
 
 async def claim(
@@ -176,7 +154,7 @@ async def claim(
                 SELECT id FROM ({IN_LINE}) line WHERE gpu = $3
                   AND ($5::bigint[] IS NULL OR submission_id = ANY($5::bigint[]))
                 ORDER BY priority, turn, id LIMIT $4)
-            RETURNING {_JOB_COLUMNS}
+            RETURNING {JOB_COLUMNS}
             """,
             owner,
             lease_s,
@@ -184,7 +162,7 @@ async def claim(
             room,
             None if submission_ids is None else list(submission_ids),
         )
-    return sorted((_job(r) for r in rows), key=lambda j: j.id)
+    return sorted((job_from_row(r) for r in rows), key=lambda j: j.id)
 
 
 class Adopted(NamedTuple):
@@ -206,13 +184,13 @@ async def take_over_expired(
         UPDATE jobs SET lease_owner = $1, lease_expires_at = now() + make_interval(secs => $2),
             heartbeat_at = now()
         FROM expired WHERE id = expired_id
-        RETURNING {_JOB_COLUMNS}, previous_owner
+        RETURNING {JOB_COLUMNS}, previous_owner
         """,
         owner,
         lease_s,
         list(gpus),
     )
-    adopted = (Adopted(_job(r), r["previous_owner"]) for r in rows)
+    adopted = (Adopted(job_from_row(r), r["previous_owner"]) for r in rows)
     return sorted(adopted, key=lambda a: a.job.id)
 
 
@@ -310,64 +288,16 @@ async def release(
     return None if state is None else JobState(state)
 
 
-# No scheduler has said within the window (storage.served) that it serves the job's GPU type.
-_UNSERVED = """
-    NOT EXISTS (SELECT 1 FROM served_gpus s
-                WHERE s.gpu = j.gpu AND s.seen_at > now() - make_interval(secs => $1))
-"""
-
-
-async def unserved_queued_gpus(
-    db: Executor, *, window_s: float, served: Sequence[str] = ()
-) -> list[str]:
-    """GPU types with a queued job that no scheduler has served within `window_s` seconds,
-    `served` (the asker's own) aside."""
-    rows = await db.fetch(
-        f"""
-        SELECT DISTINCT j.gpu FROM jobs j
-        WHERE j.state = 'queued' AND NOT (j.gpu = ANY($2::text[])) AND {_UNSERVED}
-        ORDER BY j.gpu
-        """,
-        window_s,
-        list(served),
-    )
-    return [r["gpu"] for r in rows]
-
-
-async def fail_unserved(db: Executor, *, gpu: str, error: str, window_s: float) -> list[Job]:
-    """Fails the jobs of `gpu` queued for over `window_s` seconds, unless a scheduler has
-    served it within as long: the check is repeated here, under the rows' locks, so a job
-    claimed meanwhile is left alone. A job put back for a retry counts from its last claim.
-    The failed jobs are counted among the ended ones in the same statement."""
-    rows = await db.fetch(
-        f"""
-        WITH ended AS (
-            UPDATE jobs j SET state = 'failed', error = $3, finished_at = now()
-            WHERE j.gpu = $2 AND j.state = 'queued'
-              AND coalesce(j.claimed_at, j.created_at) < now() - make_interval(secs => $1)
-              AND {_UNSERVED}
-            RETURNING {_JOB_COLUMNS}
-        ),
-        counted AS ({COUNT_FAILED})
-        SELECT * FROM ended
-        """,
-        window_s,
-        gpu,
-        without_nul(error)[:MAX_ERROR_CHARS],
-    )
-    return sorted((_job(r) for r in rows), key=lambda j: j.id)
-
-
 async def get_job(db: Executor, job_id: int) -> Job | None:
-    row = await db.fetchrow(f"SELECT {_JOB_COLUMNS} FROM jobs WHERE id = $1", job_id)
-    return None if row is None else _job(row)
+    row = await db.fetchrow(f"SELECT {JOB_COLUMNS} FROM jobs WHERE id = $1", job_id)
+    return None if row is None else job_from_row(row)
 
 
 async def jobs_of_submission(db: Executor, submission_id: int) -> list[Job]:
     rows = await db.fetch(
-        f"SELECT {_JOB_COLUMNS} FROM jobs WHERE submission_id = $1 ORDER BY id", submission_id
+        f"SELECT {JOB_COLUMNS} FROM jobs WHERE submission_id = $1 ORDER BY id", submission_id
     )
-    return [_job(r) for r in rows]
+    return [job_from_row(r) for r in rows]
 
 
 async def queued_count(db: Executor, gpus: Sequence[str]) -> int:
@@ -390,17 +320,6 @@ async def open_count(
         list(submission_ids),
     )
     return count
-
-
-async def queue_position(db: Executor, job_id: int) -> int | None:
-    """1 for the next job its GPU will start; None once it has left the queue."""
-    position: int | None = await db.fetchval(
-        f"""
-        SELECT position FROM ({POSITIONS}) line WHERE id = $1
-        """,
-        job_id,
-    )
-    return position
 
 
 async def publish(db: Executor, event: JobEvent) -> None:

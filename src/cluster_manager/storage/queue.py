@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cluster_manager.storage.database import Executor
-from cluster_manager.storage.jobs import POSITIONS
+from cluster_manager.storage.queue_order import POSITIONS
 from cluster_manager.storage.served import SERVED_WINDOW_S
 
 
