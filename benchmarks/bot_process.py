@@ -24,7 +24,8 @@ import discordlib
 
 from cluster_manager.app import App
 from cluster_manager.core.gpus import GpuRegistry, GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.discord.bot import BotConfig, ClusterBot
 from cluster_manager.launchers.base import Launcher, ProgressCallback, RunHandle, RunState
 from cluster_manager.service import Service

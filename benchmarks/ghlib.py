@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from cluster_manager.core.gpus import GpuRegistry, GpuType
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task, Verdict
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 
 GPU = GpuType(

@@ -19,7 +19,8 @@ from collections.abc import Iterator
 
 from benchlib import Figure, log, report
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
 

@@ -29,7 +29,8 @@ import ghlib
 from benchlib import Figure, log, report, scratch_database
 
 from cluster_manager.core.gpus import GpuRegistry, GpuType
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import Mode, RunRequest, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, ProgressCallback, RunHandle, RunState
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler

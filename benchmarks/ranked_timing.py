@@ -35,7 +35,8 @@ from pathlib import Path
 import yaml
 from benchlib import Figure, log, median, report
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.harness import runner

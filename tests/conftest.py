@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 from cluster_manager.core.gpus import GpuRegistry, GpuType
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.data import EXAMPLES_DIR
 from cluster_manager.harness import runner

@@ -10,7 +10,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.run_results import RunResult
 from tests.conftest import EXAMPLES
 from tests.support.fake_ncu import option_values, recorded_argv
 from tests.test_cli_db import cm as cli_on_database  # noqa: F401 (a fixture)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import Language, Mode, RunResult, Task, Verdict
+from cluster_manager.core.models import Language, Mode, Task, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import runner
 from tests.conftest import EXAMPLES, FIXTURES, make_request

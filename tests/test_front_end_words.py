@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import BenchmarkOutcome, Mode, PhaseOutcome, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.progress import phase_started
 from cluster_manager.core.records import EventState, JobEvent, Placement, RunRecord
+from cluster_manager.core.run_results import BenchmarkOutcome, PhaseOutcome, RunResult
 from cluster_manager.discord.live import job_line
 from cluster_manager.rendering.reports import format_event, format_placement, format_time_left
 from cluster_manager.web import view_models

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from cluster_manager.core.gpus import parse_registry
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.run_results import RunResult
 
 ROOT = Path(__file__).resolve().parents[1]
 CHECK = ROOT / "scripts" / "gpu" / "check"

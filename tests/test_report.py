@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from cluster_manager.core.models import (
-    BenchmarkOutcome,
-    Mode,
-    PhaseOutcome,
-    RunResult,
-    Verdict,
-)
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.protocol import NOT_RUN
 from cluster_manager.core.records import LeaderboardSummary
+from cluster_manager.core.run_results import BenchmarkOutcome, PhaseOutcome, RunResult
 from cluster_manager.rendering.reports import (
     TERMINAL_WIDTH,
     format_duration_ns,

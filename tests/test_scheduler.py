@@ -10,8 +10,9 @@ import pytest
 
 import cluster_manager.core.phases as plan
 from cluster_manager.core.gpus import GpuRegistry, GpuType
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import Mode, RunRequest, Verdict
 from cluster_manager.core.records import Job, JobEvent, JobState
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Service, Submitter

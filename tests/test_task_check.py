@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core import models
 from cluster_manager.core.errors import InvalidTaskError
 from cluster_manager.core.guarantees import (
     BUILT_IN_GUARANTEES,
@@ -22,7 +21,8 @@ from cluster_manager.core.guarantees import (
     generator_takes_seed,
     guarantees,
 )
-from cluster_manager.core.models import PhaseOutcome, RunResult, ScriptMode, Verdict
+from cluster_manager.core.models import ScriptMode, Verdict
+from cluster_manager.core.run_results import PhaseOutcome, RunResult, TestOutcome
 from cluster_manager.core.sync_plan import ProblemSpec
 from cluster_manager.core.task import load_task
 from cluster_manager.service import Service
@@ -152,7 +152,7 @@ def _failed(stderr: str, error: str = "") -> RunResult:
         stderr=stderr,
         verdict=Verdict.RUNTIME_ERROR,
         message="test: the harness exited with code 1",
-        tests=(models.TestOutcome(0, "size: 1", passed=False, error=error),),
+        tests=(TestOutcome(0, "size: 1", passed=False, error=error),),
     )
     return RunResult(False, Verdict.RUNTIME_ERROR, ScriptMode.SCRIPT, "", phases=(phase,))
 

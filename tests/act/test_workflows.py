@@ -16,9 +16,10 @@ import pytest
 import yaml
 
 from cluster_manager.core.errors import LauncherError
-from cluster_manager.core.models import Mode, RunRequest, RunResult
+from cluster_manager.core.models import Mode, RunRequest
 from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, open_result
 from cluster_manager.core.records import dispatch_key
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sandboxing import FULL, SANDBOX_KEY
 from cluster_manager.core.sealed import as_key, generate_key
 from cluster_manager.launchers.base import RunState

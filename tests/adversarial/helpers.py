@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task, Verdict
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import runner
 from tests.conftest import make_request, write_task

@@ -63,7 +63,7 @@ from cluster_manager.api.models.submissions import (
     SubmitAccepted,
 )
 from cluster_manager.api.models.teams import TeamCode, TeamLeft, TeamView
-from cluster_manager.core.models import CompileOutcome, Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.records import (
     ChannelPolicy,
     Job,
@@ -74,6 +74,7 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
 )
+from cluster_manager.core.run_results import CompileOutcome, RunResult
 from cluster_manager.core.sync_plan import Action, Change, PlanItem, ProblemSpec, SyncPlan
 from cluster_manager.core.task import load_task
 from cluster_manager.core.teams import Team

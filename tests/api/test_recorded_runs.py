@@ -6,9 +6,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, ScriptMode, Verdict
+from cluster_manager.core.models import Limits, Mode, RunRequest, ScriptMode, Verdict
 from cluster_manager.core.phases import script_task
 from cluster_manager.core.progress import ProgressEvent
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.launchers.base import RunState
 from tests.api.conftest import IDENTITY, source

@@ -12,7 +12,7 @@ import pytest
 from cluster_manager.api.models.runs import key_form
 from cluster_manager.app import App
 from cluster_manager.core.gpus import GpuRegistry
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.speed_of_light import floor_ns
 from tests.api.conftest import BOARD, IDENTITY, popcorn_headers, token_of
 from tests.support.speed_helpers import (

@@ -10,24 +10,26 @@ import pytest
 
 from cluster_manager.core.models import (
     RUN_REQUEST_VERSION,
-    RUN_RESULT_VERSION,
-    BenchmarkOutcome,
-    CompileOutcome,
     CudaConfig,
     Language,
     Limits,
     Mode,
-    PhaseOutcome,
     RankingBy,
     RunRequest,
-    RunResult,
     ScriptMode,
     Task,
     TaskFile,
     Verdict,
 )
-from cluster_manager.core.models import TestOutcome as CaseOutcome
 from cluster_manager.core.phases import RUN_OVERHEAD_S, Phase, plan_phases, run_timeout
+from cluster_manager.core.run_results import (
+    RUN_RESULT_VERSION,
+    BenchmarkOutcome,
+    CompileOutcome,
+    PhaseOutcome,
+    RunResult,
+)
+from cluster_manager.core.run_results import TestOutcome as CaseOutcome
 
 TESTS = ({"size": 8, "seed": 1}, {"size": 33, "seed": 2, "dtype": "half"})
 BENCHMARKS = ({"size": 1024, "seed": 3}, {"size": 4096, "seed": 4})

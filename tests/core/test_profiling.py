@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from cluster_manager.core.models import Mode, PhaseOutcome, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import Mode, RunRequest, Verdict
 from cluster_manager.core.payload import PayloadError, decode_payload, encode_payload
 from cluster_manager.core.profiling import (
     DEFAULT_LAUNCH_COUNT,
@@ -19,6 +19,7 @@ from cluster_manager.core.profiling import (
     ProfileOptions,
     ProfilerOutcome,
 )
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
 from tests.core.test_models import py_task, request
 
 

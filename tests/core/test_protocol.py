@@ -10,8 +10,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cluster_manager.core import protocol
-from cluster_manager.core.models import BenchmarkOutcome
-from cluster_manager.core.models import TestOutcome as CaseOutcome
 from cluster_manager.core.protocol import (
     BENCHMARK_STATS,
     benchmarks_from_result,
@@ -25,6 +23,8 @@ from cluster_manager.core.protocol import (
     parse_result_lines,
     parse_tests_file,
 )
+from cluster_manager.core.run_results import BenchmarkOutcome
+from cluster_manager.core.run_results import TestOutcome as CaseOutcome
 
 read_tests = protocol.tests_from_result
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sandboxing import (
     ALLOW_SETTING,
     FULL,

@@ -9,18 +9,8 @@ import pytest
 
 from cluster_manager.core.errors import InvalidTaskError
 from cluster_manager.core.gpus import InvalidRegistryError, load_registry, parse_registry
-from cluster_manager.core.models import (
-    BenchmarkOutcome,
-    Language,
-    Limits,
-    Mode,
-    PhaseOutcome,
-    RankingBy,
-    RunRequest,
-    RunResult,
-    Task,
-    Verdict,
-)
+from cluster_manager.core.models import Language, Limits, Mode, RankingBy, RunRequest, Task, Verdict
+from cluster_manager.core.run_results import BenchmarkOutcome, PhaseOutcome, RunResult
 from cluster_manager.core.scoring import share_of_peak
 from cluster_manager.core.speed_of_light import (
     CaseSpeed,

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_manager.core.models import RunRequest, RunResult, Verdict
+from cluster_manager.core.models import RunRequest, Verdict
 from cluster_manager.core.records import ChannelPolicy
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.service import Submitter
 from tests.discord.conftest import ADMIN, ALICE, SOLUTION, create_board
 from tests.discord.test_errors import assert_private_error

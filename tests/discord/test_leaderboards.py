@@ -9,7 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import Mode, RunRequest, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Submitter
 from tests.conftest import CORRECT

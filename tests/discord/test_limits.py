@@ -18,17 +18,9 @@ import discord
 import pytest
 import yaml
 
-from cluster_manager.core.models import (
-    Mode,
-    PhaseOutcome,
-    RunRequest,
-    RunResult,
-    TaskFile,
-    Verdict,
-)
-from cluster_manager.core.models import (
-    TestOutcome as CaseOutcome,
-)
+from cluster_manager.core.models import Mode, RunRequest, TaskFile, Verdict
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
+from cluster_manager.core.run_results import TestOutcome as CaseOutcome
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES
 from cluster_manager.core.task import load_task
 from cluster_manager.discord.replies import MESSAGE_CHARS

@@ -6,8 +6,9 @@ from __future__ import annotations
 import base64
 import dataclasses
 
-from cluster_manager.core.models import PhaseOutcome, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import RunRequest, Verdict
 from cluster_manager.core.profiling import NCU, ProfilerOutcome
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
 from cluster_manager.discord import profile_files
 from tests.discord.conftest import SOLUTION, create_board
 from tests.discord.test_submit import status_and_report

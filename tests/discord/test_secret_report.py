@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import RunRequest
 from cluster_manager.service.rules import HELD_RERUN
 from tests.discord.conftest import SOLUTION, create_board

@@ -7,15 +7,9 @@ import asyncio
 
 import pytest
 
-from cluster_manager.core.models import (
-    Mode,
-    PhaseOutcome,
-    RunRequest,
-    RunResult,
-    TestOutcome,
-    Verdict,
-)
+from cluster_manager.core.models import Mode, RunRequest, Verdict
 from cluster_manager.core.records import JobState
+from cluster_manager.core.run_results import PhaseOutcome, RunResult, TestOutcome
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Submitter

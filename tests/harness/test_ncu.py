@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfileOptions
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.harness import ncu, runner
 from cluster_manager.rendering.reports import format_report
 from tests.conftest import CORRECT, make_request

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from cluster_manager.core import protocol
-from cluster_manager.core.models import Limits, Mode, RunResult, ScriptMode, Verdict
+from cluster_manager.core.models import Limits, Mode, ScriptMode, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.harness.trusted import MIN_PAIRS
 from tests.conftest import CORRECT, make_request, processes_with, run_code, write_task

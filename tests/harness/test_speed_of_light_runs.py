@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import Limits, Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Limits, Mode, RunRequest, Task
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import machine_peaks, runner

@@ -26,8 +26,9 @@ import yaml
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Task, Verdict
+from cluster_manager.core.models import Mode, RunRequest, Task, Verdict
 from cluster_manager.core.payload import encode_payload, seal_result
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sealed import generate_key, is_sealed
 from cluster_manager.core.task import load_task
 from cluster_manager.launchers.base import RunState, RunTimedOutError

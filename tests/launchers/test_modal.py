@@ -19,8 +19,9 @@ import pytest
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import Mode, RunResult, Task, Verdict
+from cluster_manager.core.models import Mode, Task, Verdict
 from cluster_manager.core.payload import encode_payload
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.harness import runner
 from cluster_manager.launchers.base import RunHandle, RunState, RunTimedOutError

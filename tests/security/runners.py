@@ -13,8 +13,9 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.payload import encode_payload
+from cluster_manager.core.run_results import RunResult
 
 PLAIN_USER = "cm-sandbox-test"
 RUNNER_TIMEOUT_S = 180

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
 from cluster_manager.core.payload import encode_payload
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.sandbox import gpu_nodes as nodes_module
 from cluster_manager.sandbox.gpu_nodes import gpu_nodes

@@ -25,7 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import Limits, Mode, RunResult
+from cluster_manager.core.models import Limits, Mode
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sandboxing import (
     ALLOW_SETTING,
     LIMITS_KEY,

@@ -9,15 +9,9 @@ from datetime import UTC, datetime
 
 import asyncpg
 
-from cluster_manager.core.models import (
-    BenchmarkOutcome,
-    Mode,
-    PhaseOutcome,
-    RunResult,
-    Task,
-    Verdict,
-)
+from cluster_manager.core.models import Mode, Task, Verdict
 from cluster_manager.core.records import Job, JobState, Leaderboard
+from cluster_manager.core.run_results import BenchmarkOutcome, PhaseOutcome, RunResult
 from cluster_manager.core.task import load_task
 from cluster_manager.service import Service, SubmissionReceipt, Submitter
 from cluster_manager.storage import jobs as job_store

@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from cluster_manager.core.models import Mode, PhaseOutcome, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.records import JobState, Placement
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
 from cluster_manager.service import GpuNotAllowedError, NotFoundError, Submitter
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage import runs as run_store

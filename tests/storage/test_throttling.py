@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 
 import asyncpg
 
-from cluster_manager.core.models import RunResult
 from cluster_manager.core.records import Job, JobEvent, JobState
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.telemetry import PhaseTelemetry, Spread
 from cluster_manager.storage import history as history_store
 from cluster_manager.storage import jobs as job_store

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult, Verdict
+from cluster_manager.core.models import RunRequest, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sandboxing import FULL, SANDBOX_KEY
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 

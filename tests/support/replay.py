@@ -29,8 +29,9 @@ import pytest
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Verdict
+from cluster_manager.core.models import Mode, RunRequest, Verdict
 from cluster_manager.core.progress import ProgressEvent
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.harness.ncu import find_ncu
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 from cluster_manager.launchers.local import LocalLauncher

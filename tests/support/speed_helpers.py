@@ -11,14 +11,8 @@ from datetime import UTC, datetime
 from cluster_manager.app import App
 from cluster_manager.core import protocol
 from cluster_manager.core.gpus import GpuRegistry, GpuType
-from cluster_manager.core.models import (
-    BenchmarkOutcome,
-    Mode,
-    PhaseOutcome,
-    RunResult,
-    Task,
-    Verdict,
-)
+from cluster_manager.core.models import Mode, Task, Verdict
+from cluster_manager.core.run_results import BenchmarkOutcome, PhaseOutcome, RunResult
 from cluster_manager.core.scoring import score_seconds
 from cluster_manager.core.speed_of_light import Peaks, case_speed, speed_review
 from cluster_manager.core.task import load_task

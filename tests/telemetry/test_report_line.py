@@ -6,8 +6,9 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime
 
-from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.records import Job, JobState, RunRecord
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.telemetry import PhaseTelemetry
 from cluster_manager.discord import render
 from cluster_manager.rendering.reports import format_report, format_submission_report

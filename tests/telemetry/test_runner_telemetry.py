@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.telemetry.choice import PROBE_ENV
 from tests.conftest import CORRECT, make_request, run_code
 from tests.telemetry.fakes import clean_probe

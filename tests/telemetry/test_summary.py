@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.telemetry import (
     PhaseTelemetry,
     Spread,

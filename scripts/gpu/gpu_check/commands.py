@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from cluster_manager.core.models import RunResult
+from cluster_manager.core.run_results import RunResult
 from gpu_check import judges
 from gpu_check.rows_runner import Proc, RowContext
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cluster_manager.core.models import RunResult
 from cluster_manager.core.profiling import NCU
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.telemetry import SAMPLED_MODES, summary_line
 from gpu_check.outcome import Outcome, failed, passed
 

@@ -9,8 +9,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from cluster_manager.core.models import RunResult
 from cluster_manager.core.profiling import NCU
+from cluster_manager.core.run_results import RunResult
 from gpu_check import judges
 from gpu_check.commands import EXAMPLES, MATMUL_TASK, quick_env, run_eval, write_out
 from gpu_check.outcome import Outcome, failed

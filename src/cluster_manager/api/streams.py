@@ -25,9 +25,10 @@ from sse_starlette import EventSourceResponse
 from cluster_manager.api.client_status import client_status
 from cluster_manager.api.models.answers import media_answer
 from cluster_manager.api.models.runs import RunView, key_form
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfilerOutcome
 from cluster_manager.core.records import RunRecord
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.rendering.reports import format_event, format_submission_report
 from cluster_manager.service import RateLimitedError, Service, SubmissionReport
 

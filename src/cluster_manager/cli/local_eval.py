@@ -19,9 +19,10 @@ from cluster_manager.cli.common import (
     root_option,
 )
 from cluster_manager.core.errors import ClusterManagerError
-from cluster_manager.core.models import Mode, RunRequest, RunResult, Task
+from cluster_manager.core.models import Mode, RunRequest, Task
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.protocol import new_secret_seed, parse_seed
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task

@@ -1,6 +1,7 @@
 """Pure domain logic: no Discord, database, GitHub or Modal imports.
 
-models.py          the engine's contracts: tasks, run requests and run results
+models.py          the engine's contracts: tasks and run requests
+run_results.py     what a run sends back: phases, tests, benchmarks, verdict, score
 records.py         what the service stores and shows: leaderboards, submissions, jobs, runs
 json_forms.py      the plain-JSON form of those records, as they travel and are stored
 errors.py          the project's exception tree; adapters translate foreign errors into it

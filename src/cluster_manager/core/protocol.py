@@ -17,13 +17,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TypeGuard
 
-from cluster_manager.core.models import (
-    BenchmarkOutcome,
-    Case,
-    CaseScalar,
-    CaseValue,
-    TestOutcome,
-)
+from cluster_manager.core.models import Case, CaseScalar, CaseValue
+from cluster_manager.core.run_results import BenchmarkOutcome, TestOutcome
 
 ENV_FD = "POPCORN_FD"
 ENV_SEED = "POPCORN_SEED"

@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster_manager.core import protocol
-from cluster_manager.core.models import BenchmarkOutcome, RunMode, ScriptMode, TestOutcome, Verdict
+from cluster_manager.core.models import RunMode, ScriptMode, Verdict
+from cluster_manager.core.run_results import BenchmarkOutcome, TestOutcome
 
 
 @dataclass(frozen=True)

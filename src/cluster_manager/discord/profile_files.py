@@ -10,7 +10,8 @@ import re
 
 import discord
 
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.service import SubmissionReport
 
 # Discord refuses a message whose files pass 10 MiB (unboosted servers): the log goes too.

@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import discord
 
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
 from cluster_manager.core.records import (
     JobState,
     LeaderboardSummary,
@@ -16,6 +16,7 @@ from cluster_manager.core.records import (
     RankingEntry,
     RunRecord,
 )
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.submission import in_own_names
 from cluster_manager.core.teams import Team
 from cluster_manager.core.telemetry import summary_line

@@ -7,7 +7,8 @@ import shutil
 from pathlib import Path
 
 from cluster_manager.core.arch import target_flags
-from cluster_manager.core.models import CompileOutcome, RunRequest
+from cluster_manager.core.models import RunRequest
+from cluster_manager.core.run_results import CompileOutcome
 from cluster_manager.harness import environment
 from cluster_manager.sandbox import process
 from cluster_manager.sandbox.plan import TMP_DIR, Sandbox, share, unsandboxed

@@ -26,7 +26,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.speed_of_light import Peaks
 
 CACHE_ENV = "CLUSTER_MANAGER_PEAKS_CACHE"

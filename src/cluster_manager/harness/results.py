@@ -8,14 +8,12 @@ from dataclasses import replace
 from typing import Any
 
 from cluster_manager.core import scoring
-from cluster_manager.core.models import (
+from cluster_manager.core.models import Mode, RunRequest, Verdict
+from cluster_manager.core.run_results import (
     BenchmarkOutcome,
     CompileOutcome,
-    Mode,
     PhaseOutcome,
-    RunRequest,
     RunResult,
-    Verdict,
 )
 from cluster_manager.core.speed_of_light import Peaks, case_speed, speed_review
 

@@ -38,18 +38,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cluster_manager.core import protocol
-from cluster_manager.core.models import (
-    Language,
-    Mode,
-    PhaseOutcome,
-    RunMode,
-    RunRequest,
-    RunResult,
-    ScriptMode,
-    Verdict,
-)
+from cluster_manager.core.models import Language, Mode, RunMode, RunRequest, ScriptMode, Verdict
 from cluster_manager.core.payload import open_payload, seal_result
 from cluster_manager.core.phases import Phase, plan_phases
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
 from cluster_manager.core.sealed import take_payload_key
 from cluster_manager.core.verdicts import PhaseJudgement, judge_phase
 from cluster_manager.harness import capture, devices, environment, machine_peaks, overrun, results

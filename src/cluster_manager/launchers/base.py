@@ -17,8 +17,9 @@ from typing import Any, TypeVar
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.progress import ProgressEvent
+from cluster_manager.core.run_results import RunResult
 
 ProgressCallback = Callable[[ProgressEvent], None]
 T = TypeVar("T")

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.progress import ProgressEvent, parse_events
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 
 RESULT_FILE = "result.json"

@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.payload import encode_payload
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 
 log = logging.getLogger(__name__)

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from cluster_manager.core import sandboxing
-from cluster_manager.core.models import BenchmarkOutcome, Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
+from cluster_manager.core.run_results import BenchmarkOutcome, RunResult
 from cluster_manager.core.sandboxing import SANDBOX_KEY
 from cluster_manager.core.submission import in_own_names
 from cluster_manager.core.telemetry import summary_line

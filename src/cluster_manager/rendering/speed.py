@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cluster_manager.core.formulas import FormulaError
-from cluster_manager.core.models import BenchmarkOutcome
+from cluster_manager.core.run_results import BenchmarkOutcome
 from cluster_manager.core.speed_of_light import CaseSpeed, SpeedOfLight
 
 NONE = "—"

@@ -24,7 +24,7 @@ from tenacity import (
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuRegistry
-from cluster_manager.core.models import RunRequest, RunResult, Verdict
+from cluster_manager.core.models import RunRequest, Verdict
 from cluster_manager.core.phases import only_benchmark, run_timeout
 from cluster_manager.core.progress import ProgressEvent, phase_started
 from cluster_manager.core.records import (
@@ -35,6 +35,7 @@ from cluster_manager.core.records import (
     JobState,
     dispatch_key,
 )
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState, RunTimedOutError
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.storage import installation as installation_store

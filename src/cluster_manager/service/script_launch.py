@@ -15,8 +15,9 @@ from typing import Any
 
 from cluster_manager.core.errors import InvalidSubmissionError, LauncherError
 from cluster_manager.core.gpus import GpuRegistry
-from cluster_manager.core.models import Limits, RunRequest, RunResult, ScriptMode
+from cluster_manager.core.models import Limits, RunRequest, ScriptMode
 from cluster_manager.core.phases import run_timeout, script_task
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.submission import MAX_SUBMISSION_BYTES, decode_source
 from cluster_manager.launchers.base import Launcher
 

@@ -13,8 +13,9 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.records import dispatch_key
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, ProgressCallback
 from cluster_manager.service import script_launch
 from cluster_manager.service.context import Context

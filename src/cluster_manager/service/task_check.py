@@ -20,17 +20,8 @@ from cluster_manager.core.competition import is_competition_file, load_competiti
 from cluster_manager.core.errors import InvalidTaskError
 from cluster_manager.core.gpus import GpuType
 from cluster_manager.core.guarantees import REFERENCE_FILE, guarantees
-from cluster_manager.core.models import (
-    BenchmarkOutcome,
-    Language,
-    Limits,
-    Mode,
-    PhaseOutcome,
-    RunRequest,
-    RunResult,
-    Task,
-    TestOutcome,
-)
+from cluster_manager.core.models import Language, Limits, Mode, RunRequest, Task
+from cluster_manager.core.run_results import BenchmarkOutcome, PhaseOutcome, RunResult, TestOutcome
 from cluster_manager.core.task import load_task
 from cluster_manager.core.task_sources import problem_set_root
 

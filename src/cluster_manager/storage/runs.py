@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import asyncpg
 
-from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.ranked_pairs import pair_score
 from cluster_manager.core.records import Job, RunRecord
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sandboxing import ranking_hold
 from cluster_manager.core.telemetry import DEFAULT_THROTTLE_THRESHOLD as DEFAULT_THROTTLE_THRESHOLD
 from cluster_manager.storage import ended_totals, throttling

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from cluster_manager.core.models import Mode, RunResult
+from cluster_manager.core.models import Mode
 from cluster_manager.core.records import Job
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.telemetry import throttling
 from cluster_manager.storage import jobs as job_store
 from cluster_manager.storage.database import Connection

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 
 from markupsafe import Markup
 
-from cluster_manager.core.models import BenchmarkOutcome, RunResult
 from cluster_manager.core.records import (
     Job,
     JobState,
@@ -19,6 +18,7 @@ from cluster_manager.core.records import (
     RunRecord,
     ScoreHistory,
 )
+from cluster_manager.core.run_results import BenchmarkOutcome, RunResult
 from cluster_manager.core.submission import in_own_names
 from cluster_manager.core.teams import Team
 from cluster_manager.rendering.reports import (

@@ -40,11 +40,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from cluster_manager.core.models import RunResult
 from cluster_manager.core.payload import (
     GITHUB_INPUTS_LIMIT,
     seal_result,
 )
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sealed import KEY_ENV, generate_key
 
 _FRESH_KEY = "fresh"  # the default of `payload_key`: a new key for each fake

@@ -8,8 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from cluster_manager.api.models.base import ApiModel, Moment, left_out_when_none
-from cluster_manager.core.models import Mode, RunResult, Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.core.records import Job, RunRecord
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.service.port import StoredSubmission
 
 # The run's outcome as the popcorn protocol's `key: value` pairs (`test.0.status: pass`),

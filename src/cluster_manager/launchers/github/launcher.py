@@ -19,7 +19,8 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_attempt, wait_ex
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 from cluster_manager.launchers.github.client import (
     Client,

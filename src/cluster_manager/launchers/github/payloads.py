@@ -14,8 +14,9 @@ import zlib
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.payload import GITHUB_INPUTS_LIMIT, encode_payload, open_result
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.core.sealed import KEY_ENV, SealError, as_key
 
 RESULT_ARTIFACT = "result"

@@ -20,8 +20,9 @@ from pathlib import Path
 
 from cluster_manager.core.errors import LauncherError
 from cluster_manager.core.gpus import GpuType
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.progress import ProgressEvent
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.base import Launcher, RunHandle, RunState
 from cluster_manager.launchers.slurm import commands, queue
 from cluster_manager.launchers.slurm.batch import (

@@ -25,9 +25,10 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 
 from cluster_manager.core.errors import LauncherError
-from cluster_manager.core.models import RunRequest, RunResult
+from cluster_manager.core.models import RunRequest
 from cluster_manager.core.payload import encode_payload
 from cluster_manager.core.progress import ProgressEvent, parse_events
+from cluster_manager.core.run_results import RunResult
 from cluster_manager.launchers.slurm.names import JOB_ID, KEY
 
 PAYLOAD_FILE = "payload.txt"
