@@ -12,19 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, write_task
+from tests.support.cli import run_cli
 from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
 
 IDENTITY = EXAMPLES / "identity_py"
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "cluster_manager", *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-    )
+    return run_cli(*args, cwd=cwd)
 
 
 def test_leaderboard_json_has_a_passing_result_and_a_positive_score():

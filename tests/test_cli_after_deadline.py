@@ -4,9 +4,7 @@ switch and says its new state."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,22 +18,15 @@ from cluster_manager.rendering.reports import format_placement
 from cluster_manager.service import Service
 from tests.conftest import EXAMPLES
 from tests.storage.helpers import ALICE, BOB, finish_submission, make_board, submit
+from tests.support.cli import environment, run_cli
 
 BOARD = "board"
 
 
 def cm(db_url: str, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """`cluster-manager` on this test's database, never through an API."""
-    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_API_URL"}
-    env |= {"DATABASE_URL": db_url, "CLUSTER_MANAGER_DATA_DIR": str(cwd / "data")}
-    return subprocess.run(
-        [sys.executable, "-m", "cluster_manager", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=cwd,
-    )
+    ours = {"DATABASE_URL": db_url, "CLUSTER_MANAGER_DATA_DIR": str(cwd / "data")}
+    return run_cli(*args, env=environment(ours), cwd=cwd, timeout=120)
 
 
 @pytest.fixture

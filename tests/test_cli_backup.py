@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -18,26 +16,17 @@ from cluster_manager.storage.database import embedded_postgres
 from cluster_manager.storage.migrations import migration_ids
 from cluster_manager.storage.pg_tools import tool_folders, tools_for_server
 from tests.support import database
+from tests.support.cli import Cm, environment, run_cli
 from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK
 
 FUTURE = "2099-01-01T00:00:00+00:00"
-Cm = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def cm_on(tmp_path: Path, env: dict[str, str]) -> Cm:
     """`cluster-manager` with `env` over this process's environment (never through an API)."""
 
     def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        base = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_API_URL"}
-        return subprocess.run(
-            [sys.executable, "-m", "cluster_manager", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**base, **env},
-            cwd=tmp_path,
-            input=stdin,
-        )
+        return run_cli(*args, env=environment(env), cwd=tmp_path, stdin=stdin)
 
     return run
 

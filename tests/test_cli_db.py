@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import EXAMPLES, write_task
 from tests.support import database
+from tests.support.cli import environment, run_cli
 from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK, FAST_WRONG_ANSWER
 from tests.telemetry.fakes import HOT_ONCE_ENV
 
@@ -31,16 +32,7 @@ def cm(db_url: str, tmp_path: Path):
     ours = {"DATABASE_URL": db_url, "CLUSTER_MANAGER_DATA_DIR": str(tmp_path / "data")}
 
     def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        # The environment as it is at the call: a fixture may have put a tool on PATH since.
-        base = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_API_URL"}
-        return subprocess.run(
-            [sys.executable, "-m", "cluster_manager", *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env={**base, **ours, **(env or {})},
-            cwd=tmp_path,
-        )
+        return run_cli(*args, env=environment({**ours, **(env or {})}), cwd=tmp_path)
 
     return run
 

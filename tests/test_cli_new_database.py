@@ -4,12 +4,12 @@ server's leaderboard would otherwise only say that there is none)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.support.cli import environment, run_cli
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -21,14 +21,7 @@ NOTE = (
 
 def cm(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     unset = {"DATABASE_URL", "CLUSTER_MANAGER_API_URL", "CLUSTER_MANAGER_DATA_DIR"}
-    return subprocess.run(
-        [sys.executable, "-m", "cluster_manager", *args],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        env={k: v for k, v in os.environ.items() if k not in unset},
-        cwd=cwd,
-    )
+    return run_cli(*args, env=environment(unset=unset), cwd=cwd, timeout=240)
 
 
 @pytest.mark.reliability(

@@ -5,25 +5,17 @@ naming the file and the key."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 from cluster_manager.harness.machine_peaks import CACHE_ENV
 from tests.conftest import EXAMPLES, write_task
+from tests.support.cli import NOT_INHERITED, environment, run_cli
 
 
 def cli(*args: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, CACHE_ENV: str(cache)}
-    env.pop("CLUSTER_MANAGER_GPUS", None)
-    return subprocess.run(
-        [sys.executable, "-m", "cluster_manager", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    env = environment({CACHE_ENV: str(cache)}, unset=(*NOT_INHERITED, "CLUSTER_MANAGER_GPUS"))
+    return run_cli(*args, env=env, timeout=600)
 
 
 def test_eval_reports_each_cases_bandwidth_and_share_of_peak(tmp_path: Path):

@@ -21,12 +21,12 @@ import pytest
 
 from cluster_manager.storage.migrations import migration_ids
 from tests.support import database
+from tests.support.cli import Cm, environment, run_cli
 from tests.support.fast_task import FAST_SUBMISSION, FAST_TASK
 
 REPO = Path(__file__).resolve().parents[1]
 MIGRATIONS = "src/cluster_manager/data/migrations"
 FUTURE = "2099-01-01T00:00:00+00:00"
-Cm = Callable[..., subprocess.CompletedProcess[str]]
 
 
 def git(*args: str) -> str:
@@ -74,15 +74,7 @@ def cm_with(code: Path, env: dict[str, str], cwd: Path) -> Cm:
     ours = {**env, "PYTHONPATH": str(code)}
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        base = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_API_URL"}
-        return subprocess.run(
-            [sys.executable, "-m", "cluster_manager", *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**base, **ours},
-            cwd=cwd,
-        )
+        return run_cli(*args, env=environment(ours), cwd=cwd, timeout=120)
 
     return run
 
