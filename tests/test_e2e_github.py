@@ -83,7 +83,7 @@ async def test_ranked_submission_through_github_lands_in_the_ranking(
 ):
     service = await _board(pool, clock, tmp_path)
     receipt = await service.submissions.submit(
-        "gh", Submitter("alice", "alice"), "s.py", CORRECT.encode()
+        "gh", Submitter("alice", "alice"), "s.py", CORRECT.encode(), mode=Mode.LEADERBOARD
     )
     await _serve(pool, launcher, {j.id for j in receipt.jobs})
 

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 
 from cluster_manager.core.gpus import GpuRegistry, GpuType
+from cluster_manager.core.models import Mode
 from cluster_manager.core.records import JobState
 from cluster_manager.launchers.slurm import SlurmLauncher
 from cluster_manager.scheduling.config import SchedulerConfig
@@ -29,7 +30,7 @@ async def test_ranked_submission_through_slurm_lands_in_the_ranking(pool, clock,
     task = load_task(write_task(tmp_path / "task"))
     await service.leaderboards.create("lab", task, clock.now + timedelta(days=1), ["LAB"])
     receipt = await service.submissions.submit(
-        "lab", Submitter("alice", "alice"), "s.py", CORRECT.encode()
+        "lab", Submitter("alice", "alice"), "s.py", CORRECT.encode(), mode=Mode.LEADERBOARD
     )
 
     launcher = SlurmLauncher(tmp_path / "shared", poll_interval=0.3)

@@ -4,9 +4,7 @@ its reference passes as the submission here; a task needing a GPU this machine l
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 import zipfile
 from datetime import timedelta
 from pathlib import Path
@@ -22,28 +20,23 @@ from cluster_manager.core.guarantees import (
     guarantees,
 )
 from cluster_manager.core.models import ScriptMode, Verdict
-from cluster_manager.core.run_results import PhaseOutcome, RunResult, TestOutcome
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
+from cluster_manager.core.run_results import TestOutcome as CaseOutcome
 from cluster_manager.core.sync_plan import ProblemSpec
 from cluster_manager.core.task import load_task
 from cluster_manager.service import Service
 from cluster_manager.service.task_check import first_error, gpu_missing
 from tests.conftest import EXAMPLES, FIXTURES, IDENTITY_REFERENCE, write_task
+from tests.support.cli import NOT_INHERITED, environment, run_cli
 from tests.support.fast_task import FAST_TASK
 
 COMPAT = FIXTURES / "compat"
 
 
 def check(*args: str, gpus_file: Path | None = None) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if k != "CLUSTER_MANAGER_GPUS"}
-    if gpus_file is not None:
-        env["CLUSTER_MANAGER_GPUS"] = str(gpus_file)
-    return subprocess.run(
-        [sys.executable, "-m", "cluster_manager", "leaderboard", "check", *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
+    ours = {} if gpus_file is None else {"CLUSTER_MANAGER_GPUS": str(gpus_file)}
+    env = environment(ours, unset=(*NOT_INHERITED, "CLUSTER_MANAGER_GPUS"))
+    return run_cli("leaderboard", "check", *args, env=env, timeout=600)
 
 
 def rows(done: subprocess.CompletedProcess[str]) -> dict[str, dict]:
@@ -152,7 +145,7 @@ def _failed(stderr: str, error: str = "") -> RunResult:
         stderr=stderr,
         verdict=Verdict.RUNTIME_ERROR,
         message="test: the harness exited with code 1",
-        tests=(TestOutcome(0, "size: 1", passed=False, error=error),),
+        tests=(CaseOutcome(0, "size: 1", passed=False, error=error),),
     )
     return RunResult(False, Verdict.RUNTIME_ERROR, ScriptMode.SCRIPT, "", phases=(phase,))
 

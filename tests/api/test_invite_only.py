@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.core.models import Mode
 from cluster_manager.service import Submitter
 from tests.api.conftest import ADMIN_TOKEN, BOARD, IDENTITY, popcorn_headers, token_of
 from tests.storage.helpers import finish_submission
@@ -33,6 +34,7 @@ async def viewers(app: App, client: httpx.AsyncClient) -> dict[str, dict[str, st
         "submission.py",
         (IDENTITY / "submission.py").read_bytes(),
         gpus=["CPU"],
+        mode=Mode.LEADERBOARD,
     )
     await finish_submission(app.pool, receipt, 2e-6)
     member, stranger = await token_of(app, "member"), await token_of(app, "stranger")

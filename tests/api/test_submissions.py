@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from cluster_manager.app import App
+from cluster_manager.core.models import Mode
 from cluster_manager.core.task import load_task
 from tests.api.conftest import ADMIN_TOKEN, BOARD, IDENTITY, popcorn_headers, source, token_of
 from tests.support.replay import ReplayLauncher
@@ -178,7 +179,12 @@ async def test_a_score_held_out_of_the_ranking_is_not_a_success(
 
     token = await token_of(app, "alice")
     receipt = await app.service.submissions.submit(
-        BOARD, Submitter("alice", "alice"), "submission.py", source(), gpus=["CPU"]
+        BOARD,
+        Submitter("alice", "alice"),
+        "submission.py",
+        source(),
+        gpus=["CPU"],
+        mode=Mode.LEADERBOARD,
     )
     held = "held for review: benchmark 0 took 0.001 µs, below the task's floor of 5 µs"
     for job in (await claim_submission(app.pool, receipt.submission_id)).values():

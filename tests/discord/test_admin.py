@@ -181,7 +181,7 @@ async def test_rerun_answers_privately(harness, app, clock):
 
     await create_board(app, clock)
     receipt = await app.service.submissions.submit(
-        "identity", Submitter("1001", "alice"), "s.py", SOLUTION
+        "identity", Submitter("1001", "alice"), "s.py", SOLUTION, mode=Mode.LEADERBOARD
     )
     await finish_submission(app.pool, receipt, 1e-6)
     reply = await harness.command("admin rerun", ADMIN, leaderboard="identity", user=ALICE)

@@ -8,6 +8,7 @@ from datetime import timedelta
 import pytest
 
 from cluster_manager.cli.logs import RedactingFilter
+from cluster_manager.core.models import Mode
 from cluster_manager.service import Submitter
 from tests.conftest import CORRECT
 from tests.discord.conftest import BOB, CREATOR, SOLUTION, create_board, task_zip
@@ -158,7 +159,11 @@ async def test_no_leaderboard_named_anywhere(harness, record_property):
 async def test_rate_limited_with_the_time_to_wait(harness, app, clock):
     await create_board(app, clock, rate_limit=1)
     await app.service.submissions.submit(
-        "identity", Submitter(str(BOB.id), BOB.name), "s.py", CORRECT.encode()
+        "identity",
+        Submitter(str(BOB.id), BOB.name),
+        "s.py",
+        CORRECT.encode(),
+        mode=Mode.LEADERBOARD,
     )
     script = harness.upload("submission.py", SOLUTION)
     reply = await harness.command(

@@ -110,7 +110,9 @@ async def rank_users(app, fake_launcher, count: int) -> None:
     for i in range(count):
         user = Submitter(str(2000 + i), f"user{i}")
         code = f"{CORRECT}# score {i + 1}\n"
-        receipt = await app.service.submissions.submit("identity", user, "s.py", code.encode())
+        receipt = await app.service.submissions.submit(
+            "identity", user, "s.py", code.encode(), mode=Mode.LEADERBOARD
+        )
         job_ids |= {j.id for j in receipt.jobs}
     scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle(job_ids), 120)
@@ -201,7 +203,7 @@ async def test_show_personal_shows_no_score_of_a_secret_run(
     await create_board(app, clock, gpus=("H100",))
     fake_launcher.outcome = _secret_scored_apart
     receipt = await app.service.submissions.submit(
-        "identity", Submitter("2000", "user0"), "s.py", CORRECT.encode()
+        "identity", Submitter("2000", "user0"), "s.py", CORRECT.encode(), mode=Mode.LEADERBOARD
     )
     scheduler = Scheduler(app.pool, app.registry, {"fake": fake_launcher}, config=FAST)
     await asyncio.wait_for(scheduler.run_until_idle({j.id for j in receipt.jobs}), 30)

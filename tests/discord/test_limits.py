@@ -116,7 +116,7 @@ async def leaderboard_show(harness, app, clock, **_) -> str:
     users = [Submitter(f"cli-user-{i}", f"{i:03d} {LONG_NAME}") for i in range(100)]
     for i, user in enumerate(users):
         receipt = await app.service.submissions.submit(
-            "identity", user, "s.py", SOLUTION, gpus=["CPU", "H100"]
+            "identity", user, "s.py", SOLUTION, gpus=["CPU", "H100"], mode=Mode.LEADERBOARD
         )
         await finish_submission(app.pool, receipt, 1e-3 * (i + 1))
     reply = await harness.command("leaderboard show", name="identity")

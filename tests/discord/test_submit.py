@@ -9,7 +9,8 @@ import pytest
 
 from cluster_manager.core.models import Mode, RunRequest, Verdict
 from cluster_manager.core.records import JobState
-from cluster_manager.core.run_results import PhaseOutcome, RunResult, TestOutcome
+from cluster_manager.core.run_results import PhaseOutcome, RunResult
+from cluster_manager.core.run_results import TestOutcome as CaseOutcome
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 from cluster_manager.service import Submitter
@@ -144,7 +145,7 @@ def crashed(request: RunRequest) -> RunResult:
     """A run whose test raised: the runner ran the file as `submission.py`, and says so."""
     where = "(submission.py, line 2)"
     trace = 'Traceback:\n  File "submission.py", line 2, in custom_kernel\nValueError: boom'
-    test = TestOutcome(0, "size: 8", False, error=f"ValueError: boom {where}")
+    test = CaseOutcome(0, "size: 8", False, error=f"ValueError: boom {where}")
     phase = PhaseOutcome(
         "test", 1, False, 0.1, "", trace, Verdict.RUNTIME_ERROR, "test 0 failed", tests=(test,)
     )

@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from cluster_manager.core.models import Mode
 from cluster_manager.service import Submitter
 from tests.discord.conftest import ADMIN, ALICE, BOB, CREATOR, SOLUTION, Member, create_board
 from tests.discord.test_errors import assert_private_error
@@ -124,7 +125,7 @@ async def test_team_commands_autocomplete_leaderboards(harness, app, clock):
 async def test_leaderboard_show_ranks_the_team_as_one_entry_with_its_best(team, app):
     for member, score in ((ALICE, 3e-3), (BOB, 1e-3), (CREATOR, 2e-3)):
         receipt = await app.service.submissions.submit(
-            "identity", as_submitter(member), "s.py", SOLUTION
+            "identity", as_submitter(member), "s.py", SOLUTION, mode=Mode.LEADERBOARD
         )
         await finish_submission(app.pool, receipt, score)
     shown = await team.command("leaderboard show", name="identity")

@@ -76,7 +76,9 @@ async def test_unknown_leaderboard_is_not_found(service, pool, record_property):
     await make_board(service, "real")
     before = await count_rows(pool)
     with pytest.raises(NotFoundError, match="nope") as info:
-        await service.submissions.submit("nope", ALICE, "submission.py", KERNEL)
+        await service.submissions.submit(
+            "nope", ALICE, "submission.py", KERNEL, mode=Mode.LEADERBOARD
+        )
     record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
@@ -203,7 +205,7 @@ async def test_invalid_files_are_refused_and_nothing_is_stored(
     await submit(service)
     before = await count_rows(pool)
     with pytest.raises(InvalidSubmissionError, match=message) as info:
-        await service.submissions.submit("board", BOB, file_name, data)
+        await service.submissions.submit("board", BOB, file_name, data, mode=Mode.LEADERBOARD)
     record_property("observed", str(info.value))
     assert await count_rows(pool) == before
 
@@ -217,13 +219,15 @@ async def test_invalid_files_are_refused_and_nothing_is_stored(
 async def test_file_of_exactly_the_size_limit_is_accepted(pool, registry, clock, record_property):
     service = Service(pool, registry, clock=clock, max_submission_bytes=len(KERNEL))
     await make_board(service)
-    await service.submissions.submit("board", ALICE, "submission.py", KERNEL)
+    await service.submissions.submit("board", ALICE, "submission.py", KERNEL, mode=Mode.LEADERBOARD)
     own, limit = format_size(len(KERNEL) + 1), format_size(len(KERNEL))
     with pytest.raises(
         InvalidSubmissionError,
         match=f"submission.py is {own}, over the {limit} limit for a submission",
     ) as info:
-        await service.submissions.submit("board", ALICE, "submission.py", KERNEL + b"\n")
+        await service.submissions.submit(
+            "board", ALICE, "submission.py", KERNEL + b"\n", mode=Mode.LEADERBOARD
+        )
     record_property("observed", str(info.value))
     assert await count_rows(pool, "submissions") == {"submissions": 1}
 

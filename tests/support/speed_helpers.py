@@ -94,6 +94,7 @@ async def rank_with_figures(
         "submission.py",
         (VECTORADD / "submission.py").read_bytes(),
         gpus=[gpu],
+        mode=Mode.LEADERBOARD,
     )
     peaks = app.registry.get(gpu).peaks
     for job in (await claim_submission(app.pool, receipt.submission_id)).values():

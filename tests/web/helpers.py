@@ -8,6 +8,7 @@ import httpx
 from playwright.async_api import Page
 
 from cluster_manager.app import App
+from cluster_manager.core.models import Mode
 from cluster_manager.service import SubmissionReceipt, Submitter
 from tests.api.conftest import BOARD, IDENTITY
 from tests.storage.helpers import finish_submission
@@ -24,6 +25,7 @@ async def rank(
         "submission.py",
         (IDENTITY / "submission.py").read_bytes(),
         gpus=[gpu],
+        mode=Mode.LEADERBOARD,
     )
     await finish_submission(app.pool, receipt, score)
     return receipt

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from cluster_manager.app import App
-from cluster_manager.core.models import Verdict
+from cluster_manager.core.models import Mode, Verdict
 from cluster_manager.service import SubmissionReceipt, Submitter
 from tests.api.conftest import BOARD, source
 from tests.storage.helpers import claim_submission, dispatch, record
@@ -22,7 +22,7 @@ EMOJI = re.compile("[\u2600-\u27bf\U0001f000-\U0001faff]")
 
 async def submit(app: App, user: str, file_name: str = "submission.py") -> SubmissionReceipt:
     return await app.service.submissions.submit(
-        BOARD, Submitter(user, user), file_name, source(), gpus=["CPU"]
+        BOARD, Submitter(user, user), file_name, source(), gpus=["CPU"], mode=Mode.LEADERBOARD
     )
 
 

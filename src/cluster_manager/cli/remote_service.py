@@ -191,8 +191,8 @@ class RemoteSubmissions:
         file_name: str,
         data: bytes,
         *,
+        mode: Mode,
         gpus: Sequence[str] | None = None,
-        mode: Mode = Mode.LEADERBOARD,
         profile: ProfileOptions | None = None,
     ) -> SubmissionReceipt:
         """Submits as the token's user, on one GPU (the API takes one per submission)."""

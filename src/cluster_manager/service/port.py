@@ -109,8 +109,8 @@ class SubmissionsPort(Protocol):
         file_name: str,
         data: bytes,
         *,
+        mode: Mode,
         gpus: Sequence[str] | None = None,
-        mode: Mode = Mode.LEADERBOARD,
         profile: ProfileOptions | None = None,
     ) -> SubmissionReceipt: ...
 

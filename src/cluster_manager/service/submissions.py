@@ -66,8 +66,8 @@ class Submissions:
         file_name: str,
         data: bytes,
         *,
+        mode: Mode,  # no default: a ranked run is never what a caller gets by leaving it out
         gpus: Sequence[str] | None = None,
-        mode: Mode = Mode.LEADERBOARD,
         profile_benchmark: int | None = None,
         profile: ProfileOptions | None = None,
     ) -> SubmissionReceipt:
