@@ -256,12 +256,13 @@ def take_over_the_timed_step(
 @pytest.mark.reliability(
     "Anti-cheat",
     "replacing the worker's timed step: reply 1 ns, run the 50 ms kernel before sending the output",
-    "ranked at the 50 ms: the window closes when the output arrives",
+    "runtime_error: a timed call's duration and output come back as one reply",
 )
 def test_replying_before_the_kernel_ran(slow_identity, record_property):
     """Attack: replace the worker's timed step so it reports 1 ns as soon as it is asked and
-    does the 50 ms of work before sending the output. Expected: a call's window closes when
-    its output arrives, 50 ms later: ranked at the 50 ms."""
+    does the 50 ms of work before sending the output. Expected: refused, since a timed
+    call's duration and output travel as one reply (`worker.Timed`); were a duration alone
+    taken, the window would still close on the output, 50 ms later."""
     result = attack(slow_identity, take_over_the_timed_step(0.0, 0.05))
     record_property("observed", f"{result.verdict.value}: score {result.score}")
     assert ranked_at_least(result, 0.9 * 0.05), (result.message, result.score)
@@ -320,12 +321,13 @@ def test_shaving_a_quarter_off_every_call(slow_identity, record_property):
 @pytest.mark.reliability(
     "Anti-cheat",
     "replacing the worker's timed step: report 2 ms of work honestly, work 1 ms more after it",
-    "ranked at the 3 ms: the window closes when the output arrives",
+    "runtime_error: a timed call's duration and output come back as one reply",
 )
 def test_moving_a_third_of_the_work_after_the_reply(timed_identity, record_property):
     """Attack: work 2 ms and report exactly that, then work 1 ms more before sending the
-    output, hoping load explains it. Expected: the window closes when the output arrives:
-    ranked at the 3 ms, however loaded the machine."""
+    output, hoping load explains it. Expected: refused, since a timed call's duration and
+    output travel as one reply; were a duration alone taken, the window would still close
+    on the output: ranked at the 3 ms, however loaded the machine."""
     code = take_over_the_timed_step(0.002, 0.001, report_honestly=True)
     result = attack(timed_identity, code)
     record_property("observed", f"{result.verdict.value}: score {result.score}")

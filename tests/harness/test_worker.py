@@ -40,21 +40,20 @@ def test_a_submission_exception_is_reported_as_text_with_its_verdict():
     assert "MemoryError: cannot allocate memory" in reply["error"]
 
 
-def test_a_timed_call_sends_its_duration_first_and_its_output_only_when_ranked(
-    tmp_path, monkeypatch
-):
+def test_a_timed_call_sends_its_duration_with_its_output_in_one_reply(tmp_path, monkeypatch):
     (tmp_path / "submission.py").write_text("def custom_kernel(data):\n    return data * 2\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "submission", raising=False)
     process = worker.Worker()
     process.open(wire.encode(21), 0, None, 0)
     process.warm_up()
-    duration, output = process.run(with_output=True)
-    assert isinstance(duration, float) and duration > 0
-    assert output == {"ok": True, "output": 42}
-    assert [type(reply) for reply in process.run()] == [float]
+    timed = process.run(with_output=True)
+    assert isinstance(timed, worker.Timed) and timed.duration > 0
+    assert timed.reply == {"ok": True, "output": 42}  # a worker says nothing of its waits
+    assert isinstance(process.run(), float)  # a call timed without its output
     # Fresh inputs with the call: the kernel works on them.
-    assert list(process.run(wire.encode(5), with_output=True))[1]["output"] == 10
+    timed = process.run(wire.encode(5), with_output=True)
+    assert isinstance(timed, worker.Timed) and timed.reply["output"] == 10
 
 
 def test_inputs_travel_as_raw_tensors_and_come_back_equal():
@@ -123,11 +122,16 @@ def test_the_stand_in_replays_a_call_as_long_as_told_with_an_output_like_the_hel
             call = case_run.time_call(
                 [stand_in], [inputs], with_output=True, wait_ns=2e6, rank=rank
             )
-            # Its report leaves out its waits for a CPU (a loaded machine preempts it), which
-            # the call counts with all its other waits.
-            assert call.reported_ns + call.waited_ns >= 2e6
+            reply = stand_in.message(call.outputs[0])
+            # It waits on the wall clock: a preemption on a loaded machine cannot shorten it.
+            assert call.reported_ns >= 2e6
             assert call.reported_ns <= call.window_ns
-            assert torch.equal(stand_in.message(call.outputs[0])["output"], held[rank])
+            assert torch.equal(reply["output"], held[rank])
+            # Its reply says how long it had waited for a CPU when its call began; the
+            # harness read the same count, with the stand-in stopped, before sending it.
+            assert reply["waited_ns"] >= call.waited_before_ns >= 0
+            waited = stand_in.waited_before_call(call.waited_before_ns, reply)
+            assert waited == reply["waited_ns"] - call.waited_before_ns
             # Stopped once its replies are in, before the call returns: it runs only while
             # asked something, and its waits are all counted.
             assert _state(stand_in.process.pid) == "T"

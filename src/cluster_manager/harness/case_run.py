@@ -39,12 +39,13 @@ def _free_port() -> int:
 
 @dataclass(frozen=True)
 class TimedCall:
-    window_ns: float  # from the first `run` sent to rank 0's duration read
+    window_ns: float  # from the first `run` sent to rank 0's reply read
     reported_ns: float  # rank 0's duration as its worker reported it
     outputs: list[Received] = field(default_factory=list)  # as sent, when asked for
     replies: list[dict[str, Any]] = field(default_factory=list)  # the outputs read
-    output_ns: float = 0.0  # from the duration read to the last output read
-    waited_ns: float = 0.0  # how long a trusted peer (a stand-in) waited for a CPU in it
+    output_ns: float = 0.0  # from rank 0's reply read to the other ranks' replies read
+    # How long the trusted peers (a stand-in) had waited for a CPU when the call was sent.
+    waited_before_ns: float = 0.0
 
 
 def time_call(
@@ -56,45 +57,52 @@ def time_call(
     rank: int = 0,
 ) -> TimedCall:
     """One timed call on every rank, given fresh `inputs` (one per rank) when not None, with
-    their outputs right after when asked for; the ranks are stopped once all is read. The
-    window opens before the first inputs leave: taking them is part of the call. `wait_ns`
-    and `rank` are for the stand-in (how long to wait, whose output to return)."""
-    waited = _trusted_waits(ranks)
+    their outputs in the same reply when asked for; the ranks are stopped once all is read.
+    The window opens before the first inputs leave: taking them is part of the call.
+    `wait_ns` and `rank` are for the stand-in (how long to wait, whose output to return)."""
+    waited = _trusted_waits(ranks)  # the ranks are stopped: nothing moves it now
     began = _clock()
     # Rank 0 last: the others already wait in its first barrier when it starts.
     for process, data in zip(ranks[1:], inputs[1:], strict=True):
         process.send("run", data, with_output, wait_ns, rank)
     ranks[0].send("run", inputs[0], with_output, wait_ns, rank)
     try:
-        call = _replies(ranks, began, with_output=with_output)
-        # Read before the ranks stop: stopping wakes them, and that wait is not the call's.
-        return replace(call, waited_ns=_trusted_waits(ranks) - waited)
+        if with_output:
+            return replace(_timed_replies(ranks, began), waited_before_ns=waited)
+        return _durations(ranks, began)
     finally:
         for process in ranks:
             process.freeze()
 
 
 def _trusted_waits(ranks: Sequence[Peer]) -> float:
-    """How long the trusted ones among `ranks` have waited for a CPU so far. Not this
-    process's waits: those overlap the peer's work as often as they delay it."""
+    """How long the trusted ones among `ranks` have waited for a CPU so far."""
     return sum(process.waited_ns() for process in ranks)
 
 
-def _replies(ranks: Sequence[Peer], began: int, *, with_output: bool) -> TimedCall:
+def _durations(ranks: Sequence[Peer], began: int) -> TimedCall:
     first = ranks[0].receive()
     done = _clock()  # rank 0's call: the one whose duration is reported
     raw = [first] + [process.receive() for process in ranks[1:]]
+    durations = [p.duration(data) for p, data in zip(ranks, raw, strict=True)]
+    return TimedCall(window_ns=float(done - began), reported_ns=durations[0])
+
+
+def _timed_replies(ranks: Sequence[Peer], began: int) -> TimedCall:
     try:
-        durations = [p.duration(data) for p, data in zip(ranks, raw, strict=True)]
+        first = ranks[0].receive_timed()
+        done = _clock()  # rank 0's call: the one whose duration is reported
+        timed = [first] + [process.receive_timed() for process in ranks[1:]]
     except CaseFailed as failed:
-        # The ranks that did finish have their outputs on the way: out of step now.
-        failed.worker_lost |= with_output and len(ranks) > 1
+        # The ranks that did finish have their replies on the way: out of step now.
+        failed.worker_lost |= len(ranks) > 1
         raise
-    call = TimedCall(window_ns=float(done - began), reported_ns=durations[0])
-    if not with_output:
-        return call
-    outputs = [process.receive() for process in ranks]
-    return replace(call, outputs=outputs, output_ns=float(_clock() - done))
+    return TimedCall(
+        window_ns=float(done - began),
+        reported_ns=first[0],
+        outputs=[reply for _, reply in timed],
+        output_ns=float(_clock() - done),
+    )
 
 
 class CaseRun:

@@ -40,11 +40,14 @@ def paired_case(case: CaseRun, outputs: list[Any], rule: timing.StopRule) -> Out
         for r, data in enumerate(inputs):
             wait_ns = clock.typical_report_ns if r == 0 else 0.0
             replay = time_call([stand_in], [data], with_output=True, wait_ns=wait_ns, rank=r)
-            stand_in.message(replay.outputs[0])
-            # The stand-in's waits for a CPU are the machine's load, not moving data (its
-            # report leaves out those inside its call, so each is taken out once): a
-            # spinning process is preempted where a sleeping kernel is not.
-            total += replay.window_ns - replay.reported_ns + replay.output_ns - replay.waited_ns
+            reply = stand_in.message(replay.outputs[0])
+            # Its waits for a CPU before its call began are the machine's load, not moving
+            # data: it spun through its last replay, and a process that spun is kept waiting
+            # where a kernel that slept is not. Those within its call leave its report and
+            # its window alike; those after it, while its output leaves, a worker's output
+            # meets too.
+            waited = stand_in.waited_before_call(replay.waited_before_ns, reply)
+            total += replay.window_ns - replay.reported_ns + replay.output_ns - waited
         return max(total, 0.0)
 
     def step(i: int) -> float:

@@ -96,6 +96,11 @@ def decode(encoded: Encoded) -> Any:
     return pickle.loads(encoded.head, buffers=encoded.buffers)  # noqa: S301 - from the harness
 
 
+def raw_size(args: tuple[Any, ...]) -> int:
+    """How many raw bytes follow a request with these `args` (`send_buffers`)."""
+    return sum(sum(value.sizes) for value in args if isinstance(value, Encoded))
+
+
 def send_buffers(connection: Connection, args: tuple[Any, ...]) -> None:
     """Writes the raw bytes of each `Encoded` in a request's `args`, after the request."""
     for value in args:

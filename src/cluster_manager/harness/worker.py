@@ -20,7 +20,8 @@ import os
 import struct
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -32,17 +33,31 @@ from cluster_manager.harness.tracebacks import user_traceback
 from cluster_manager.sandbox.lifecycle import die_with_parent, make_undumpable
 
 MAX_ERROR_CHARS = 4000
-# A timed call's reply: the nanoseconds and the request's token, so the harness's window holds
-# little else. Every reply echoes its request's random token: none can be sent ahead of it.
+# A timed call's duration: the nanoseconds and the request's token. Every reply echoes its
+# request's random token: none can be sent ahead of it.
 DONE = struct.Struct("<dQ")
+# What a timed reply (`Timed`) starts with, before its duration: read as a reply's frame
+# count, more than `frames.MAX_FRAMES`, so no other reply can begin this way.
+TIMED_MARK = b"\xffTIMED\xff\xff"
 
 # How allocators word running out of memory (torch CPU, CUDA, HIP).
 _OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory")
 _clock = time.perf_counter_ns
 
-# What a step sends back: a message, or a timed call's duration in nanoseconds.
-Reply = dict[str, Any] | float
-Steps = dict[str, Callable[..., Reply | Iterator[Reply]]]
+
+@dataclass(frozen=True)
+class Timed:
+    """A timed call's duration and its output's reply, sent as one message: the harness
+    sleeps until the whole call is done, so it never takes the CPU of the process it waits
+    on halfway through (on one CPU its wake-up would preempt the worker, or the stand-in)."""
+
+    duration: float
+    reply: dict[str, Any]
+
+
+# What a step sends back: a message, a timed call's duration in nanoseconds, or both.
+Reply = dict[str, Any] | float | Timed
+Steps = dict[str, Callable[..., Reply]]
 
 
 def _torch() -> Any:
@@ -104,8 +119,8 @@ class Worker:
         self._held: list[Any] = []  # a stand-in's outputs, one per rank
         self._holding = 0  # the rank whose output a stand-in's next call returns
         self._wait_ns = 0.0  # a stand-in's next call
-        # How long a stand-in's last call waited for a CPU: not part of what it reports.
-        self._waited_in_kernel = 0
+        # A stand-in's run delay (`cpu_waits`) when its last call began: sent with its output.
+        self._waits_at_start: int | None = None
 
     # --- steps ---------------------------------------------------------------------------
 
@@ -158,11 +173,12 @@ class Worker:
         with_output: bool = False,
         wait_ns: float = 0.0,
         rank: int = 0,
-    ) -> Iterator[Reply]:
-        """One timed call, on `inputs` when the harness sends fresh ones. Its duration is the
-        first reply, alone, so it leaves at once; in timed runs the output follows unasked,
-        for the check. The harness times all of it from outside: taking the inputs, the call,
-        both replies. `wait_ns` and `rank` are for a stand-in only."""
+    ) -> Reply:
+        """One timed call, on `inputs` when the harness sends fresh ones: its duration, with
+        the output for the check in timed runs (one message). The harness times all of it
+        from outside: taking the inputs, the call, the reply. `wait_ns` and `rank` are for a
+        stand-in only, whose reply also says how long it had waited for a CPU when its call
+        began."""
         if inputs is not None:
             self._argument = wire.decode(inputs)
         self._wait_ns = wait_ns
@@ -170,21 +186,25 @@ class Worker:
         self._timer.start()
         output = self._kernel(self._argument)
         elapsed = self._timer.stop()
-        yield elapsed - self._waited_in_kernel
-        if with_output:
-            yield self._output_reply({"ok": True}, output)
+        if not with_output:
+            return elapsed
+        reply = self._output_reply({"ok": True}, output)
+        if self._waits_at_start is not None and reply["ok"]:
+            reply["waited_ns"] = self._waits_at_start
+        return Timed(elapsed, reply)
 
     def _wait_then_hold(self, argument: Any) -> Any:
         """Reads the inputs and writes a fresh output, as a kernel would (what it leaves in the
-        caches and the allocator weighs on the reply after it), then waits out the call. The
-        output lives where the inputs do, so it leaves the way a kernel's does (a GPU's
-        output is copied to the host first); it is moved there once."""
-        began, waited = _clock(), cpu_waits.waited_ns()
+        caches and the allocator weighs on the reply after it), then waits out the call on
+        the wall clock, so a preemption does not lengthen it. The output lives where the
+        inputs do, so it leaves the way a kernel's does (a GPU's output is copied to the host
+        first); it is moved there once."""
+        began = _clock()
+        self._waits_at_start = cpu_waits.waited_ns()
         clone(argument)
         held = self._held[self._holding] = to_device_of(self._held[self._holding], argument)
         output = clone(held)
         _spin_for(int(self._wait_ns) - (_clock() - began))
-        self._waited_in_kernel = cpu_waits.waited_ns() - waited
         return output
 
     def profile(self) -> dict[str, Any]:
@@ -269,8 +289,8 @@ class Worker:
 
 
 def serve(connection: Connection) -> None:
-    """The worker's main loop: one request in, its replies out (one, or a timed call's
-    duration and then its output), until the harness hangs up."""
+    """The worker's main loop: one request in, its reply out (a message, or a timed call's
+    duration, with its output when asked for), until the harness hangs up."""
     die_with_parent()
     worker = Worker()
     steps: Steps = {
@@ -300,10 +320,8 @@ def serve_stand_in(connection: Connection) -> None:
     answer(connection, steps)
 
 
-def answer(
-    connection: Connection, steps: dict[str, Callable[..., Reply | Iterator[Reply]]]
-) -> None:
-    """One request in, its replies out, until the other end hangs up."""
+def answer(connection: Connection, steps: Steps) -> None:
+    """One request in, its reply out, until the other end hangs up."""
     while True:
         try:
             step, token, args = connection.recv()
@@ -311,23 +329,25 @@ def answer(
         except (EOFError, OSError):
             return
         try:
-            replies = steps[step](*args)
-            for reply in replies if isinstance(replies, Iterator) else [replies]:
-                _send(connection, reply, token)
+            reply = steps[step](*args)
         except BaseException as exc:
-            _send(connection, failure(exc), token)
+            reply = failure(exc)
+        _send(connection, reply, token)
 
 
 def _send(connection: Connection, reply: Reply, token: int) -> None:
     if isinstance(reply, float):
         connection.send_bytes(DONE.pack(reply, token))
         return
+    duration = b""
+    if isinstance(reply, Timed):
+        duration, reply = TIMED_MARK + DONE.pack(reply.duration, token), reply.reply
     try:
         head, large = frames.split({**reply, "token": token})
         data = frames.header(large) + encode(head)
     except Exception as exc:  # e.g. an output torch.save cannot write
         data, large = frames.header([]) + encode({**failure(exc), "token": token}), []
-    connection.send_bytes(data)
+    connection.send_bytes(duration + data)
     frames.send_frames(connection, large)
 
 

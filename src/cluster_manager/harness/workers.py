@@ -22,6 +22,7 @@ import signal
 import time
 from collections.abc import Sequence
 from multiprocessing import resource_tracker
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 from cluster_manager.core.models import Verdict
@@ -79,6 +80,11 @@ def _unwrap(message: dict[str, Any]) -> dict[str, Any]:
 
 # --- the workers ------------------------------------------------------------------------------
 
+# A request this small is written before its process is let run (`Peer.send`): well within
+# what a connection's socket buffer holds (200 KiB by default on Linux), so the write never
+# waits on a stopped reader.
+WRITTEN_FIRST_BYTES = 16 * 1024
+
 
 class Peer:
     """One end of a connection that speaks the worker's steps. Each request carries a random
@@ -90,19 +96,45 @@ class Peer:
 
     def send(self, step: str, *args: Any) -> None:
         self._token = secrets.randbits(64)
-        self.thaw()
+        request = ForkingPickler.dumps((step, self._token, args))
+        # A request that fits the connection's buffer is written before the other end may
+        # run: it wakes to find it whole, while this process goes to wait for the reply,
+        # instead of waiting for this process to finish writing on a CPU they share.
+        first = len(request) + wire.raw_size(args) <= WRITTEN_FIRST_BYTES
         try:
-            self.connection.send((step, self._token, args))
+            if not first:
+                self.thaw()
+            self.connection.send_bytes(request)
             wire.send_buffers(self.connection, args)
         except OSError:
             raise _died() from None
+        if first:
+            self.thaw()
 
     def receive(self) -> Received:
         """A duration, or a reply with the frames that follow it (`frames.py`)."""
+        data = self._read()
+        return Received(data) if len(data) == worker.DONE.size else self._with_frames(data)
+
+    def receive_timed(self) -> tuple[float, Received]:
+        """A timed call's duration and its output's reply, one message (`worker.Timed`)."""
+        data = self._read()
+        mark, size = len(worker.TIMED_MARK), worker.DONE.size
+        if data.startswith(worker.TIMED_MARK) and len(data) > mark + size:
+            duration = self.duration(Received(data[mark : mark + size]))
+            return duration, self._with_frames(data[mark + size :])
+        # Not a timed reply: a failure in place of the call, or a duration or output alone.
+        self.duration(Received(data) if len(data) == size else self._with_frames(data))
+        raise broken("the submission's process sent a duration without its output")
+
+    def _read(self) -> bytes:
         try:
-            data = self.connection.recv_bytes()
-            if len(data) == worker.DONE.size:
-                return Received(data)
+            return self.connection.recv_bytes()
+        except (EOFError, OSError):
+            raise _died() from None
+
+    def _with_frames(self, data: bytes) -> Received:
+        try:
             return frames.receive(self.connection, data)
         except (EOFError, OSError):
             raise _died() from None
@@ -209,6 +241,13 @@ class StandIn(ForkedPeer):
 
     def waited_ns(self) -> float:
         return float(cpu_waits.waited_ns(self.process.pid))
+
+    def waited_before_call(self, waited_at_request_ns: float, reply: dict[str, Any]) -> float:
+        """How long the stand-in waited for a CPU from the request (`waited_at_request_ns`:
+        its `waited_ns`, read while it was stopped, before the request was sent) to the start
+        of its call (the same count, which its reply carries: `worker.Worker.run`)."""
+        at_start = float(reply.get("waited_ns", waited_at_request_ns))
+        return max(0.0, at_start - waited_at_request_ns)
 
 
 def _out_of_turn() -> CaseFailed:
