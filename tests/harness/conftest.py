@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import multiprocessing.connection
 from collections.abc import Iterator
 
 import pytest
@@ -15,3 +17,12 @@ def zygote() -> Iterator[Zygote]:
     started = Zygote()
     yield started
     started.close()
+
+
+@pytest.fixture
+def pipe() -> Iterator[tuple[multiprocessing.connection.Connection, ...]]:
+    """Both ends of a worker's kind of connection, closed after the test."""
+    ours, theirs = multiprocessing.Pipe()
+    yield ours, theirs
+    ours.close()
+    theirs.close()

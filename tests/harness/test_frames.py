@@ -4,11 +4,9 @@ they are believed (a worker is the submission's process)."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import struct
 import threading
-from collections.abc import Iterator
 
 import pytest
 import torch
@@ -17,14 +15,6 @@ from cluster_manager.harness import frames, worker, workers
 from cluster_manager.harness.outcome import CaseFailed
 
 BIG = frames.MIN_FRAME_BYTES // 4  # float32 elements of one frame's minimum
-
-
-@pytest.fixture
-def pipe() -> Iterator[tuple[multiprocessing.connection.Connection, ...]]:
-    ours, theirs = multiprocessing.Pipe()
-    yield ours, theirs
-    ours.close()
-    theirs.close()
 
 
 def _in_background(send) -> None:

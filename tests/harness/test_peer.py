@@ -4,11 +4,9 @@ reply, which nothing else can stand in for."""
 
 from __future__ import annotations
 
-import multiprocessing
 import pickle
 import struct
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,14 +14,6 @@ import torch
 
 from cluster_manager.harness import frames, worker, workers
 from cluster_manager.harness.outcome import CaseFailed
-
-
-@pytest.fixture
-def pipe() -> Iterator[tuple[multiprocessing.connection.Connection, ...]]:
-    ours, theirs = multiprocessing.Pipe()
-    yield ours, theirs
-    ours.close()
-    theirs.close()
 
 
 class Watched(workers.Peer):
