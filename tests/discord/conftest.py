@@ -297,7 +297,12 @@ class DiscordHarness:
     async def close(self) -> None:
         for task in self.tasks:
             task.cancel()
-        await asyncio.gather(*self.tasks, return_exceptions=True)
+        try:
+            async with asyncio.timeout(10):
+                await asyncio.gather(*self.tasks, return_exceptions=True)
+        except TimeoutError:
+            pending = [t for t in self.tasks if not t.done()]
+            raise AssertionError(f"the bot's tasks outlived their cancel: {pending}") from None
         await self.bot.close()
 
 

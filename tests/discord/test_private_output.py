@@ -81,6 +81,8 @@ async def test_a_restart_mid_run_ends_with_the_report(make_harness, app, clock, 
         first.fake.dms_closed.add(ALICE.id)
     await first.submit_held(fake_launcher)
     await first.close()  # the bot dies mid-run: its follow was not reported
+    follows = await app.pool.fetchval("SELECT count(*) FROM discord_follows")
+    assert follows == 1, "the closed bot's follow went on and reported the submission"
 
     for run in fake_launcher.runs.values():
         run.polls_left = 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 
@@ -272,3 +273,31 @@ async def test_a_lost_listener_is_started_again(service, pool):
     finally:
         await first_watch.aclose()
         await second_watch.aclose()
+
+
+@pytest.mark.parametrize("turns", range(6))
+async def test_a_watch_cancelled_as_an_event_reaches_it_ends(service, no_rereads, turns):
+    """A follow is cancelled when its front end stops (a bot closing, a client leaving): the
+    cancellation ends the watch whatever moment the next event reaches it, even in the same
+    turn of the loop (`asyncio.wait_for` lost such a cancellation on Python 3.11, and a
+    closed bot's follow then ran on to the run's end)."""
+    await make_board(service)
+    receipt = await submit(service)
+    job = min(receipt.jobs, key=lambda j: j.id)
+    seen: list[JobEvent] = []
+
+    async def follow() -> None:
+        async for event in service.events.watch(receipt.submission_id):
+            seen.append(event)
+
+    task = asyncio.create_task(follow())
+    while len(seen) < len(receipt.jobs):  # the snapshots: the watch now waits for events
+        await asyncio.sleep(0.01)
+    running = JobEvent(job.id, receipt.submission_id, "CPU", False, "running")
+    # As the listener's connection hands a notification over.
+    service.events.event_hub._dispatch(None, 0, "", json.dumps(running.to_json()))
+    for _ in range(turns):
+        await asyncio.sleep(0)
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=5)
+    assert task in done and task.cancelled(), f"the watch went on after its cancel: {seen}"

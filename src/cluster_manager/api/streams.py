@@ -117,7 +117,8 @@ async def submission_stream(
     try:
         while True:
             try:
-                await asyncio.wait_for(done.wait(), timeout=interval_s)
+                async with asyncio.timeout(interval_s):
+                    await done.wait()
                 break
             except TimeoutError:
                 elapsed = round(time.monotonic() - started, 1)

@@ -60,4 +60,5 @@ class Announcer:
             except Exception:  # a database or Discord blip: try again next round
                 log.exception("announcing new leaders failed")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), self.every_s)
+                async with asyncio.timeout(self.every_s):
+                    await stop.wait()

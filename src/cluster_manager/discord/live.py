@@ -284,7 +284,7 @@ async def carry_on(live: LiveMessage, status: LiveSubmission, service: Service) 
                 status.finished_at = loop.time()
             changed.set()
     finally:
-        # Told, not cancelled: a cancellation can be lost in `wait_for` (Python < 3.12).
+        # Told, not cancelled: an edit under way ends whole.
         over.set()
         changed.set()
         await painter
@@ -333,7 +333,8 @@ async def _paint(
     loop = asyncio.get_running_loop()
     while not over.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(changed.wait(), TICK_S)
+            async with asyncio.timeout(TICK_S):
+                await changed.wait()
         changed.clear()
         if not over.is_set():
             await live.show(lambda: status.render(loop.time()))

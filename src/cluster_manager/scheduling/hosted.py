@@ -31,12 +31,14 @@ async def keep_scheduling(
         except Exception:
             log.exception("the scheduler stopped; restarting in %.0f s", RESTART_S)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), RESTART_S)
+                async with asyncio.timeout(RESTART_S):
+                    await stop.wait()
 
 
 async def stop_scheduling(task: asyncio.Task[None], stop: asyncio.Event) -> None:
     stop.set()
     try:
-        await asyncio.wait_for(task, STOP_S)
+        async with asyncio.timeout(STOP_S):  # cancels the task when it runs out
+            await task
     except TimeoutError:
         log.warning("the scheduler did not stop in time; its leases will expire")

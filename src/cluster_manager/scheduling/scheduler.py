@@ -99,9 +99,8 @@ class Scheduler:
                     except DatabaseUnavailableError as exc:  # a database restart: try the next poll
                         log.warning("scheduler pass failed (will retry): %s", exc)
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            _first(self._wake.wait(), stop.wait()), timeout=self.config.poll_s
-                        )
+                        async with asyncio.timeout(self.config.poll_s):
+                            await _first(self._wake.wait(), stop.wait())
             finally:
                 heartbeat.cancel()
                 if self._tasks:

@@ -53,7 +53,8 @@ class LiveEvents:
                 yield snapshot
             while open_jobs:
                 try:
-                    event = await asyncio.wait_for(events.get(), timeout=RECHECK_S)
+                    async with asyncio.timeout(RECHECK_S):
+                        event = await events.get()
                 except TimeoutError:
                     # A missed notification (connection blip) must not hang us: re-read, and
                     # have the listener back if its connection was lost.

@@ -30,7 +30,8 @@ async def run(command: Sequence[str], timeout: float) -> Output:
     except OSError as exc:
         raise LauncherError(f"cannot run {command[0]}: {exc.strerror or exc}") from exc
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout)
+        async with asyncio.timeout(timeout):
+            out, err = await proc.communicate()
     except TimeoutError:
         raise LauncherError(f"{command[0]} did not answer within {timeout:g} s") from None
     finally:
