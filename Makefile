@@ -8,7 +8,11 @@ STAMP := $(VENV)/.installed
 .PHONY: setup demo test durations reliability lint format bench bench-quick clean slurm-up slurm-down lock \
 	gpu-check gpu-carry schema
 
+# Byte-compiles the package as a wheel install would: with PYTHONDONTWRITEBYTECODE set (as on
+# many CI machines) nothing else writes the .pyc files of an editable install, and every
+# `cluster-manager` command would compile its modules anew. Only changed files are redone.
 setup: $(STAMP)
+	$(BIN)/python -m compileall -q src/cluster_manager
 
 # Exactly what requirements/dev.lock pins, each file checked against its hash; then this package
 # itself, without dependencies (they are all in the lock).
