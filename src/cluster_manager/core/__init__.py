@@ -31,4 +31,5 @@ sealed.py          AES-256-GCM sealing for what crosses a channel others can rea
 profiling.py       profile mode's contracts: what is asked of Nsight Compute, what came back
 progress.py        the runner's progress events, one JSON object a line
 wording.py         counts, moments and spans of time as a person writes them
+waits.py           a wait with a time limit that never loses a cancel
 """

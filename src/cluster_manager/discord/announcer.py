@@ -5,13 +5,13 @@ changes were announced is kept in the database, so a restart repeats none."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import discord
 
+from cluster_manager.core.waits import within
 from cluster_manager.rendering.reports import format_duration_ns
 from cluster_manager.service.announcements import LeadersChanged
 
@@ -59,6 +59,4 @@ class Announcer:
                 await self.announce_once()
             except Exception:  # a database or Discord blip: try again next round
                 log.exception("announcing new leaders failed")
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.every_s):
-                    await stop.wait()
+            await within(self.every_s, stop.wait())

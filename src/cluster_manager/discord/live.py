@@ -13,7 +13,6 @@ none is told once, in the channel, where the report will be (`/leaderboard get-s
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import Awaitable, Callable
@@ -25,6 +24,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait
 
 from cluster_manager.core.models import Mode
 from cluster_manager.core.records import EventState, JobEvent, JobState
+from cluster_manager.core.waits import within
 from cluster_manager.core.wording import dispatched_to
 from cluster_manager.discord import profile_files, render
 from cluster_manager.discord.replies import answer, text_file, truncate
@@ -332,9 +332,7 @@ async def _paint(
     edits)."""
     loop = asyncio.get_running_loop()
     while not over.is_set():
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(TICK_S):
-                await changed.wait()
+        await within(TICK_S, changed.wait())
         changed.clear()
         if not over.is_set():
             await live.show(lambda: status.render(loop.time()))

@@ -5,10 +5,10 @@ expired, including those a previous run of the process left in flight."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
+from cluster_manager.core.waits import within
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.scheduler import Scheduler
 
@@ -30,9 +30,7 @@ async def keep_scheduling(
             await scheduler.run(stop)
         except Exception:
             log.exception("the scheduler stopped; restarting in %.0f s", RESTART_S)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(RESTART_S):
-                    await stop.wait()
+            await within(RESTART_S, stop.wait())
 
 
 async def stop_scheduling(task: asyncio.Task[None], stop: asyncio.Event) -> None:

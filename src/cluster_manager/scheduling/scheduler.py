@@ -25,6 +25,7 @@ import asyncpg
 
 from cluster_manager.core.gpus import LAUNCHER_SETTINGS, GpuRegistry
 from cluster_manager.core.records import IN_FLIGHT_STATES, EventState, Job, JobEvent
+from cluster_manager.core.waits import within
 from cluster_manager.launchers.base import Launcher
 from cluster_manager.scheduling.config import SchedulerConfig
 from cluster_manager.scheduling.driver import JobDriver
@@ -98,9 +99,7 @@ class Scheduler:
                         await self.step()
                     except DatabaseUnavailableError as exc:  # a database restart: try the next poll
                         log.warning("scheduler pass failed (will retry): %s", exc)
-                    with contextlib.suppress(TimeoutError):
-                        async with asyncio.timeout(self.config.poll_s):
-                            await _first(self._wake.wait(), stop.wait())
+                    await within(self.config.poll_s, _first(self._wake.wait(), stop.wait()))
             finally:
                 heartbeat.cancel()
                 if self._tasks:
