@@ -57,7 +57,7 @@ MODULES = (
 LONG_MODULES = ("honest_verdicts",)
 # What a module that crashed would have reported.
 FIGURES = {
-    "eval_overhead": ("eval_overhead_ratio",),
+    "eval_overhead": ("eval_overhead_ratio", "harness_exit_ms"),
     "sandbox_overhead": ("sandbox_overhead_ms_root", "sandbox_overhead_ms_unprivileged"),
     "timing_error": ("timing_error_pct_max", "ranked_timing_error_pct_max"),
     "case_transfer": ("case_transfer_ms_16mib", "raw_pipe_ms_16mib"),

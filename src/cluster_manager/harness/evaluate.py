@@ -28,6 +28,7 @@ The work is split by job: `workers.py` (the pipes to the workers and the stand-i
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import sys
@@ -241,5 +242,15 @@ def main(argv: list[str] | None = None) -> int:
         out.close()
 
 
+def leave(code: int) -> NoReturn:
+    """Ends the process without the interpreter's teardown, which with torch loaded takes
+    ~0.3 s of every phase after its results have gone. Nothing here needs it: the workers
+    are stopped and the pipe closed (main's `finally`); its workers leave the same way."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())
