@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cluster_manager.cli import cli
+from cluster_manager.cli.common import cli
 from cluster_manager.cli.logs import (
     HANDLER_NAME,
     JsonLineFormatter,

@@ -13,7 +13,8 @@ import psycopg
 import pytest
 from click.testing import CliRunner
 
-from cluster_manager.cli import cli, logs
+from cluster_manager.cli import logs
+from cluster_manager.cli.common import cli
 from cluster_manager.discord.bot import ClusterBot
 from cluster_manager.storage.singletons import lock_key
 

@@ -35,9 +35,21 @@ the same records by the API's own models, `api/models/`) when CLUSTER_MANAGER_AP
 
 from __future__ import annotations
 
-# Each command's module is imported when that command runs (see `LazyGroup`).
-from cluster_manager.cli.common import cli
+import gc
+import sys
 
 
 def main() -> None:
+    """The `cluster-manager` script (a process's entry: never called in another program).
+
+    Start-up (the command's modules, their classes and tables: most of what the process will
+    ever hold) runs with the collector off, then is frozen out of every later collection and
+    of the one at exit: about 20 ms of a command whose own work, for `eval`, is about 0.1 s.
+    """
+    gc.disable()
+    from cluster_manager.cli.common import cli, import_command
+
+    import_command(sys.argv[1] if len(sys.argv) > 1 else "")
+    gc.freeze()
+    gc.enable()
     cli(prog_name="cluster-manager")

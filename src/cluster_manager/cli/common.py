@@ -85,9 +85,15 @@ class LazyGroup(click.Group):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands:
-            for module in COMMAND_MODULES.get(cmd_name, ()):
-                importlib.import_module(f"cluster_manager.cli.{module}")  # registers it
+            import_command(cmd_name)
         return super().get_command(ctx, cmd_name)
+
+
+def import_command(name: str) -> None:
+    """Imports the modules of the command `name` (which registers it); nothing for a name
+    that is not a command's."""
+    for module in COMMAND_MODULES.get(name, ()):
+        importlib.import_module(f"cluster_manager.cli.{module}")
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
