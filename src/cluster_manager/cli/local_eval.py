@@ -27,7 +27,6 @@ from cluster_manager.core.speed_of_light import Peaks
 from cluster_manager.core.submission import read_source_file, validate_submission
 from cluster_manager.core.task import load_task
 from cluster_manager.rendering.reports import format_report
-from cluster_manager.sandbox import cgroups
 from cluster_manager.settings import Settings, local_limits
 
 
@@ -142,7 +141,6 @@ def eval_command(
     root: Path | None,
 ) -> None:
     """Run SUBMISSION against the task at TASK (a folder or .zip) on this machine."""
-    cgroups.probe_in_background()  # while the task is read and the runner imported
     try:
         task = load_task(task_path, root=root)
         peaks = published_peaks(settings, gpu)

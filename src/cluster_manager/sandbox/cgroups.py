@@ -20,7 +20,6 @@ import functools
 import itertools
 import os
 import signal
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -362,25 +361,9 @@ def _works(backend: Backend) -> str | None:
     return None
 
 
-_probing = threading.Lock()
-
-
-def backend() -> Backend | str:
-    """The backend that works here, or why none does (probed once per process; a caller that
-    comes while the probe runs waits for its answer)."""
-    with _probing:
-        return _probe()
-
-
-def probe_in_background() -> None:
-    """Starts the probe in a thread, for a caller with other work to do before its first run:
-    most of the probe is the kernel's wait to move the probe's child between cgroups
-    (~10 ms), which then overlaps that work."""
-    threading.Thread(target=backend, name="cgroup-probe", daemon=True).start()
-
-
 @functools.cache
-def _probe() -> Backend | str:
+def backend() -> Backend | str:
+    """The backend that works here, or why none does (probed once per process)."""
     if os.environ.get(SETTING) == "off":
         return f"{SETTING}=off"
     reasons = []
