@@ -29,6 +29,7 @@ from cluster_manager.core.models import Mode
 from cluster_manager.core.profiling import ProfilerOutcome
 from cluster_manager.core.records import RunRecord
 from cluster_manager.core.run_results import RunResult
+from cluster_manager.core.waits import within
 from cluster_manager.rendering.reports import format_event, format_submission_report
 from cluster_manager.service import RateLimitedError, Service, SubmissionReport
 
@@ -115,15 +116,10 @@ async def submission_stream(
 
     follower = asyncio.create_task(follow())
     try:
-        while True:
-            try:
-                async with asyncio.timeout(interval_s):
-                    await done.wait()
-                break
-            except TimeoutError:
-                elapsed = round(time.monotonic() - started, 1)
-                status = {"status": "processing", "elapsed_time": elapsed, "message": latest[0]}
-                yield sse("status", status)
+        while not await within(interval_s, done.wait()):
+            elapsed = round(time.monotonic() - started, 1)
+            status = {"status": "processing", "elapsed_time": elapsed, "message": latest[0]}
+            yield sse("status", status)
         if (failure := follower.exception()) is not None:
             error_id = uuid.uuid4().hex[:8]
             log.error("error %s following submission %d", error_id, submission_id, exc_info=failure)

@@ -35,8 +35,5 @@ async def keep_scheduling(
 
 async def stop_scheduling(task: asyncio.Task[None], stop: asyncio.Event) -> None:
     stop.set()
-    try:
-        async with asyncio.timeout(STOP_S):  # cancels the task when it runs out
-            await task
-    except TimeoutError:
+    if not await within(STOP_S, task):  # cancels the task when time runs out
         log.warning("the scheduler did not stop in time; its leases will expire")
